@@ -1,0 +1,106 @@
+import swagger from '@fastify/swagger';
+import scalar from '@scalar/fastify-api-reference';
+import Fastify, { type FastifyInstance } from 'fastify';
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Config } from './config.ts';
+import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
+import { installErrorHandling } from './http/error-handler.ts';
+import type { JobQueue } from './jobs/queue.ts';
+import { adapterRoutes } from './modules/adapters/index.ts';
+import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
+import { authRoutes, createAuth, type Auth } from './modules/auth/index.ts';
+import { logRoutes, sendRoutes } from './modules/emails/index.ts';
+import { templateRoutes } from './modules/templates/index.ts';
+
+/** What the HTTP app needs from the process; tests build it with real PostgreSQL or PGlite. */
+export interface AppDeps {
+  config: Config;
+  database: DatabaseHandle;
+  queue: JobQueue;
+  /** 32-byte key for adapter configs at rest (AES-256-GCM). */
+  encryptionKey: Buffer;
+}
+
+/** Services the app builds once from its deps and shares with every route. */
+export interface AppContext extends AppDeps {
+  auth: Auth;
+  rateLimiter: RateLimiter;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    ctx: AppContext;
+  }
+}
+
+/** 10 MB (issue #2): larger bodies get 400 INVALID_INPUT. */
+export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
+
+/**
+ * Builds the Fastify app: envelope and error handling, OpenAPI at `/docs` (JSON at `/docs/json`),
+ * health endpoints, better-auth and every module's routes. Does not listen and starts no worker.
+ */
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: { level: deps.config.LOG_LEVEL },
+    bodyLimit: BODY_LIMIT_BYTES,
+    trustProxy: deps.config.TRUST_PROXY,
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installErrorHandling(app);
+
+  const ctx: AppContext = {
+    ...deps,
+    auth: createAuth(deps),
+    rateLimiter: createRateLimiter(deps.config),
+  };
+  app.decorate('ctx', ctx);
+  app.decorateRequest('principal', null);
+  app.addHook('onClose', async () => ctx.rateLimiter.close());
+
+  await app.register(swagger, {
+    openapi: {
+      info: {
+        title: 'Postwright API',
+        version: '1.0.0',
+        description: 'Email templates, rendering and delivery. Public API under /api/v1 (X-API-Key).',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+          session: { type: 'apiKey', in: 'cookie', name: 'postwright.session_token' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(scalar, {
+    routePrefix: '/docs',
+    openApiDocumentEndpoints: { json: '/json', yaml: '/yaml' },
+  });
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ success: true, data: { status: 'ok' } }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    if (await isDatabaseReachable(deps.database.db)) return { success: true, data: { status: 'ready' } };
+    return reply.code(503).send({
+      success: false,
+      error: { code: 'SERVICE_UNAVAILABLE', message: 'Database unreachable', details: {} },
+    });
+  });
+
+  await app.register(authRoutes);
+  await app.register(apiKeyRoutes);
+  await app.register(adapterRoutes);
+  await app.register(templateRoutes);
+  await app.register(sendRoutes);
+  await app.register(logRoutes);
+  return app;
+}

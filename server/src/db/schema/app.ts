@@ -1,0 +1,187 @@
+import { sql } from 'drizzle-orm';
+import { boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import { teams, users } from './auth.ts';
+
+/** Team-owned resources of the spec ("Resources and their fields"). Every row carries team_id. */
+const ts = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: 'date' });
+const teamId = () =>
+  text('team_id')
+    .notNull()
+    .references(() => teams.id, { onDelete: 'cascade' });
+
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    name: text('name').notNull(),
+    keyHash: text('key_hash').notNull().unique(),
+    keyPrefix: text('key_prefix').notNull(),
+    scopes: text('scopes').array().notNull(),
+    rateLimit: integer('rate_limit').notNull(),
+    expiresAt: ts('expires_at'),
+    lastUsedAt: ts('last_used_at'),
+    isActive: boolean('is_active').notNull().default(true),
+    createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [index('api_keys_team_id_idx').on(t.teamId)],
+);
+
+export const adapters = pgTable(
+  'adapters',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    name: text('name').notNull(),
+    type: text('type').notNull(),
+    /** AES-256-GCM ciphertext of the JSON config (see modules/adapters). */
+    configEncrypted: text('config_encrypted').notNull(),
+    defaultFrom: text('default_from'),
+    isDefault: boolean('is_default').notNull().default(false),
+    isActive: boolean('is_active').notNull().default(true),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    index('adapters_team_id_idx').on(t.teamId),
+    uniqueIndex('adapters_one_default_per_team').on(t.teamId).where(sql`${t.isDefault}`),
+  ],
+);
+
+export const templates = pgTable(
+  'templates',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    name: text('name').notNull(),
+    slug: text('slug').notNull(),
+    description: text('description').notNull().default(''),
+    subject: text('subject').notNull(),
+    designJson: jsonb('design_json').notNull(),
+    compiledHtml: text('compiled_html').notNull(),
+    variables: text('variables').array().notNull(),
+    thumbnailUrl: text('thumbnail_url').notNull().default(''),
+    currentVersionId: text('current_version_id'),
+    /** True when content changed since currentVersionId was snapshotted. */
+    hasUnversionedChanges: boolean('has_unversioned_changes').notNull().default(false),
+    isActive: boolean('is_active').notNull().default(true),
+    generatePdf: boolean('generate_pdf').notNull().default(false),
+    pdfFilename: text('pdf_filename'),
+    createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('templates_team_slug_idx').on(t.teamId, t.slug)],
+);
+
+/** Immutable snapshots; kept after their template is deleted so logs can be re-rendered. */
+export const templateVersions = pgTable(
+  'template_versions',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    templateId: text('template_id').references(() => templates.id, { onDelete: 'set null' }),
+    number: integer('number').notNull(),
+    name: text('name').notNull(),
+    templateName: text('template_name').notNull(),
+    subject: text('subject').notNull(),
+    designJson: jsonb('design_json').notNull(),
+    generatePdf: boolean('generate_pdf').notNull().default(false),
+    pdfFilename: text('pdf_filename'),
+    createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [index('template_versions_template_id_idx').on(t.templateId, t.number)],
+);
+
+export const emailLogs = pgTable(
+  'email_logs',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    templateId: text('template_id').references(() => templates.id, { onDelete: 'set null' }),
+    templateName: text('template_name').notNull(),
+    templateVersionId: text('template_version_id').notNull(),
+    adapterId: text('adapter_id').notNull(),
+    apiKeyId: text('api_key_id'),
+    toAddresses: text('to_addresses').array().notNull(),
+    fromAddress: text('from_address').notNull(),
+    subject: text('subject').notNull(),
+    variables: jsonb('variables').notNull(),
+    status: text('status').notNull(),
+    providerMessageId: text('provider_message_id'),
+    errorMessage: text('error_message'),
+    hasPdfAttachment: boolean('has_pdf_attachment').notNull().default(false),
+    jobId: text('job_id').notNull(),
+    attemptCount: integer('attempt_count').notNull().default(0),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    sentAt: ts('sent_at'),
+    deliveredAt: ts('delivered_at'),
+    openedAt: ts('opened_at'),
+    clickedAt: ts('clicked_at'),
+    bouncedAt: ts('bounced_at'),
+    failedAt: ts('failed_at'),
+    spamAt: ts('spam_at'),
+  },
+  (t) => [
+    index('email_logs_team_created_idx').on(t.teamId, t.createdAt),
+    index('email_logs_team_status_idx').on(t.teamId, t.status),
+  ],
+);
+
+/** Every status change of an email, including ones that did not move `status` forward. */
+export const emailEvents = pgTable(
+  'email_events',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    emailId: text('email_id')
+      .notNull()
+      .references(() => emailLogs.id, { onDelete: 'cascade' }),
+    status: text('status').notNull(),
+    detail: jsonb('detail').notNull().default({}),
+    occurredAt: ts('occurred_at').notNull().defaultNow(),
+  },
+  (t) => [index('email_events_email_id_idx').on(t.emailId, t.occurredAt)],
+);
+
+export const webhooks = pgTable(
+  'webhooks',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    name: text('name').notNull(),
+    url: text('url').notNull(),
+    events: text('events').array().notNull(),
+    secret: text('secret').notNull(),
+    isActive: boolean('is_active').notNull().default(true),
+    lastTriggeredAt: ts('last_triggered_at'),
+    lastSuccessAt: ts('last_success_at'),
+    consecutiveFailures: integer('consecutive_failures').notNull().default(0),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [index('webhooks_team_id_idx').on(t.teamId)],
+);
+
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    webhookId: text('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    event: text('event').notNull(),
+    payload: jsonb('payload').notNull(),
+    responseStatus: integer('response_status'),
+    responseBody: text('response_body'),
+    success: boolean('success').notNull().default(false),
+    attemptCount: integer('attempt_count').notNull().default(0),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [index('webhook_deliveries_webhook_idx').on(t.webhookId, t.createdAt)],
+);

@@ -1,0 +1,69 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { AppError, type ErrorCode } from './errors.ts';
+
+/** Fastify's own client-error codes and what the envelope says for each. */
+const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; message: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    code: 'INVALID_INPUT',
+    reason: 'UNSUPPORTED_CONTENT_TYPE',
+    message: 'Request bodies must be JSON with Content-Type: application/json',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: {
+    code: 'INVALID_INPUT',
+    reason: 'BODY_TOO_LARGE',
+    message: 'Request body exceeds the 10 MB limit',
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    code: 'INVALID_INPUT',
+    reason: 'EMPTY_JSON_BODY',
+    message: 'Body cannot be empty when Content-Type is application/json',
+  },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_INPUT', reason: 'MALFORMED_JSON', message: 'Malformed JSON body' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    code: 'INVALID_INPUT',
+    reason: 'INVALID_CONTENT_LENGTH',
+    message: 'Content-Length does not match the body',
+  },
+};
+
+function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  return reply
+    .code(error.statusCode)
+    .type('application/json; charset=utf-8')
+    .send({ success: false, error: { code: error.code, message: error.message, details: error.details } });
+}
+
+/** Converts anything thrown in a route into the spec's error envelope. Never leaks stacks or SQL. */
+export function toAppError(error: unknown, request: FastifyRequest): AppError {
+  if (error instanceof AppError) return error;
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    const issues = error.validation.map((v) => {
+      const where = v.instancePath.replace(/^\//, '').replaceAll('/', '.');
+      const context = error.validationContext ?? 'body';
+      return { path: where ? `${context}.${where}` : context, message: v.message ?? 'invalid' };
+    });
+    return new AppError('VALIDATION_ERROR', 'Request validation failed', { issues });
+  }
+  const fastifyError = error as Partial<FastifyError>;
+  const known = fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined;
+  if (known) return new AppError(known.code, known.message, { reason: known.reason });
+  if (error instanceof SyntaxError && (fastifyError.statusCode ?? 0) === 400) {
+    return new AppError('INVALID_INPUT', 'Malformed JSON body', { reason: 'MALFORMED_JSON' });
+  }
+  const status = fastifyError.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    const code: ErrorCode = status === 404 ? 'NOT_FOUND' : status === 429 ? 'RATE_LIMITED' : 'INVALID_INPUT';
+    return new AppError(code, fastifyError.message ?? 'Bad request');
+  }
+  request.log.error({ err: error, reqId: request.id }, 'unhandled error');
+  return new AppError('INTERNAL_ERROR', 'Internal server error', { requestId: request.id });
+}
+
+/** Installs the error and not-found handlers that render the envelope for every failure. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request)));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(reply, new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`)),
+  );
+}

@@ -1,0 +1,41 @@
+import type { Permission, TeamRole } from '../modules/auth/permissions.ts';
+
+/** Who is calling, as established by a guard (session cookie or API key). */
+export type Principal = SessionPrincipal | ApiKeyPrincipal;
+
+/** A dashboard user signed in with a session cookie, acting in the session's active team. */
+export interface SessionPrincipal {
+  kind: 'session';
+  userId: string;
+  sessionId: string;
+  teamId: string;
+  role: TeamRole;
+  permissions: ReadonlySet<Permission>;
+}
+
+/** A programmatic caller authenticated with `X-API-Key`. */
+export interface ApiKeyPrincipal {
+  kind: 'apiKey';
+  apiKeyId: string;
+  teamId: string;
+  scopes: readonly string[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+}
+
+/** The principal a guard put on the request; a route without a guard calling this is a bug. */
+export function principalOf(request: { principal: Principal | null }): Principal {
+  if (!request.principal) throw new Error('route used principalOf() without an authentication guard');
+  return request.principal;
+}
+
+/** The principal, narrowed to a session (routes guarded by requireSession). */
+export function sessionOf(request: { principal: Principal | null }): SessionPrincipal {
+  const principal = principalOf(request);
+  if (principal.kind !== 'session') throw new Error('route expected a session principal');
+  return principal;
+}

@@ -1,0 +1,103 @@
+import { sql } from 'drizzle-orm';
+import { fromDrizzle, fromPglite, PgBoss, type JobWithMetadata } from 'pg-boss';
+import type { DatabaseHandle, Executor } from '../db/client.ts';
+
+/** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
+export interface RetryPolicy {
+  retryLimit: number;
+  retryDelaySeconds: number;
+  retryBackoff: boolean;
+}
+
+/** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
+export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
+
+/**
+ * The durable job queue: pg-boss on the system-of-record database (ARCHITECTURE.md "Runtime shape"),
+ * through its PGlite adapter on the embedded default. Jobs are enqueued inside the caller's
+ * transaction so a row and its job commit together or not at all.
+ */
+export class JobQueue {
+  readonly boss: PgBoss;
+  #started = false;
+
+  constructor(database: DatabaseHandle) {
+    this.boss =
+      database.kind === 'pglite'
+        ? new PgBoss({ db: fromPglite(database.pglite), schema: 'pgboss' })
+        : new PgBoss({ connectionString: database.connectionString, schema: 'pgboss', max: 4 });
+    // pg-boss reports maintenance and polling failures as events; without a listener they throw.
+    this.boss.on('error', (error) => {
+      if (this.#started) console.error('[queue]', error.message);
+    });
+  }
+
+  /** Creates pg-boss's schema if needed and starts its maintenance (not workers). */
+  async start(): Promise<void> {
+    await this.boss.start();
+    this.#started = true;
+  }
+
+  /** Creates (or updates) a queue with its retry policy; idempotent. */
+  async declareQueue(name: string, retry: RetryPolicy): Promise<void> {
+    const options = {
+      retryLimit: retry.retryLimit,
+      retryDelay: retry.retryDelaySeconds,
+      retryBackoff: retry.retryBackoff,
+      expireInSeconds: 300,
+    };
+    const existing = await this.boss.getQueue(name);
+    if (existing) await this.boss.updateQueue(name, options);
+    else await this.boss.createQueue(name, options);
+  }
+
+  /**
+   * Inserts a job inside `tx` (it becomes visible only if `tx` commits).
+   * @param id the job's UUID (see ids.newJobId); it doubles as the dedupe key.
+   */
+  async enqueue(tx: Executor, name: string, data: object, id: string): Promise<void> {
+    await this.boss.send(name, data, { id, db: fromDrizzle(tx as never, sql as never) });
+  }
+
+  /**
+   * Runs `handler` for jobs of `name`, fetching up to `batchSize` per poll and processing them
+   * concurrently; each job is settled on its own (pg-boss `perJobResults`). A handler that throws
+   * hands its job back to pg-boss for the queue's retry policy; a terminal outcome is the
+   * handler's to record before it returns.
+   */
+  async work<T extends object>(
+    name: string,
+    options: { batchSize: number; pollingIntervalSeconds: number },
+    handler: (job: QueuedJob<T>) => Promise<void>,
+  ): Promise<void> {
+    await this.boss.work<T>(
+      name,
+      {
+        batchSize: options.batchSize,
+        pollingIntervalSeconds: options.pollingIntervalSeconds,
+        includeMetadata: true,
+        perJobResults: true,
+      },
+      async (jobs) => {
+        const results = await Promise.allSettled(jobs.map((job) => handler(job)));
+        return results.map((result, index) => {
+          const id = jobs[index]!.id;
+          if (result.status === 'fulfilled') return { id, status: 'completed' as const };
+          const reason: unknown = result.reason;
+          return {
+            id,
+            status: 'failed' as const,
+            output: { message: reason instanceof Error ? reason.message : String(reason) },
+          };
+        });
+      },
+    );
+  }
+
+  /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance. */
+  async stop(timeoutMs = 10_000): Promise<void> {
+    if (!this.#started) return;
+    this.#started = false;
+    await this.boss.stop({ graceful: true, timeout: timeoutMs, close: true });
+  }
+}
