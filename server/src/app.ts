@@ -56,6 +56,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
+  // Fastify's JSON parser (prototype-poisoning safe), except that an empty body is "no body":
+  // clients often send Content-Type: application/json on body-less POSTs such as regenerate.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    parseJson(request, body as string, done);
+  });
 
   const ctx: AppContext = {
     ...deps,

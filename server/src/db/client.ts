@@ -69,10 +69,10 @@ export async function migrateDatabase(handle: DatabaseHandle): Promise<void> {
   }
   const client = await handle.pool.connect();
   try {
-    await client.query('SELECT pg_advisory_lock(724_001)');
+    await client.query('SELECT pg_advisory_lock(724001)');
     await migratePostgres(handle.db as never, { migrationsFolder });
   } finally {
-    await client.query('SELECT pg_advisory_unlock(724_001)').catch(() => {});
+    await client.query('SELECT pg_advisory_unlock(724001)').catch(() => {});
     client.release();
   }
 }

@@ -79,7 +79,7 @@ export class JobQueue {
         perJobResults: true,
       },
       async (jobs) => {
-        const results = await Promise.allSettled(jobs.map((job) => handler(job)));
+        const results = await Promise.allSettled(jobs.map((job) => handler(job as unknown as QueuedJob<T>)));
         return results.map((result, index) => {
           const id = jobs[index]!.id;
           if (result.status === 'fulfilled') return { id, status: 'completed' as const };

@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import type { Config } from '../config.ts';
+import type { RetryPolicy } from './queue.ts';
+
+/**
+ * Every job the system runs: name, payload schema and retry policy in one place
+ * (CONVENTIONS.md "Jobs are declared in one registry"). Handlers are bound in registry.ts.
+ */
+export const JOB_DEFINITIONS = {
+  'email.send': {
+    payload: z.object({ emailId: z.string(), teamId: z.string() }),
+    /** Transient provider errors retry with exponential backoff (30 s, 60 s, 120 s, … by default). */
+    retry: (config: Config): RetryPolicy => ({
+      retryLimit: config.SEND_RETRY_LIMIT,
+      retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
+      retryBackoff: true,
+    }),
+  },
+} as const;
+
+export type JobName = keyof typeof JOB_DEFINITIONS;
+export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N]['payload']>;
+export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;

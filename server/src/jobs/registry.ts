@@ -1,0 +1,44 @@
+import type { Config } from '../config.ts';
+import type { Database } from '../db/client.ts';
+import { createSendEmailHandler } from '../modules/emails/index.ts';
+import { JOB_DEFINITIONS, type JobName, type JobPayload } from './definitions.ts';
+import type { JobQueue, QueuedJob } from './queue.ts';
+
+/** What job handlers may use. */
+export interface WorkerDeps {
+  config: Config;
+  db: Database;
+  encryptionKey: Buffer;
+}
+
+type Handlers = { [N in JobName]: (job: QueuedJob<JobPayload<N>>) => Promise<void> };
+
+/** Exactly one handler per job name (a missing one is a type error; checked again at start). */
+function bindHandlers(deps: WorkerDeps): Handlers {
+  return { 'email.send': createSendEmailHandler(deps) };
+}
+
+/** Creates every queue of {@link JOB_DEFINITIONS} with its retry policy (API and worker processes). */
+export async function declareQueues(queue: JobQueue, config: Config): Promise<void> {
+  for (const [name, definition] of Object.entries(JOB_DEFINITIONS)) {
+    await queue.declareQueue(name, definition.retry(config));
+  }
+}
+
+/**
+ * Starts the workers: each job's payload is validated with its schema before its handler runs
+ * (an unparseable payload fails the job). Batches of up to WORKER_CONCURRENCY jobs per poll.
+ */
+export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<void> {
+  const handlers = bindHandlers(deps);
+  for (const name of Object.keys(JOB_DEFINITIONS) as JobName[]) {
+    const handler = handlers[name];
+    if (typeof handler !== 'function') throw new Error(`No handler registered for job "${name}"`);
+    const schema = JOB_DEFINITIONS[name].payload;
+    await queue.work<JobPayload<typeof name>>(
+      name,
+      { batchSize: deps.config.WORKER_CONCURRENCY, pollingIntervalSeconds: 0.5 },
+      async (job) => handler({ ...job, data: schema.parse(job.data) }),
+    );
+  }
+}

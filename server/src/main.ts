@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Role } from './config.ts';
+import { migrateDatabase, openDatabase } from './db/client.ts';
+import { startPostwright } from './runtime.ts';
+
+const USAGE = `Usage: postwright <command> [options]
+
+Commands:
+  start [--role all|api|worker]   Serve the API, /docs and the workers (default role: all)
+  migrate                         Apply database migrations and exit
+  help                            Show this help
+
+Configuration comes from environment variables; see README.md.`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { role: { type: 'string', default: 'all' }, help: { type: 'boolean', short: 'h' } },
+  });
+  const command = positionals[0] ?? 'start';
+  if (values.help || command === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  const config = loadConfig();
+  if (command === 'migrate') {
+    const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+    await migrateDatabase(database);
+    await database.close();
+    console.log('Migrations applied.');
+    return 0;
+  }
+  if (command !== 'start') {
+    console.error(`Unknown command "${command}".\n\n${USAGE}`);
+    return 2;
+  }
+  const role = values.role as Role;
+  if (!['all', 'api', 'worker'].includes(role)) {
+    console.error(`Invalid --role "${role}": expected all, api or worker.`);
+    return 2;
+  }
+  if (role !== 'all' && !config.DATABASE_URL) {
+    console.warn('Running one role on the embedded database: only one process can open DATA_DIR at a time.');
+  }
+  const running = await startPostwright(config, role);
+  if (running.url) console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
+  else console.log(`Postwright worker started.`);
+  await new Promise<void>((resolve) => {
+    const shutdown = () => resolve();
+    process.once('SIGINT', shutdown);
+    process.once('SIGTERM', shutdown);
+  });
+  await running.stop();
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof ConfigError) console.error(error.message);
+    else console.error(error);
+    process.exit(1);
+  },
+);

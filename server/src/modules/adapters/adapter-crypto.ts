@@ -1,0 +1,85 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+/**
+ * Adapter configs at rest (spec, "Adapter": "Configurations are stored encrypted").
+ * AES-256-GCM (NIST SP 800-38D) with a random 96-bit IV per encryption and a 128-bit tag;
+ * the stored string is `v1:<base64 iv>:<base64 tag>:<base64 ciphertext>` of the JSON config.
+ * The version prefix lets a later format or key rotation coexist with rows written today.
+ */
+
+const VERSION = 'v1';
+const ALGORITHM = 'aes-256-gcm';
+const KEY_BYTES = 32;
+/** 12 bytes: the IV length GCM is defined for without an extra GHASH (SP 800-38D, 8.2). */
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** Thrown when a stored config cannot be decrypted: wrong key, tampered or malformed text. */
+export class ConfigDecryptionError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ConfigDecryptionError';
+  }
+}
+
+function assertKey(key: Buffer): void {
+  if (key.length !== KEY_BYTES) {
+    throw new RangeError(`Encryption key must be ${KEY_BYTES} bytes, got ${key.length}`);
+  }
+}
+
+/**
+ * Encrypts an adapter config for storage in `adapters.config_encrypted`.
+ * @param key 32-byte key (`ENCRYPTION_KEY`, base64-decoded).
+ * @param config any JSON-serializable object.
+ * @returns `v1:<iv>:<tag>:<ciphertext>`, each part base64; a fresh random IV each call, so the
+ *   same config never encrypts to the same string twice.
+ * @throws RangeError when the key is not 32 bytes.
+ */
+export function encryptConfig(key: Buffer, config: object): string {
+  assertKey(key);
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv(ALGORITHM, key, iv, { authTagLength: TAG_BYTES });
+  const ciphertext = Buffer.concat([cipher.update(JSON.stringify(config), 'utf8'), cipher.final()]);
+  const tag = cipher.getAuthTag();
+  return [VERSION, iv.toString('base64'), tag.toString('base64'), ciphertext.toString('base64')].join(':');
+}
+
+/**
+ * Decrypts a string written by {@link encryptConfig}; the GCM tag is verified before any
+ * plaintext is returned.
+ * @returns the parsed JSON config (validate it with `parseAdapterConfig` before use).
+ * @throws ConfigDecryptionError for an unknown version, a malformed payload, a wrong key or
+ *   tampered text. RangeError when the key is not 32 bytes.
+ */
+export function decryptConfig(key: Buffer, payload: string): unknown {
+  assertKey(key);
+  const parts = payload.split(':');
+  if (parts.length !== 4 || parts[0] !== VERSION) {
+    throw new ConfigDecryptionError('Unsupported encrypted config format');
+  }
+  const [, ivText, tagText, ciphertextText] = parts as [string, string, string, string];
+  const iv = Buffer.from(ivText, 'base64');
+  const tag = Buffer.from(tagText, 'base64');
+  if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
+    throw new ConfigDecryptionError('Malformed encrypted config');
+  }
+  let plaintext: string;
+  try {
+    const decipher = createDecipheriv(ALGORITHM, key, iv, { authTagLength: TAG_BYTES });
+    decipher.setAuthTag(tag);
+    plaintext = Buffer.concat([
+      decipher.update(Buffer.from(ciphertextText, 'base64')),
+      decipher.final(),
+    ]).toString('utf8');
+  } catch (cause) {
+    throw new ConfigDecryptionError('Encrypted config failed authentication (wrong key or tampered data)', {
+      cause,
+    });
+  }
+  try {
+    return JSON.parse(plaintext);
+  } catch (cause) {
+    throw new ConfigDecryptionError('Decrypted config is not JSON', { cause });
+  }
+}

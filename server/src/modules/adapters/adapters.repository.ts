@@ -1,0 +1,66 @@
+import { and, asc, desc, eq, ne } from 'drizzle-orm';
+import type { Executor } from '../../db/client.ts';
+import { adapters } from '../../db/schema/index.ts';
+
+export type AdapterRow = typeof adapters.$inferSelect;
+
+/** SQL for adapters; every query is scoped by team. */
+export const adapterRepository = {
+  async insert(db: Executor, row: typeof adapters.$inferInsert): Promise<AdapterRow> {
+    const [created] = await db.insert(adapters).values(row).returning();
+    return created!;
+  },
+  listByTeam(db: Executor, teamId: string): Promise<AdapterRow[]> {
+    return db.select().from(adapters).where(eq(adapters.teamId, teamId)).orderBy(desc(adapters.createdAt));
+  },
+  async findInTeam(db: Executor, teamId: string, id: string): Promise<AdapterRow | undefined> {
+    const [row] = await db
+      .select()
+      .from(adapters)
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)));
+    return row;
+  },
+  /** The team's active adapters, default first, then oldest first. */
+  activeByPreference(db: Executor, teamId: string): Promise<AdapterRow[]> {
+    return db
+      .select()
+      .from(adapters)
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.isActive, true)))
+      .orderBy(desc(adapters.isDefault), asc(adapters.createdAt))
+      .limit(1);
+  },
+  async hasDefault(db: Executor, teamId: string): Promise<boolean> {
+    const rows = await db
+      .select({ id: adapters.id })
+      .from(adapters)
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.isDefault, true)))
+      .limit(1);
+    return rows.length > 0;
+  },
+  async clearDefault(db: Executor, teamId: string, exceptId: string): Promise<void> {
+    await db
+      .update(adapters)
+      .set({ isDefault: false })
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.isDefault, true), ne(adapters.id, exceptId)));
+  },
+  async update(
+    db: Executor,
+    teamId: string,
+    id: string,
+    changes: Partial<typeof adapters.$inferInsert>,
+  ): Promise<AdapterRow | undefined> {
+    const [row] = await db
+      .update(adapters)
+      .set({ ...changes, updatedAt: new Date() })
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)))
+      .returning();
+    return row;
+  },
+  async delete(db: Executor, teamId: string, id: string): Promise<boolean> {
+    const rows = await db
+      .delete(adapters)
+      .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)))
+      .returning({ id: adapters.id });
+    return rows.length > 0;
+  },
+};

@@ -1,0 +1,121 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { deleted, deletedEnvelope, envelopeOf, ok } from '../../http/envelope.ts';
+import { sessionOf } from '../../http/principal.ts';
+import { requireSession } from '../auth/index.ts';
+import { ADAPTER_TYPE_DESCRIPTORS } from './adapter-types.ts';
+import {
+  adapterIdParams,
+  adapterTestResult,
+  adapterTypeDescriptor,
+  adapterView,
+  adapterWithConfigView,
+  createAdapterBody,
+  createdAdapterView,
+  updateAdapterBody,
+  updatedAdapterView,
+} from './adapters.schema.ts';
+import * as service from './adapters.service.ts';
+
+const tags = ['Adapters'];
+const security = [{ session: [] }];
+
+/** Adapter endpoints of the spec ("Adapters (session)"); list and types need membership only (issue #2). */
+export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const db = () => app.ctx.database.db;
+  const key = () => app.ctx.encryptionKey;
+
+  app.get(
+    '/api/adapters/types',
+    {
+      preHandler: requireSession(),
+      schema: { tags, security, response: { 200: envelopeOf(adapterTypeDescriptor.array()) } },
+    },
+    async () => ok([...ADAPTER_TYPE_DESCRIPTORS]),
+  );
+
+  app.get(
+    '/api/adapters',
+    {
+      preHandler: requireSession(),
+      schema: { tags, security, response: { 200: envelopeOf(adapterView.array()) } },
+    },
+    async (request) => ok(await service.listAdapters(db(), sessionOf(request).teamId)),
+  );
+
+  app.get(
+    '/api/adapters/:id',
+    {
+      preHandler: requireSession('adapters:view-config'),
+      schema: {
+        tags,
+        security,
+        params: adapterIdParams,
+        response: { 200: envelopeOf(adapterWithConfigView) },
+      },
+    },
+    async (request) => {
+      const row = await service.getAdapter(db(), sessionOf(request).teamId, request.params.id);
+      return ok({ ...service.presentAdapter(row), config: service.adapterConfig(row, key()) });
+    },
+  );
+
+  app.post(
+    '/api/adapters',
+    {
+      preHandler: requireSession('adapters:create'),
+      schema: { tags, security, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
+    },
+    async (request, reply) => {
+      const row = await service.createAdapter(db(), key(), sessionOf(request).teamId, request.body);
+      return reply.code(201).send(ok(service.presentAdapter(row)));
+    },
+  );
+
+  app.put(
+    '/api/adapters/:id',
+    {
+      preHandler: requireSession('adapters:update'),
+      schema: {
+        tags,
+        security,
+        params: adapterIdParams,
+        body: updateAdapterBody,
+        response: { 200: envelopeOf(updatedAdapterView) },
+      },
+    },
+    async (request) => {
+      const row = await service.updateAdapter(
+        db(),
+        key(),
+        sessionOf(request).teamId,
+        request.params.id,
+        request.body,
+      );
+      return ok(service.presentAdapter(row));
+    },
+  );
+
+  app.delete(
+    '/api/adapters/:id',
+    {
+      preHandler: requireSession('adapters:delete'),
+      schema: { tags, security, params: adapterIdParams, response: { 200: deletedEnvelope } },
+    },
+    async (request) => {
+      await service.deleteAdapter(db(), sessionOf(request).teamId, request.params.id);
+      return deleted;
+    },
+  );
+
+  app.post(
+    '/api/adapters/:id/test',
+    {
+      preHandler: requireSession('adapters:update'),
+      schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
+    },
+    async (request) =>
+      ok(await service.testAdapter(db(), key(), sessionOf(request).teamId, request.params.id)),
+  );
+}

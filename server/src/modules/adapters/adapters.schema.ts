@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { mailboxSchema } from '../../providers/mailbox-address.ts';
+import { ADAPTER_TYPES } from './adapter-types.ts';
+
+const name = z.string().trim().min(1).max(100);
+
+export const createAdapterBody = z.object({
+  name,
+  type: z.enum(ADAPTER_TYPES),
+  config: z.record(z.string(), z.unknown()),
+  defaultFrom: mailboxSchema.optional(),
+  isDefault: z.boolean().optional(),
+});
+
+export const updateAdapterBody = z.object({
+  name: name.optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+  defaultFrom: mailboxSchema.nullable().optional(),
+  isDefault: z.boolean().optional(),
+  isActive: z.boolean().optional(),
+});
+
+export const adapterIdParams = z.object({ id: z.string().min(1) });
+
+export const adapterView = z.object({
+  id: z.string(),
+  name: z.string(),
+  type: z.string(),
+  defaultFrom: z.string().nullable(),
+  isDefault: z.boolean(),
+  isActive: z.boolean(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+export type AdapterView = z.infer<typeof adapterView>;
+
+export const adapterWithConfigView = adapterView.extend({ config: z.record(z.string(), z.unknown()) });
+export const createdAdapterView = adapterView.omit({ updatedAt: true });
+export const updatedAdapterView = adapterView.pick({
+  id: true,
+  name: true,
+  defaultFrom: true,
+  isActive: true,
+  updatedAt: true,
+});
+export const adapterTestResult = z.object({ success: z.boolean(), message: z.string() });
+export const adapterTypeDescriptor = z.object({
+  type: z.string(),
+  name: z.string(),
+  description: z.string(),
+  configFields: z.array(
+    z.object({
+      name: z.string(),
+      label: z.string(),
+      type: z.string(),
+      required: z.boolean(),
+      placeholder: z.string(),
+      options: z.array(z.string()).optional(),
+    }),
+  ),
+});

@@ -1,0 +1,155 @@
+import type { Database, Executor } from '../../db/client.ts';
+import { AppError, notFound } from '../../http/errors.ts';
+import { newId } from '../../ids.ts';
+import { createProvider, type EmailProvider } from '../../providers/index.ts';
+import { decryptConfig, encryptConfig } from './adapter-crypto.ts';
+import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
+import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
+import type { AdapterView } from './adapters.schema.ts';
+
+/** Adapter without its config (spec: config only in get-one). */
+export function presentAdapter(row: AdapterRow): AdapterView {
+  return {
+    id: row.id,
+    name: row.name,
+    type: row.type,
+    defaultFrom: row.defaultFrom,
+    isDefault: row.isDefault,
+    isActive: row.isActive,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** The decrypted config of an adapter row (AES-256-GCM at rest). */
+export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<string, unknown> {
+  return decryptConfig(encryptionKey, row.configEncrypted) as Record<string, unknown>;
+}
+
+/**
+ * Creates an adapter with its config validated for its type and encrypted. The team's first
+ * adapter becomes its default; `isDefault: true` moves the default to this one.
+ * @throws VALIDATION_ERROR with issues under `config.` for a bad config.
+ */
+export async function createAdapter(
+  db: Database,
+  encryptionKey: Buffer,
+  teamId: string,
+  input: {
+    name: string;
+    type: AdapterType;
+    config: unknown;
+    defaultFrom?: string | undefined;
+    isDefault?: boolean | undefined;
+  },
+): Promise<AdapterRow> {
+  const config = parseAdapterConfig(input.type, input.config);
+  return db.transaction(async (tx) => {
+    const id = newId('adapter');
+    const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
+    if (isDefault) await adapterRepository.clearDefault(tx, teamId, id);
+    return adapterRepository.insert(tx, {
+      id,
+      teamId,
+      name: input.name,
+      type: input.type,
+      configEncrypted: encryptConfig(encryptionKey, config),
+      defaultFrom: input.defaultFrom ?? null,
+      isDefault,
+    });
+  });
+}
+
+/** @throws NOT_FOUND when the adapter is not the team's. */
+export async function getAdapter(db: Executor, teamId: string, id: string): Promise<AdapterRow> {
+  const row = await adapterRepository.findInTeam(db, teamId, id);
+  if (!row) throw notFound('Adapter');
+  return row;
+}
+
+export async function listAdapters(db: Executor, teamId: string): Promise<AdapterView[]> {
+  return (await adapterRepository.listByTeam(db, teamId)).map(presentAdapter);
+}
+
+/**
+ * Updates an adapter; a new config is validated against the adapter's type and replaces the old one.
+ * @throws NOT_FOUND, VALIDATION_ERROR.
+ */
+export async function updateAdapter(
+  db: Database,
+  encryptionKey: Buffer,
+  teamId: string,
+  id: string,
+  input: {
+    name?: string | undefined;
+    config?: unknown;
+    defaultFrom?: string | null | undefined;
+    isDefault?: boolean | undefined;
+    isActive?: boolean | undefined;
+  },
+): Promise<AdapterRow> {
+  return db.transaction(async (tx) => {
+    const current = await getAdapter(tx, teamId, id);
+    const changes: Partial<AdapterRow> = {};
+    if (input.name !== undefined) changes.name = input.name;
+    if (input.defaultFrom !== undefined) changes.defaultFrom = input.defaultFrom;
+    if (input.isActive !== undefined) changes.isActive = input.isActive;
+    if (input.isDefault !== undefined) changes.isDefault = input.isDefault;
+    if (input.config !== undefined) {
+      const config = parseAdapterConfig(current.type as AdapterType, input.config);
+      changes.configEncrypted = encryptConfig(encryptionKey, config);
+    }
+    if (input.isDefault) await adapterRepository.clearDefault(tx, teamId, id);
+    const row = await adapterRepository.update(tx, teamId, id, changes);
+    if (!row) throw notFound('Adapter');
+    return row;
+  });
+}
+
+/** @throws NOT_FOUND when the adapter is not the team's. */
+export async function deleteAdapter(db: Executor, teamId: string, id: string): Promise<void> {
+  if (!(await adapterRepository.delete(db, teamId, id))) throw notFound('Adapter');
+}
+
+/**
+ * Opens a connection with the adapter's settings (spec "POST /api/adapters/:id/test"): a failing
+ * connection is a result `{success: false, message}`, not an error.
+ * @throws NOT_FOUND when the adapter is not the team's.
+ */
+export async function testAdapter(
+  db: Executor,
+  encryptionKey: Buffer,
+  teamId: string,
+  id: string,
+): Promise<{ success: boolean; message: string }> {
+  const row = await getAdapter(db, teamId, id);
+  let provider: EmailProvider | undefined;
+  try {
+    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey));
+    return await provider.verify();
+  } catch (error) {
+    return { success: false, message: error instanceof Error ? error.message : String(error) };
+  } finally {
+    await provider?.close().catch(() => {});
+  }
+}
+
+/**
+ * The adapter a send goes through: the team's default adapter when active, otherwise its oldest
+ * active adapter (issue #2).
+ * @throws VALIDATION_ERROR (400) with details.reason = "NO_ACTIVE_ADAPTER" when the team has none.
+ */
+export async function resolveSendingAdapter(db: Executor, teamId: string): Promise<AdapterRow> {
+  const [adapter] = await adapterRepository.activeByPreference(db, teamId);
+  if (!adapter) {
+    throw new AppError('VALIDATION_ERROR', 'No active email adapter is configured for this team', {
+      reason: 'NO_ACTIVE_ADAPTER',
+    });
+  }
+  return adapter;
+}
+
+/** An adapter row by id within the team, or undefined (the worker decides what a missing one means). */
+export function findAdapter(db: Executor, teamId: string, id: string): Promise<AdapterRow | undefined> {
+  return adapterRepository.findInTeam(db, teamId, id);
+}

@@ -1,0 +1,35 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../http/errors.ts';
+import type { ApiKeyScope } from './api-keys.schema.ts';
+import { authenticateApiKey } from './api-keys.service.ts';
+
+/**
+ * preHandler for public endpoints: authenticates `X-API-Key`, requires one of `scopes`, then counts
+ * the request against the key's per-minute limit, setting `RateLimit-Limit`, `RateLimit-Remaining`,
+ * `RateLimit-Reset` (seconds) and, when refused, `Retry-After` (IETF RateLimit header fields draft).
+ * @throws UNAUTHORIZED / INVALID_TOKEN / TOKEN_EXPIRED (401), FORBIDDEN (403) for a missing scope,
+ *   RATE_LIMITED (429) over the limit (spec case rule 1).
+ */
+export function requireApiKey(...scopes: ApiKeyScope[]) {
+  return async function apiKeyGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { database, rateLimiter } = request.server.ctx;
+    const header = request.headers['x-api-key'];
+    const secret = Array.isArray(header) ? header[0] : header;
+    const key = await authenticateApiKey(database.db, secret?.trim() || undefined, new Date());
+    if (!scopes.some((scope) => key.scopes.includes(scope))) {
+      throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, { requiredScopes: scopes });
+    }
+    const decision = await rateLimiter.consume(key.id, key.rateLimit);
+    reply.header('RateLimit-Limit', decision.limit);
+    reply.header('RateLimit-Remaining', decision.remaining);
+    reply.header('RateLimit-Reset', decision.resetSeconds);
+    if (!decision.allowed) {
+      reply.header('Retry-After', decision.resetSeconds);
+      throw new AppError('RATE_LIMITED', `Rate limit of ${decision.limit} requests per minute exceeded`, {
+        limit: decision.limit,
+        retryAfterSeconds: decision.resetSeconds,
+      });
+    }
+    request.principal = { kind: 'apiKey', apiKeyId: key.id, teamId: key.teamId, scopes: key.scopes };
+  };
+}

@@ -1,0 +1,92 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { deleted, deletedEnvelope, envelopeOf, ok } from '../../http/envelope.ts';
+import { sessionOf } from '../../http/principal.ts';
+import { requireSession } from '../auth/index.ts';
+import {
+  apiKeyIdParams,
+  apiKeyView,
+  createApiKeyBody,
+  createdApiKeyView,
+  regeneratedApiKeyView,
+  updateApiKeyBody,
+  updatedApiKeyView,
+} from './api-keys.schema.ts';
+import * as service from './api-keys.service.ts';
+
+const tags = ['API keys'];
+const security = [{ session: [] }];
+
+/** The six API-key endpoints of the spec ("API keys (session)"). */
+export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const db = () => app.ctx.database.db;
+
+  app.get(
+    '/api/api-keys',
+    {
+      preHandler: requireSession('api-keys:view'),
+      schema: { tags, security, response: { 200: envelopeOf(apiKeyView.array()) } },
+    },
+    async (request) => ok(await service.listApiKeys(db(), sessionOf(request).teamId)),
+  );
+
+  app.get(
+    '/api/api-keys/:id',
+    {
+      preHandler: requireSession('api-keys:view'),
+      schema: { tags, security, params: apiKeyIdParams, response: { 200: envelopeOf(apiKeyView) } },
+    },
+    async (request) => ok(await service.getApiKey(db(), sessionOf(request).teamId, request.params.id)),
+  );
+
+  app.post(
+    '/api/api-keys',
+    {
+      preHandler: requireSession('api-keys:create'),
+      schema: { tags, security, body: createApiKeyBody, response: { 201: envelopeOf(createdApiKeyView) } },
+    },
+    async (request, reply) => {
+      const { teamId, userId } = sessionOf(request);
+      const created = await service.createApiKey(db(), teamId, userId, request.body);
+      return reply.code(201).send(ok(created));
+    },
+  );
+
+  app.put(
+    '/api/api-keys/:id',
+    {
+      preHandler: requireSession('api-keys:create'),
+      schema: {
+        tags,
+        security,
+        params: apiKeyIdParams,
+        body: updateApiKeyBody,
+        response: { 200: envelopeOf(updatedApiKeyView) },
+      },
+    },
+    async (request) =>
+      ok(await service.updateApiKey(db(), sessionOf(request).teamId, request.params.id, request.body)),
+  );
+
+  app.delete(
+    '/api/api-keys/:id',
+    {
+      preHandler: requireSession('api-keys:delete'),
+      schema: { tags, security, params: apiKeyIdParams, response: { 200: deletedEnvelope } },
+    },
+    async (request) => {
+      await service.deleteApiKey(db(), sessionOf(request).teamId, request.params.id);
+      return deleted;
+    },
+  );
+
+  app.post(
+    '/api/api-keys/:id/regenerate',
+    {
+      preHandler: requireSession('api-keys:create'),
+      schema: { tags, security, params: apiKeyIdParams, response: { 200: envelopeOf(regeneratedApiKeyView) } },
+    },
+    async (request) => ok(await service.regenerateApiKey(db(), sessionOf(request).teamId, request.params.id)),
+  );
+}

@@ -1,0 +1,78 @@
+import { z } from 'zod';
+
+/** API key scopes (spec "API key"). */
+export const API_KEY_SCOPES = ['send', 'templates:read', 'templates:write', 'logs:read'] as const;
+export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
+
+/** Requests per minute when a key is created without rateLimit (issue #2). */
+export const DEFAULT_RATE_LIMIT = 100;
+
+const name = z.string().trim().min(1).max(100);
+const scopes = z
+  .array(z.enum(API_KEY_SCOPES))
+  .min(1)
+  .transform((s) => [...new Set(s)]);
+const rateLimit = z.number().int().min(1).max(10_000);
+
+export const createApiKeyBody = z.object({
+  name,
+  scopes: scopes.optional(),
+  rateLimit: rateLimit.optional(),
+  expiresAt: z.iso
+    .datetime({ offset: true })
+    .optional()
+    .nullable()
+    .refine((v) => !v || Date.parse(v) > Date.now(), 'must be in the future'),
+});
+
+export const updateApiKeyBody = z.object({
+  name: name.optional(),
+  scopes: scopes.optional(),
+  rateLimit: rateLimit.optional(),
+  isActive: z.boolean().optional(),
+});
+
+export const apiKeyIdParams = z.object({ id: z.string().min(1) });
+
+export const apiKeyView = z.object({
+  id: z.string(),
+  name: z.string(),
+  keyPrefix: z.string(),
+  scopes: z.array(z.string()),
+  rateLimit: z.number(),
+  expiresAt: z.string().nullable(),
+  lastUsedAt: z.string().nullable(),
+  isActive: z.boolean(),
+  createdBy: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+export type ApiKeyView = z.infer<typeof apiKeyView>;
+
+export const createdApiKeyView = apiKeyView
+  .pick({
+    id: true,
+    name: true,
+    keyPrefix: true,
+    scopes: true,
+    rateLimit: true,
+    expiresAt: true,
+    isActive: true,
+    createdBy: true,
+    createdAt: true,
+  })
+  .extend({ key: z.string() });
+
+export const updatedApiKeyView = apiKeyView.pick({
+  id: true,
+  name: true,
+  keyPrefix: true,
+  scopes: true,
+  rateLimit: true,
+  isActive: true,
+  updatedAt: true,
+});
+
+export const regeneratedApiKeyView = apiKeyView
+  .pick({ id: true, name: true, keyPrefix: true, scopes: true, rateLimit: true, isActive: true })
+  .extend({ key: z.string() });

@@ -1,0 +1,121 @@
+import { and, asc, eq, sql } from 'drizzle-orm';
+import type { Executor } from '../../db/client.ts';
+import { accounts, members, teams, users } from '../../db/schema/index.ts';
+import { newId } from '../../ids.ts';
+
+/** One membership of a user: the team and the user's role in it. */
+export interface Membership {
+  teamId: string;
+  name: string;
+  slug: string;
+  role: string;
+}
+
+/** Advisory lock key that serialises the first-run setup (any constant unique to this purpose). */
+const SETUP_LOCK_KEY = 724_002;
+
+/** True when at least one user exists. */
+export async function anyUserExists(db: Executor): Promise<boolean> {
+  const rows = await db.select({ id: users.id }).from(users).limit(1);
+  return rows.length > 0;
+}
+
+/**
+ * Takes the setup lock for the rest of the transaction `tx`: concurrent setups queue behind it,
+ * so the "no user yet" check and the inserts after it are one atomic step.
+ */
+export async function lockSetup(tx: Executor): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(${SETUP_LOCK_KEY})`);
+}
+
+/** Inserts a user with an email+password credential account (better-auth's `credential` provider). */
+export async function insertUserWithPassword(
+  tx: Executor,
+  input: { name: string; email: string; passwordHash: string },
+): Promise<{ id: string; name: string; email: string }> {
+  const id = newId('user');
+  const [user] = await tx
+    .insert(users)
+    .values({ id, name: input.name, email: input.email, emailVerified: false })
+    .returning({ id: users.id, name: users.name, email: users.email });
+  // better-auth finds the credential account by providerId 'credential' and accountId = user id.
+  await tx.insert(accounts).values({
+    id: newId('account'),
+    accountId: id,
+    providerId: 'credential',
+    userId: id,
+    password: input.passwordHash,
+  });
+  return user!;
+}
+
+/** Inserts a team. */
+export async function insertTeam(
+  tx: Executor,
+  input: { name: string; slug: string },
+): Promise<{ id: string; name: string; slug: string }> {
+  const [team] = await tx
+    .insert(teams)
+    .values({ id: newId('team'), name: input.name, slug: input.slug })
+    .returning({ id: teams.id, name: teams.name, slug: teams.slug });
+  return team!;
+}
+
+/** Inserts a membership row. */
+export async function insertMember(
+  tx: Executor,
+  input: { teamId: string; userId: string; role: string },
+): Promise<void> {
+  await tx
+    .insert(members)
+    .values({ id: newId('member'), organizationId: input.teamId, userId: input.userId, role: input.role });
+}
+
+/** Every team the user belongs to, oldest membership first. */
+export async function listMemberships(db: Executor, userId: string): Promise<Membership[]> {
+  return db
+    .select({ teamId: teams.id, name: teams.name, slug: teams.slug, role: members.role })
+    .from(members)
+    .innerJoin(teams, eq(teams.id, members.organizationId))
+    .where(eq(members.userId, userId))
+    .orderBy(asc(members.createdAt), asc(members.id));
+}
+
+/** The user's membership of `teamId`, or null when they are not a member. */
+export async function findMembership(
+  db: Executor,
+  userId: string,
+  teamId: string,
+): Promise<Membership | null> {
+  const [row] = await db
+    .select({ teamId: teams.id, name: teams.name, slug: teams.slug, role: members.role })
+    .from(members)
+    .innerJoin(teams, eq(teams.id, members.organizationId))
+    .where(and(eq(members.userId, userId), eq(members.organizationId, teamId)))
+    .limit(1);
+  return row ?? null;
+}
+
+/** The id of the user's oldest membership's team, or null. */
+export async function findFirstTeamId(db: Executor, userId: string): Promise<string | null> {
+  const [row] = await db
+    .select({ teamId: members.organizationId })
+    .from(members)
+    .where(eq(members.userId, userId))
+    .orderBy(asc(members.createdAt), asc(members.id))
+    .limit(1);
+  return row?.teamId ?? null;
+}
+
+/** A user's id, name and email, or null. */
+export async function findUserSummary(
+  db: Executor,
+  userId: string,
+): Promise<{ id: string; name: string; email: string } | null> {
+  const [row] = await db
+    .select({ id: users.id, name: users.name, email: users.email })
+    .from(users)
+    .where(eq(users.id, userId))
+    .limit(1);
+  return row ?? null;
+}

@@ -1,0 +1,83 @@
+import { isAPIError } from 'better-auth/api';
+import { fromNodeHeaders } from 'better-auth/node';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../http/errors.ts';
+import type { SessionPrincipal } from '../../http/principal.ts';
+import { findFirstTeamId, findMembership, type Membership } from './auth.repository.ts';
+import { isTeamRole, type Permission, permissionsOf } from './permissions.ts';
+
+/** Methods that change state: cookie requests with them must come from our own origin. */
+const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * A Fastify preHandler for dashboard routes (session cookie). In order:
+ * 1. reads the better-auth session from the request's cookies → 401 UNAUTHORIZED without a valid one;
+ * 2. for POST/PUT/PATCH/DELETE requires `Origin` = the origin of BASE_URL → 403 FORBIDDEN otherwise
+ *    (CSRF defence: browsers attach the cookie to cross-site requests, but never forge Origin);
+ * 3. resolves the team: the session's active team, else the user's oldest membership
+ *    → 403 FORBIDDEN (`details.reason = 'NO_TEAM'`) when they belong to none;
+ * 4. with `permission`, checks the member's role grants it (permissions.ts)
+ *    → 403 FORBIDDEN with `details.permission`;
+ * 5. sets `request.principal` (kind 'session') with the role's permissions.
+ * Without `permission` only membership is required. Refreshed session cookies are forwarded.
+ */
+export function requireSession(permission?: Permission) {
+  return async function sessionGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { config, database } = request.server.ctx;
+    const session = await readSession(request, reply);
+    if (!session) throw new AppError('UNAUTHORIZED', 'Authentication required');
+
+    if (
+      STATE_CHANGING_METHODS.has(request.method) &&
+      request.headers.origin !== new URL(config.BASE_URL).origin
+    ) {
+      throw new AppError('FORBIDDEN', 'Cross-origin request refused', { reason: 'INVALID_ORIGIN' });
+    }
+
+    const userId = session.user.id;
+    const activeTeamId = session.session.activeOrganizationId;
+    let membership: Membership | null = activeTeamId
+      ? await findMembership(database.db, userId, activeTeamId)
+      : null;
+    if (!membership) {
+      // No active team, or the user was removed from it: fall back to their oldest membership.
+      const firstTeamId = await findFirstTeamId(database.db, userId);
+      membership = firstTeamId ? await findMembership(database.db, userId, firstTeamId) : null;
+    }
+    if (!membership)
+      throw new AppError('FORBIDDEN', 'You are not a member of any team', { reason: 'NO_TEAM' });
+    if (!isTeamRole(membership.role)) {
+      throw new AppError('FORBIDDEN', 'Your role in this team grants no access', { reason: 'UNKNOWN_ROLE' });
+    }
+
+    const permissions = permissionsOf(membership.role);
+    if (permission && !permissions.has(permission)) {
+      throw new AppError('FORBIDDEN', `Missing permission ${permission}`, { permission });
+    }
+    const principal: SessionPrincipal = {
+      kind: 'session',
+      userId,
+      sessionId: session.session.id,
+      teamId: membership.teamId,
+      role: membership.role,
+      permissions,
+    };
+    request.principal = principal;
+  };
+}
+
+/** The session behind the request's cookie, or null; forwards a refreshed or cleared cookie. */
+async function readSession(request: FastifyRequest, reply: FastifyReply) {
+  try {
+    const result = await request.server.ctx.auth.api.getSession({
+      headers: fromNodeHeaders(request.headers),
+      returnHeaders: true,
+    });
+    const cookies = result.headers.getSetCookie();
+    if (cookies.length > 0) reply.header('set-cookie', cookies);
+    return result.response;
+  } catch (error) {
+    if (isAPIError(error)) return null;
+    throw error;
+  }
+}

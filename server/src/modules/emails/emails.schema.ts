@@ -1,0 +1,86 @@
+import { z } from 'zod';
+import { mailboxSchema } from '../../providers/mailbox-address.ts';
+import { EMAIL_STATUSES } from './email-status.ts';
+
+/** Most recipients one send may address (common provider limit; SES and Postmark use 50). */
+export const MAX_RECIPIENTS = 50;
+
+export const sendBody = z.object({
+  templateId: z.string().min(1).max(200),
+  to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
+  variables: z.record(z.string(), z.unknown()).optional(),
+  from: mailboxSchema.optional(),
+  pdfAttachments: z
+    .array(
+      z.object({
+        templateId: z.string().min(1).max(200),
+        filename: z.string().trim().min(1).max(200),
+        variables: z.record(z.string(), z.unknown()).optional(),
+      }),
+    )
+    .max(10)
+    .optional(),
+});
+export type SendInput = z.infer<typeof sendBody>;
+
+export const acceptedSendView = z.object({ id: z.string(), jobId: z.string(), status: z.literal('queued') });
+
+export const emailIdParams = z.object({ id: z.string().min(1) });
+
+export const emailStatusView = z.object({
+  id: z.string(),
+  status: z.enum(EMAIL_STATUSES),
+  sentAt: z.string().nullable(),
+  hasPdfAttachment: z.boolean(),
+});
+
+const isoDate = z.iso.datetime({ offset: true });
+
+export const logListQuery = z.object({
+  page: z.coerce.number().int().min(1).default(1),
+  pageSize: z.coerce.number().int().min(1).max(100).default(20),
+  status: z.enum(EMAIL_STATUSES).optional(),
+  templateId: z.string().min(1).optional(),
+  from: isoDate.optional(),
+  to: isoDate.optional(),
+  search: z.string().max(200).optional(),
+});
+export type LogListQuery = z.infer<typeof logListQuery>;
+
+export const logListItem = z.object({
+  id: z.string(),
+  templateId: z.string().nullable(),
+  templateName: z.string(),
+  toAddresses: z.array(z.string()),
+  subject: z.string(),
+  status: z.enum(EMAIL_STATUSES),
+  createdAt: z.string(),
+  sentAt: z.string().nullable(),
+});
+
+export const emailEventView = z.object({
+  status: z.string(),
+  occurredAt: z.string(),
+  detail: z.record(z.string(), z.unknown()),
+});
+
+export const logView = logListItem.extend({
+  teamId: z.string(),
+  templateVersionId: z.string(),
+  adapterId: z.string(),
+  apiKeyId: z.string().nullable(),
+  fromAddress: z.string(),
+  variables: z.record(z.string(), z.unknown()),
+  providerMessageId: z.string().nullable(),
+  errorMessage: z.string().nullable(),
+  hasPdfAttachment: z.boolean(),
+  jobId: z.string(),
+  attemptCount: z.number(),
+  deliveredAt: z.string().nullable(),
+  openedAt: z.string().nullable(),
+  clickedAt: z.string().nullable(),
+  bouncedAt: z.string().nullable(),
+  failedAt: z.string().nullable(),
+  updatedAt: z.string(),
+  events: z.array(emailEventView),
+});

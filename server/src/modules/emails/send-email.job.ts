@@ -1,0 +1,87 @@
+import type { Database } from '../../db/client.ts';
+import { AppError } from '../../http/errors.ts';
+import type { JobPayload } from '../../jobs/definitions.ts';
+import type { QueuedJob } from '../../jobs/queue.ts';
+import { getProvider, ProviderError } from '../../providers/index.ts';
+import { type AdapterType, adapterConfig, findAdapter } from '../adapters/index.ts';
+import { renderTemplate } from '../rendering/index.ts';
+import { getTemplateVersion } from '../templates/index.ts';
+import { type EmailLogRow, emailRepository } from './emails.repository.ts';
+
+/** An error that retrying cannot fix: the email ends `failed` at once. */
+class PermanentSendError extends Error {}
+
+/**
+ * The `email.send` job handler (ARCHITECTURE.md "The send path" 3): renders the logged template
+ * version with the logged variables, sends through the logged adapter, records `sent` with
+ * `sentAt` and `providerMessageId`.
+ * Transient provider errors are thrown back to the queue, which retries with backoff; a permanent
+ * error, or a transient one on the last attempt, records `failed` with `errorMessage`.
+ * An email no longer `queued` (already processed by an earlier attempt) is left alone.
+ */
+export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buffer }) {
+  return async function sendEmail(job: QueuedJob<JobPayload<'email.send'>>): Promise<void> {
+    const { emailId, teamId } = job.data;
+    const log = await emailRepository.findLog(deps.db, teamId, emailId);
+    if (!log || log.status !== 'queued') return;
+    const attempt = job.retryCount + 1;
+    try {
+      const providerMessageId = await deliver(deps, log);
+      await deps.db.transaction((tx) =>
+        emailRepository.recordStatus(
+          tx,
+          log,
+          'sent',
+          { providerMessageId, attemptCount: attempt, errorMessage: null },
+          { attempt, providerMessageId },
+        ),
+      );
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const permanent =
+        error instanceof PermanentSendError ||
+        error instanceof AppError ||
+        (error instanceof ProviderError && error.permanent);
+      if (permanent || job.retryCount >= job.retryLimit) {
+        await deps.db.transaction((tx) =>
+          emailRepository.recordStatus(
+            tx,
+            log,
+            'failed',
+            { errorMessage: message, attemptCount: attempt },
+            { attempt, error: message, permanent },
+          ),
+        );
+        return;
+      }
+      await emailRepository.recordAttempt(deps.db, log.id, attempt, message);
+      throw error;
+    }
+  };
+}
+
+/** Renders and hands the email to its adapter's provider; returns the provider's message id. */
+async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: EmailLogRow): Promise<string> {
+  const adapter = await findAdapter(deps.db, log.teamId, log.adapterId);
+  if (!adapter) throw new PermanentSendError('The adapter this email was queued for was deleted');
+  if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
+  const version = await getTemplateVersion(deps.db, log.teamId, log.templateVersionId);
+  const rendered = await renderTemplate(
+    { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
+    log.variables as Record<string, unknown>,
+  );
+  const provider = getProvider(
+    `${adapter.id}:${adapter.updatedAt.toISOString()}`,
+    adapter.type as AdapterType,
+    adapterConfig(adapter, deps.encryptionKey),
+  );
+  const result = await provider.send({
+    from: log.fromAddress,
+    to: log.toAddresses,
+    subject: rendered.subject,
+    html: rendered.html,
+    text: rendered.text,
+    headers: { 'X-Postwright-Email-Id': log.id },
+  });
+  return result.providerMessageId;
+}

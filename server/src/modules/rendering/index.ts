@@ -1,0 +1,17 @@
+/**
+ * Rendering: stored template (subject + EmailBuilder.js design JSON) + the caller's variables
+ * → `{subject, html, text}`. Every failure an author or sender can cause is an
+ * AppError INVALID_TEMPLATE with `details = {reason, issues: [{path, message}]}`, `reason`
+ * one of INVALID_DESIGN, SYNTAX_ERROR, RENDER_ERROR, LIMIT_EXCEEDED.
+ */
+export {
+  type CompiledTemplate,
+  compileDesignHtml,
+  compileTemplate,
+  extractVariables,
+  type RenderedEmail,
+  renderTemplate,
+} from './rendering.compile.ts';
+export { parseDesign, type TemplateErrorReason } from './rendering.design.ts';
+export { LIQUID_LIMITS } from './rendering.liquid.ts';
+export type { EmailDesign } from './rendering.schema.ts';

@@ -1,0 +1,177 @@
+/**
+ * Templates compiled once, rendered many times: Liquid is applied to EACH STRING of the design,
+ * then React renders the document (ARCHITECTURE.md "Known traps": Liquid over rendered HTML
+ * breaks on React's escaped quotes, e.g. `default: "y"` becoming `default: &quot;y&quot;`).
+ */
+import type { ValidationIssue } from '../../http/errors.ts';
+import { AppError } from '../../http/errors.ts';
+import { invalidTemplate, parseDesign } from './rendering.design.ts';
+import {
+  type DesignString,
+  designStringsOf,
+  htmlToText,
+  renderDesignHtml,
+  withStrings,
+} from './rendering.html.ts';
+import {
+  LIQUID_LIMITS,
+  type ParsedLiquid,
+  parseLiquid,
+  renderLiquid,
+  variablesOf,
+} from './rendering.liquid.ts';
+import type { EmailDesign } from './rendering.schema.ts';
+
+/** One rendered email. `subject` and `text` are plain text (never HTML-escaped). */
+export interface RenderedEmail {
+  subject: string;
+  html: string;
+  text: string;
+}
+
+/** A template whose design and Liquid are parsed once; `render` only applies variables. */
+export interface CompiledTemplate {
+  /**
+   * Renders with the caller's variables (missing ones render as '').
+   * Rejects with AppError INVALID_TEMPLATE, `details.reason` LIMIT_EXCEEDED (a limit of
+   * LIQUID_LIMITS was hit) or RENDER_ERROR, `details.issues[0].path` naming the string.
+   */
+  render(variables: Record<string, unknown>): Promise<RenderedEmail>;
+  /** Variables the template reads, as returned by `extractVariables`. */
+  variables: string[];
+}
+
+interface ParsedTemplate {
+  subject: ParsedLiquid;
+  strings: DesignString[];
+  parts: ParsedLiquid[];
+}
+
+/** Parses the subject and every string of the design, reporting every bad string at once. */
+function parseTemplate(subject: string, design: EmailDesign): ParsedTemplate {
+  const strings = designStringsOf(design);
+  const sourceChars = strings.reduce((sum, string) => sum + string.source.length, subject.length);
+  if (sourceChars > LIQUID_LIMITS.sourceChars) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      { path: '', message: `Template text exceeds ${LIQUID_LIMITS.sourceChars} characters (${sourceChars})` },
+    ]);
+  }
+  const issues: ValidationIssue[] = [];
+  let limitExceeded = false;
+  const parse = (path: string, source: string, mode: ParsedLiquid['mode']): ParsedLiquid => {
+    try {
+      return parseLiquid(path, source, mode);
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      limitExceeded ||= error.details.reason === 'LIMIT_EXCEEDED';
+      issues.push(...(error.details.issues as ValidationIssue[]));
+      return { path, mode, source, templates: null };
+    }
+  };
+  const parsedSubject = parse('subject', subject, 'plain');
+  const parts = strings.map((string) => parse(string.path, string.source, string.mode));
+  if (issues.length > 0) throw invalidTemplate(limitExceeded ? 'LIMIT_EXCEEDED' : 'SYNTAX_ERROR', issues);
+  return { subject: parsedSubject, strings, parts };
+}
+
+function requireSubject(subject: unknown): string {
+  if (typeof subject !== 'string') {
+    throw invalidTemplate('INVALID_DESIGN', [{ path: 'subject', message: 'Expected a string' }]);
+  }
+  return subject;
+}
+
+/** A subject is one header line: line breaks (and the spaces around them) become one space. */
+function toSubjectLine(subject: string): string {
+  return subject.replace(/\s*[\r\n]+\s*/g, ' ').trim();
+}
+
+/**
+ * Liquid variables read by `subject` and by every string of the design that renders: sorted,
+ * unique, full paths kept (`user.name`, `order.items[0].sku`), loop locals (`item`, `forloop`)
+ * and names made by `assign`/`capture` excluded. Source: liquidjs `globalFullVariables`.
+ * @throws AppError INVALID_TEMPLATE, `details.reason` SYNTAX_ERROR (or LIMIT_EXCEEDED), with
+ *   `details.issues = [{path: 'subject' | 'block-1.data.props.text', message}]`.
+ */
+export function extractVariables(subject: string, design: EmailDesign): string[] {
+  const parsed = parseTemplate(requireSubject(subject), design);
+  return variablesOf([parsed.subject, ...parsed.parts]);
+}
+
+/**
+ * Validates the design (`parseDesign`) and parses the subject and each string of it once.
+ * The returned template renders `{subject, html, text}`:
+ * - strings are rendered by Liquid one by one, then the document by React, which escapes them;
+ *   only Html blocks get Liquid-side HTML escaping (their contents are inserted raw);
+ * - URL props (button/image url, linkHref, avatar imageUrl) rendered to a `javascript:`,
+ *   `vbscript:` or `data:` URL are dropped ('#' for a button, '' otherwise);
+ * - `text` is derived from the HTML (html-to-text), `subject` is kept on one line.
+ * @throws AppError INVALID_TEMPLATE: `details.reason` INVALID_DESIGN, SYNTAX_ERROR or
+ *   LIMIT_EXCEEDED, `details.issues = [{path, message}]`.
+ */
+export function compileTemplate(input: { subject: string; designJson: unknown }): CompiledTemplate {
+  const subject = requireSubject(input.subject);
+  const design = parseDesign(input.designJson);
+  const { subject: parsedSubject, strings, parts } = parseTemplate(subject, design);
+  const variables = variablesOf([parsedSubject, ...parts]);
+  return {
+    variables,
+    async render(values) {
+      const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
+      const html = renderDesignHtml(withStrings(design, strings, renderedStrings));
+      return { subject: toSubjectLine(renderedSubject), html, text: htmlToText(html) };
+    },
+  };
+}
+
+/** How many compiled templates `renderTemplate` keeps (least recently used go first). */
+export const COMPILED_TEMPLATE_CACHE_SIZE = 200;
+const compiledTemplates = new Map<string, CompiledTemplate>();
+
+function compileCached(input: { subject: string; designJson: unknown; cacheKey?: string }): CompiledTemplate {
+  const { cacheKey } = input;
+  if (cacheKey === undefined) return compileTemplate(input);
+  const cached = compiledTemplates.get(cacheKey);
+  if (cached) {
+    compiledTemplates.delete(cacheKey); // re-insert: a Map iterates in insertion order
+    compiledTemplates.set(cacheKey, cached);
+    return cached;
+  }
+  const compiled = compileTemplate(input);
+  compiledTemplates.set(cacheKey, compiled);
+  if (compiledTemplates.size > COMPILED_TEMPLATE_CACHE_SIZE) {
+    compiledTemplates.delete(compiledTemplates.keys().next().value as string);
+  }
+  return compiled;
+}
+
+/**
+ * `compileTemplate(input).render(variables)`. With `cacheKey`, the compiled template is kept in
+ * an in-process LRU of {@link COMPILED_TEMPLATE_CACHE_SIZE} entries: the key must name immutable
+ * content (a template version id), as a later call with the same key reuses the first subject and
+ * design. Templates that fail to compile are not cached.
+ * @throws (rejects with) AppError INVALID_TEMPLATE as `compileTemplate` and `render` do.
+ */
+export async function renderTemplate(
+  input: { subject: string; designJson: unknown; cacheKey?: string },
+  variables: Record<string, unknown>,
+): Promise<RenderedEmail> {
+  return compileCached(input).render(variables);
+}
+
+/**
+ * The design's HTML with Liquid left as written (for a template's `compiledHtml` field), unsafe
+ * static URLs dropped. Text values are HTML-escaped by React, so `"` inside `{{ }}` appears as
+ * `&quot;`: display or store this HTML, never run Liquid over it.
+ * @throws AppError INVALID_TEMPLATE, reason RENDER_ERROR, if the renderer fails.
+ */
+export function compileDesignHtml(design: EmailDesign): string {
+  const strings = designStringsOf(design);
+  return renderDesignHtml(
+    withStrings(
+      design,
+      strings,
+      strings.map((string) => string.source),
+    ),
+  );
+}

@@ -1,0 +1,129 @@
+/**
+ * From a validated design to HTML and text: which strings of a document carry Liquid, how
+ * unsafe URLs are dropped, the one call into the EmailBuilder renderer, and the text part.
+ */
+import { renderToStaticMarkup, type TReaderDocument } from '@usewaypoint/email-builder';
+import { compile as compileHtmlToText } from 'html-to-text';
+import { invalidTemplate, ROOT_BLOCK_ID, reachableBlockIds } from './rendering.design.ts';
+import type { LiquidMode } from './rendering.liquid.ts';
+import type { BlockType, EmailBlock, EmailDesign } from './rendering.schema.ts';
+
+/** A string prop of a block that may hold Liquid; `unsafeUrl` is set for URL props. */
+interface StringProp {
+  prop: string;
+  mode: LiquidMode;
+  /** What replaces a `javascript:`/`vbscript:`/`data:` URL: '#' keeps a button a link, '' drops the link/image. */
+  unsafeUrl?: '#' | '';
+}
+
+const STRING_PROPS: Partial<Record<BlockType, StringProp[]>> = {
+  Text: [{ prop: 'text', mode: 'plain' }],
+  Heading: [{ prop: 'text', mode: 'plain' }],
+  Button: [
+    { prop: 'text', mode: 'plain' },
+    { prop: 'url', mode: 'plain', unsafeUrl: '#' },
+  ],
+  Image: [
+    { prop: 'url', mode: 'plain', unsafeUrl: '' },
+    { prop: 'alt', mode: 'plain' },
+    { prop: 'linkHref', mode: 'plain', unsafeUrl: '' },
+  ],
+  Avatar: [
+    { prop: 'imageUrl', mode: 'plain', unsafeUrl: '' },
+    { prop: 'alt', mode: 'plain' },
+  ],
+  Html: [{ prop: 'contents', mode: 'html' }],
+};
+
+/** One Liquid-bearing string of a design: where it is (`path`), how to escape it, its source. */
+export interface DesignString extends StringProp {
+  blockId: string;
+  path: string;
+  source: string;
+}
+
+function propsOf(block: EmailBlock): Record<string, unknown> {
+  return (block.data as { props?: Record<string, unknown> | null }).props ?? {};
+}
+
+/**
+ * Every non-empty string prop of the blocks reachable from the root, in render order.
+ * Text blocks with `markdown: true` are in `markdown` mode, Html blocks in `html` mode.
+ */
+export function designStringsOf(design: EmailDesign): DesignString[] {
+  const strings: DesignString[] = [];
+  for (const blockId of reachableBlockIds(design)) {
+    const block = design[blockId]!;
+    const props = propsOf(block);
+    for (const spec of STRING_PROPS[block.type] ?? []) {
+      const source = props[spec.prop];
+      if (typeof source !== 'string' || source === '') continue;
+      const mode = block.type === 'Text' && props.markdown === true ? 'markdown' : spec.mode;
+      strings.push({ ...spec, mode, blockId, path: `${blockId}.data.props.${spec.prop}`, source });
+    }
+  }
+  return strings;
+}
+
+/**
+ * True for a URL whose scheme is `javascript:`, `vbscript:` or `data:`, however written:
+ * browsers ignore case, leading spaces/control characters and tabs/newlines inside the scheme
+ * (WHATWG URL parsing), so those are removed before comparing.
+ */
+export function isUnsafeUrl(url: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we strip
+  const compact = url.replace(/[\u0000-\u0020\u007f]+/g, '').toLowerCase();
+  return /^(javascript|vbscript|data):/.test(compact);
+}
+
+/**
+ * A copy of `design` with each string of `strings` replaced by `values[i]` (unsafe URLs
+ * replaced as their prop says). Blocks without replaced strings are shared, not copied.
+ */
+export function withStrings(design: EmailDesign, strings: DesignString[], values: string[]): EmailDesign {
+  const copy: EmailDesign = { ...design };
+  strings.forEach((string, index) => {
+    let value = values[index] ?? '';
+    if (string.unsafeUrl !== undefined && isUnsafeUrl(value)) value = string.unsafeUrl;
+    if (value === string.source) return;
+    const block = copy[string.blockId]!;
+    const data = block.data as Record<string, unknown>;
+    copy[string.blockId] = {
+      ...block,
+      data: { ...data, props: { ...propsOf(block), [string.prop]: value } },
+    } as EmailBlock;
+  });
+  return copy;
+}
+
+/**
+ * The email's HTML (`<!DOCTYPE html><html><body>…`) from `renderToStaticMarkup` of
+ * @usewaypoint/email-builder (React escapes every text and attribute value).
+ * @throws AppError INVALID_TEMPLATE, reason RENDER_ERROR, if the renderer throws.
+ */
+export function renderDesignHtml(design: EmailDesign): string {
+  try {
+    // Our schema is the renderer's, minus zod-3 tuple typing of `columns`: same data at run time.
+    return renderToStaticMarkup(design as unknown as TReaderDocument, { rootBlockId: ROOT_BLOCK_ID });
+  } catch (error) {
+    throw invalidTemplate('RENDER_ERROR', [
+      { path: '', message: error instanceof Error ? error.message : String(error) },
+    ]);
+  }
+}
+
+const htmlToTextConverter = compileHtmlToText({
+  wordwrap: 78,
+  selectors: [
+    { selector: 'img', format: 'skip' },
+    { selector: 'a', options: { hideLinkIfSameAsText: true, linkBrackets: ['[', ']'] } },
+    { selector: 'h1', options: { uppercase: false } },
+    { selector: 'h2', options: { uppercase: false } },
+    { selector: 'h3', options: { uppercase: false } },
+  ],
+});
+
+/** The text/plain part: html-to-text, lines wrapped at 78, links as `text [url]`, images skipped. */
+export function htmlToText(html: string): string {
+  return htmlToTextConverter(html).trim();
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import { AppError } from '../../http/errors.ts';
+import { compileTemplate, extractVariables, parseDesign, renderTemplate } from './index.ts';
+import { buildDesign, buttonBlock, htmlBlock, textBlock } from './rendering.factories.ts';
+
+/** The INVALID_TEMPLATE error a promise or function ends with (anything else fails the test). */
+async function templateError(fn: () => unknown): Promise<AppError> {
+  try {
+    await fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(AppError);
+    expect((error as AppError).code).toBe('INVALID_TEMPLATE');
+    return error as AppError;
+  }
+  throw new Error('expected INVALID_TEMPLATE, nothing was thrown');
+}
+
+function render(subject: string, texts: string[], variables: Record<string, unknown> = {}) {
+  return renderTemplate(
+    { subject, designJson: buildDesign(texts.map((text) => textBlock(text))) },
+    variables,
+  );
+}
+
+describe('extractVariables', () => {
+  it('lists subject and design variables, sorted and unique, with dotted paths kept', () => {
+    const design = parseDesign(
+      buildDesign([
+        textBlock('Hi {{ user.name | default: "there" }}, {{ first_name }}'),
+        buttonBlock('{{ cta }}', 'https://x.example/{{ user.id }}'),
+        htmlBlock('<b>{{ order.items[0].sku }}</b>{{ first_name }}'),
+      ]),
+    );
+    expect(extractVariables('Order {{ order.number }} for {{ first_name }}', design)).toEqual([
+      'cta',
+      'first_name',
+      'order.items[0].sku',
+      'order.number',
+      'user.id',
+      'user.name',
+    ]);
+  });
+
+  it('excludes loop locals, forloop and assigned or captured names, keeps what they read', () => {
+    const design = parseDesign(
+      buildDesign([
+        textBlock('{% for item in items %}{{ item.title }} {{ forloop.index }}{% endfor %}'),
+        textBlock(
+          '{% assign total = order.total %}{{ total }}{% capture c %}{{ note }}{% endcapture %}{{ c }}',
+        ),
+        textBlock('{% if flag %}yes{% endif %}'),
+      ]),
+    );
+    expect(extractVariables('', design)).toEqual(['flag', 'items', 'note', 'order.total']);
+  });
+
+  it('compileTemplate exposes the same list', () => {
+    const designJson = buildDesign([textBlock('{{ b }} {{ a.c }}')]);
+    expect(compileTemplate({ subject: '{{ a.c }}', designJson }).variables).toEqual(['a.c', 'b']);
+  });
+
+  it('rejects a Liquid syntax error with the path of the string', async () => {
+    const design = parseDesign(buildDesign({ 'block-1': textBlock('ok'), 'block-2': textBlock('{% if %}') }));
+    const error = await templateError(() => extractVariables('{{ fine }}', design));
+    expect(error.details.reason).toBe('SYNTAX_ERROR');
+    expect(error.details.issues).toEqual([{ path: 'block-2.data.props.text', message: expect.any(String) }]);
+  });
+
+  it('reports every broken string at once, the subject included', async () => {
+    const designJson = buildDesign({ a: textBlock('{{ x | nosuchfilter }}'), b: textBlock('{% endfor %}') });
+    const error = await templateError(() => compileTemplate({ subject: '{{ unclosed', designJson }));
+    const paths = (error.details.issues as { path: string }[]).map((issue) => issue.path);
+    expect(paths).toEqual(['subject', 'a.data.props.text', 'b.data.props.text']);
+  });
+});
+
+describe('Liquid engine', () => {
+  it('renders missing variables as empty strings', async () => {
+    const email = await render('[{{ nobody.name }}]', ['a{{ missing }}b']);
+    expect(email.subject).toBe('[]');
+    expect(email.text).toBe('ab');
+  });
+
+  it('applies filters, if and for', async () => {
+    const email = await render(
+      '{{ name | upcase }}',
+      ['{% for i in items %}{{ i }},{% endfor %}{% if vip %} VIP{% endif %}'],
+      {
+        name: 'ada',
+        items: [1, 2, 3],
+        vip: true,
+      },
+    );
+    expect(email.subject).toBe('ADA');
+    expect(email.text).toBe('1,2,3, VIP');
+  });
+
+  it('reads own properties only: no prototype access', async () => {
+    const email = await render(
+      'x',
+      ['[{{ user.constructor }}|{{ constructor }}|{{ user.__proto__ }}|{{ s.toString }}]'],
+      {
+        user: { name: 'a' },
+        s: 'str',
+      },
+    );
+    expect(email.text).toBe('[|||]');
+  });
+
+  it('does not change the caller’s variables ({% increment %} writes to the variables scope)', async () => {
+    const variables = { counter: 5 };
+    await render('{% increment counter %}', ['{% increment counter %}'], variables);
+    expect(variables).toEqual({ counter: 5 });
+  });
+
+  it.each(['{% include "secrets" %}', '{% render "/etc/passwd" %}', '{% layout "base" %}'])(
+    'refuses file-system tags: %s',
+    async (source) => {
+      const error = await templateError(() => render(source, []));
+      expect(error.details.reason).toBe('SYNTAX_ERROR');
+    },
+  );
+});
+
+describe('Liquid limits', () => {
+  const hostile = {
+    'a 10^8 range loop': '{% for i in (1..100000000) %}{{ i }}{% endfor %}',
+    'a 10 MB output from a loop': `{% for i in (1..10000) %}${'x'.repeat(1000)}{% endfor %}`,
+    'a string doubled 30 times':
+      '{% assign s = "xxxxxxxxxx" %}{% for i in (1..30) %}{% assign s = s | append: s %}{% endfor %}{{ s }}',
+    'nested loops of 10^9 iterations':
+      '{% for a in (1..1000) %}{% for b in (1..1000) %}{% for c in (1..1000) %}{% endfor %}{% endfor %}{% endfor %}',
+  };
+
+  it.each(Object.entries(hostile))('rejects %s fast with reason LIMIT_EXCEEDED', async (_name, source) => {
+    const started = performance.now();
+    const error = await templateError(() => render('hi', [source]));
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+    expect(error.details.issues).toEqual([{ path: 'b1.data.props.text', message: expect.any(String) }]);
+  });
+
+  it('shares one output budget across all strings of an email', async () => {
+    const chunk = `{% for i in (1..100) %}${'y'.repeat(1000)}{% endfor %}`; // 100 000 characters each
+    await expect(render('', Array(5).fill(chunk))).resolves.toBeDefined();
+    const error = await templateError(() => render('', Array(11).fill(chunk)));
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+  });
+
+  it('rejects a template whose source is too long before parsing it', async () => {
+    const error = await templateError(() =>
+      compileTemplate({ subject: '', designJson: buildDesign([textBlock('{{ a }}'.repeat(200_000))]) }),
+    );
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+  });
+
+  it('keeps rendering after a rejected template (limits are per render, not per engine)', async () => {
+    await templateError(() => render('', [hostile['a 10^8 range loop']]));
+    const email = await render('{% for i in (1..3) %}{{ i }}{% endfor %}', []);
+    expect(email.subject).toBe('123');
+  });
+});

@@ -1,0 +1,190 @@
+/**
+ * Liquid (liquidjs) for template strings: one locked-down engine per output context,
+ * parse once, render many times under one shared budget per email.
+ *
+ * Limits follow ARCHITECTURE.md "Known traps": parseLimit, renderLimit AND memoryLimit are all
+ * set (renderLimit is only checked between nodes, so a `(1..100000000)` range is stopped by
+ * memoryLimit), plus a cap on the characters Liquid writes, so a loop printing 10 MB stops as
+ * soon as it passes the cap instead of when the clock runs out.
+ */
+import {
+  Context,
+  Drop,
+  type Emitter,
+  Liquid,
+  LiquidError,
+  type Template,
+  toValue,
+  toValueSync,
+} from 'liquidjs';
+import type { ValidationIssue } from '../../http/errors.ts';
+import { invalidTemplate } from './rendering.design.ts';
+
+/** DoS limits of one template; the same figures apply to every render of it. */
+export const LIQUID_LIMITS = {
+  /** Characters of Liquid source in one template (subject and every string together). */
+  sourceChars: 1_000_000,
+  /** Wall time of the Liquid part of one render, ms, all strings together. */
+  renderMs: 50,
+  /** liquidjs allocation units (range items, characters built by filters) per render. */
+  memory: 1_000_000,
+  /** Characters written by Liquid tags and outputs per render, all strings together. */
+  outputChars: 1_000_000,
+} as const;
+
+/**
+ * Where a string ends up, which decides how Liquid escapes output values:
+ * `plain` not at all (React escapes it later, or it is the subject/text part), `html` HTML-escaped
+ * (Html blocks are inserted raw), `markdown` HTML-escaped and markdown-link syntax neutralised
+ * (Text blocks with `markdown: true` go through marked, which passes raw HTML through).
+ */
+export type LiquidMode = 'plain' | 'html' | 'markdown';
+
+/** One string of a template, parsed; `templates` is null for a string without Liquid. */
+export interface ParsedLiquid {
+  path: string;
+  mode: LiquidMode;
+  source: string;
+  templates: Template[] | null;
+}
+
+class OutputLimitError extends Error {}
+
+/** liquidjs's own output stringification (src/util/underscore.ts `stringify`). */
+function stringifyOutput(value: unknown): string {
+  const unwrapped = value instanceof Drop ? toValue(value) : value;
+  if (typeof unwrapped === 'string') return unwrapped;
+  if (unwrapped === null || unwrapped === undefined) return '';
+  if (Array.isArray(unwrapped)) return unwrapped.map(stringifyOutput).join('');
+  return String(unwrapped);
+}
+
+function escapeHtml(text: string): string {
+  return text
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+/** Backslash-escapes what would start a link, an image or code, then escapes HTML. */
+function escapeMarkdown(this: { context: Context }, value: unknown): string {
+  const text = stringifyOutput(value);
+  this.context.memoryLimit.use(text.length);
+  return escapeHtml(text.replace(/[\\`*[\]]/g, '\\$&'));
+}
+
+function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
+  const engine = new Liquid({
+    templates: {}, // an empty in-memory file system: partials never come from the disk
+    strictVariables: false,
+    strictFilters: true,
+    ownPropertyOnly: true,
+    outputEscape,
+    parseLimit: LIQUID_LIMITS.sourceChars,
+    renderLimit: LIQUID_LIMITS.renderMs,
+    memoryLimit: LIQUID_LIMITS.memory,
+  });
+  for (const tag of ['include', 'render', 'layout']) {
+    engine.registerTag(tag, {
+      parse() {
+        throw new Error(`The "${tag}" tag is not available in templates`);
+      },
+      render() {},
+    });
+  }
+  return engine;
+}
+
+const ENGINES: Record<LiquidMode, Liquid> = {
+  plain: createEngine(),
+  html: createEngine('escape'),
+  markdown: createEngine(escapeMarkdown),
+};
+
+function isLimitError(error: unknown): boolean {
+  for (let e = error; e instanceof Error; e = (e as { originalError?: unknown }).originalError) {
+    if (e instanceof OutputLimitError || e instanceof RangeError) return true;
+    if (/(parse length|memory alloc|template render) limit exceeded/.test(e.message)) return true;
+    if (!(e instanceof LiquidError)) break;
+  }
+  return false;
+}
+
+function issueOf(error: unknown, path: string): ValidationIssue {
+  return { path, message: error instanceof Error ? error.message : String(error) };
+}
+
+/**
+ * Parses one string. Strings without `{{` or `{%` are kept as they are (no Liquid to run).
+ * @throws AppError INVALID_TEMPLATE, `reason` SYNTAX_ERROR or LIMIT_EXCEEDED, `issues[0].path = path`.
+ */
+export function parseLiquid(path: string, source: string, mode: LiquidMode): ParsedLiquid {
+  if (!source.includes('{{') && !source.includes('{%')) return { path, mode, source, templates: null };
+  try {
+    return { path, mode, source, templates: ENGINES[mode].parse(source) };
+  } catch (error) {
+    throw invalidTemplate(isLimitError(error) ? 'LIMIT_EXCEEDED' : 'SYNTAX_ERROR', [issueOf(error, path)]);
+  }
+}
+
+/** Variables the strings read from the caller, with their paths (`user.name`), sorted, unique. */
+export function variablesOf(parts: ParsedLiquid[]): string[] {
+  const names = new Set<string>();
+  for (const part of parts) {
+    if (!part.templates) continue;
+    for (const name of ENGINES[part.mode].globalFullVariablesSync(part.templates, { partials: false })) {
+      names.add(name);
+    }
+  }
+  return [...names].sort();
+}
+
+/** Buffers one string's output while counting every string's output against one cap. */
+class CappedEmitter implements Emitter {
+  buffer = '';
+  private written = 0;
+
+  write(html: unknown): void {
+    const text = stringifyOutput(html);
+    this.written += text.length;
+    if (this.written > LIQUID_LIMITS.outputChars) {
+      throw new OutputLimitError(`Liquid output exceeds ${LIQUID_LIMITS.outputChars} characters`);
+    }
+    this.buffer += text;
+  }
+}
+
+/**
+ * Renders parsed strings with the caller's variables, synchronously (so the time budget is
+ * not spent by other work on the event loop), under ONE budget of {@link LIQUID_LIMITS} for
+ * all of them. Each string gets its own scope (an `assign` in one block does not leak into the
+ * next) over a shallow copy of `variables` (`increment` cannot change the caller's object).
+ * Missing variables render as ''. Returns the outputs in the order of `parts`.
+ * @throws AppError INVALID_TEMPLATE, `reason` LIMIT_EXCEEDED or RENDER_ERROR, `issues[0].path`
+ *   naming the string.
+ */
+export function renderLiquid(parts: ParsedLiquid[], variables: Record<string, unknown>): string[] {
+  const budget = new Context({}, ENGINES.plain.options, { sync: true });
+  const emitter = new CappedEmitter();
+  return parts.map((part) => {
+    if (!part.templates) return part.source;
+    const engine = ENGINES[part.mode];
+    const context = new Context(
+      { ...variables },
+      engine.options,
+      { sync: true },
+      { memoryLimit: budget.memoryLimit, renderLimit: budget.renderLimit, liquid: engine },
+    );
+    emitter.buffer = '';
+    try {
+      toValueSync(engine.renderer.renderTemplates(part.templates, context, emitter));
+    } catch (error) {
+      throw invalidTemplate(isLimitError(error) ? 'LIMIT_EXCEEDED' : 'RENDER_ERROR', [
+        issueOf(error, part.path),
+      ]);
+    }
+    return emitter.buffer;
+  });
+}

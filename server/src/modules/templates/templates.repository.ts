@@ -1,0 +1,107 @@
+import { and, count, desc, eq, ilike, like, max, or, type SQL } from 'drizzle-orm';
+import type { Executor } from '../../db/client.ts';
+import { templates, templateVersions } from '../../db/schema/index.ts';
+import { hasIdPrefix } from '../../ids.ts';
+
+export type TemplateRow = typeof templates.$inferSelect;
+export type TemplateVersionRow = typeof templateVersions.$inferSelect;
+
+/** Escapes LIKE wildcards so a search for "50%" matches literally. */
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** SQL for templates and their versions; every query is scoped by team. */
+export const templateRepository = {
+  async insert(db: Executor, row: typeof templates.$inferInsert): Promise<TemplateRow> {
+    const [created] = await db.insert(templates).values(row).returning();
+    return created!;
+  },
+
+  /** A template by id (`tpl_…`) or slug within the team. */
+  async findByIdOrSlug(db: Executor, teamId: string, idOrSlug: string): Promise<TemplateRow | undefined> {
+    const key = hasIdPrefix(idOrSlug, 'template') ? eq(templates.id, idOrSlug) : eq(templates.slug, idOrSlug);
+    const [row] = await db
+      .select()
+      .from(templates)
+      .where(and(eq(templates.teamId, teamId), key));
+    return row;
+  },
+
+  async list(
+    db: Executor,
+    teamId: string,
+    query: { page: number; pageSize: number; search?: string | undefined; isActive?: boolean | undefined },
+  ): Promise<{ rows: TemplateRow[]; total: number }> {
+    const conditions: SQL[] = [eq(templates.teamId, teamId)];
+    if (query.search) {
+      const pattern = likePattern(query.search);
+      conditions.push(or(ilike(templates.name, pattern), ilike(templates.slug, pattern))!);
+    }
+    if (query.isActive !== undefined) conditions.push(eq(templates.isActive, query.isActive));
+    const where = and(...conditions);
+    const [rows, totals] = await Promise.all([
+      db
+        .select()
+        .from(templates)
+        .where(where)
+        .orderBy(desc(templates.createdAt), desc(templates.id))
+        .limit(query.pageSize)
+        .offset((query.page - 1) * query.pageSize),
+      db.select({ total: count() }).from(templates).where(where),
+    ]);
+    return { rows, total: totals[0]?.total ?? 0 };
+  },
+
+  /** Slugs in the team equal to `base` or starting with `base-` (to pick a free one). */
+  async slugsLike(db: Executor, teamId: string, base: string): Promise<Set<string>> {
+    const rows = await db
+      .select({ slug: templates.slug })
+      .from(templates)
+      .where(and(eq(templates.teamId, teamId), or(eq(templates.slug, base), like(templates.slug, `${base}-%`))));
+    return new Set(rows.map((r) => r.slug));
+  },
+
+  async update(
+    db: Executor,
+    teamId: string,
+    id: string,
+    changes: Partial<typeof templates.$inferInsert>,
+  ): Promise<TemplateRow | undefined> {
+    const [row] = await db
+      .update(templates)
+      .set({ ...changes, updatedAt: new Date() })
+      .where(and(eq(templates.teamId, teamId), eq(templates.id, id)))
+      .returning();
+    return row;
+  },
+
+  async delete(db: Executor, teamId: string, id: string): Promise<boolean> {
+    const rows = await db
+      .delete(templates)
+      .where(and(eq(templates.teamId, teamId), eq(templates.id, id)))
+      .returning({ id: templates.id });
+    return rows.length > 0;
+  },
+
+  async insertVersion(db: Executor, row: typeof templateVersions.$inferInsert): Promise<TemplateVersionRow> {
+    const [created] = await db.insert(templateVersions).values(row).returning();
+    return created!;
+  },
+
+  async nextVersionNumber(db: Executor, templateId: string): Promise<number> {
+    const [row] = await db
+      .select({ highest: max(templateVersions.number) })
+      .from(templateVersions)
+      .where(eq(templateVersions.templateId, templateId));
+    return (row?.highest ?? 0) + 1;
+  },
+
+  async findVersion(db: Executor, teamId: string, versionId: string): Promise<TemplateVersionRow | undefined> {
+    const [row] = await db
+      .select()
+      .from(templateVersions)
+      .where(and(eq(templateVersions.teamId, teamId), eq(templateVersions.id, versionId)));
+    return row;
+  },
+};

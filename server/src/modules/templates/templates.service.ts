@@ -1,0 +1,224 @@
+import { and, eq } from 'drizzle-orm';
+import type { Database, Executor } from '../../db/client.ts';
+import { isUniqueViolation } from '../../db/errors.ts';
+import { templates } from '../../db/schema/index.ts';
+import { type Page, page } from '../../http/envelope.ts';
+import { AppError, notFound } from '../../http/errors.ts';
+import { newId } from '../../ids.ts';
+import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } from '../rendering/index.ts';
+import { firstFreeSlug, slugify } from './slug.ts';
+import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
+import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
+
+/** List item shape (spec "Template": list items carry …). */
+export function presentTemplateListItem(row: TemplateRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    slug: row.slug,
+    description: row.description,
+    subject: row.subject,
+    isActive: row.isActive,
+    generatePdf: row.generatePdf,
+    variables: row.variables,
+    thumbnailUrl: row.thumbnailUrl,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** Full template shape (spec "Template", get-one). */
+export function presentTemplate(row: TemplateRow): TemplateView {
+  return {
+    ...presentTemplateListItem(row),
+    teamId: row.teamId,
+    designJson: row.designJson as Record<string, unknown>,
+    compiledHtml: row.compiledHtml,
+    currentVersionId: row.currentVersionId,
+    pdfFilename: row.pdfFilename,
+    createdBy: row.createdBy,
+  };
+}
+
+/**
+ * Validates subject + design and derives what is stored with them: the parsed design, its
+ * variables and its HTML with Liquid left in place.
+ * @throws INVALID_TEMPLATE (400) with details.issues for a bad document or Liquid syntax error.
+ */
+function compileContent(subject: string, designJson: unknown): {
+  design: EmailDesign;
+  variables: string[];
+  compiledHtml: string;
+} {
+  const design = parseDesign(designJson);
+  const compiled = compileTemplate({ subject, designJson: design });
+  return { design, variables: compiled.variables, compiledHtml: compileDesignHtml(design) };
+}
+
+function slugTaken(slug: string): AppError {
+  return new AppError('ALREADY_EXISTS', `A template with slug "${slug}" already exists`, { field: 'slug', slug });
+}
+
+/** Inserts a version snapshot of `template`'s current content and makes it current. */
+async function snapshotVersion(
+  tx: Executor,
+  template: TemplateRow,
+  userId: string | null,
+  name?: string,
+): Promise<TemplateVersionRow> {
+  const number = await templateRepository.nextVersionNumber(tx, template.id);
+  const version = await templateRepository.insertVersion(tx, {
+    id: newId('templateVersion'),
+    teamId: template.teamId,
+    templateId: template.id,
+    number,
+    name: name ?? `Version ${number}`,
+    templateName: template.name,
+    subject: template.subject,
+    designJson: template.designJson,
+    generatePdf: template.generatePdf,
+    pdfFilename: template.pdfFilename,
+    createdBy: userId,
+  });
+  await tx
+    .update(templates)
+    .set({ currentVersionId: version.id, hasUnversionedChanges: false })
+    .where(eq(templates.id, template.id));
+  return version;
+}
+
+/**
+ * Creates a template and its first version ("Version 1"). The slug is generated from the name
+ * when absent (first free of `slug`, `slug-2`, …).
+ * @throws INVALID_TEMPLATE for a bad design or subject, ALREADY_EXISTS (409) for a taken slug.
+ */
+export async function createTemplate(
+  db: Database,
+  teamId: string,
+  userId: string,
+  input: CreateTemplateInput,
+): Promise<TemplateView> {
+  const { design, variables, compiledHtml } = compileContent(input.subject, input.designJson);
+  try {
+    return await db.transaction(async (tx) => {
+      const slug =
+        input.slug ??
+        firstFreeSlug(slugify(input.name), await templateRepository.slugsLike(tx, teamId, slugify(input.name)));
+      const row = await templateRepository.insert(tx, {
+        id: newId('template'),
+        teamId,
+        name: input.name,
+        slug,
+        description: input.description ?? '',
+        subject: input.subject,
+        designJson: design,
+        compiledHtml,
+        variables,
+        generatePdf: input.generatePdf ?? false,
+        pdfFilename: input.pdfFilename ?? null,
+        createdBy: userId,
+      });
+      const version = await snapshotVersion(tx, row, userId);
+      return presentTemplate({ ...row, currentVersionId: version.id });
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? slugify(input.name));
+    throw error;
+  }
+}
+
+/** @throws NOT_FOUND when no template of the team has this id or slug. */
+export async function getTemplate(db: Executor, teamId: string, idOrSlug: string): Promise<TemplateRow> {
+  const row = await templateRepository.findByIdOrSlug(db, teamId, idOrSlug);
+  if (!row) throw notFound('Template');
+  return row;
+}
+
+/** Paginated list, newest first; `search` matches name or slug case-insensitively. */
+export async function listTemplates(
+  db: Executor,
+  teamId: string,
+  query: { page: number; pageSize: number; search?: string | undefined; isActive?: boolean | undefined },
+): Promise<Page<ReturnType<typeof presentTemplateListItem>>> {
+  const { rows, total } = await templateRepository.list(db, teamId, query);
+  return page(rows.map(presentTemplateListItem), total, query.page, query.pageSize);
+}
+
+const VERSIONED_FIELDS = ['name', 'subject', 'designJson', 'generatePdf', 'pdfFilename'] as const;
+
+/**
+ * Updates a template found by id or slug. A change to versioned content (name, subject, design,
+ * PDF settings) marks it as having unversioned changes: the next send snapshots a version.
+ * @throws NOT_FOUND, INVALID_TEMPLATE, ALREADY_EXISTS (slug taken).
+ */
+export async function updateTemplate(
+  db: Database,
+  teamId: string,
+  idOrSlug: string,
+  input: UpdateTemplateInput,
+): Promise<TemplateRow> {
+  const current = await getTemplate(db, teamId, idOrSlug);
+  const changes: Partial<typeof templates.$inferInsert> = Object.fromEntries(
+    Object.entries(input).filter(([, value]) => value !== undefined),
+  );
+  if (input.designJson !== undefined || input.subject !== undefined) {
+    const compiled = compileContent(input.subject ?? current.subject, input.designJson ?? current.designJson);
+    Object.assign(changes, {
+      designJson: compiled.design,
+      variables: compiled.variables,
+      compiledHtml: compiled.compiledHtml,
+    });
+  }
+  if (VERSIONED_FIELDS.some((field) => input[field] !== undefined)) changes.hasUnversionedChanges = true;
+  try {
+    const row = await templateRepository.update(db, teamId, current.id, changes);
+    if (!row) throw notFound('Template');
+    return row;
+  } catch (error) {
+    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? '');
+    throw error;
+  }
+}
+
+/** Permanent delete; email logs keep templateName and get templateId null. @throws NOT_FOUND. */
+export async function deleteTemplate(db: Executor, teamId: string, idOrSlug: string): Promise<void> {
+  const current = await getTemplate(db, teamId, idOrSlug);
+  await templateRepository.delete(db, teamId, current.id);
+}
+
+/**
+ * The template and the immutable version a send renders from, inside the send's transaction.
+ * Snapshots a version first when the content changed since the current one (issue #4: a log can
+ * always be re-rendered exactly); concurrent sends agree on one snapshot.
+ * @throws INVALID_TEMPLATE (400) when the template does not exist in the team or is inactive.
+ */
+export async function resolveTemplateForSend(
+  tx: Executor,
+  teamId: string,
+  idOrSlug: string,
+): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
+  const template = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug);
+  if (!template) throw new AppError('INVALID_TEMPLATE', `Template "${idOrSlug}" not found`, { templateId: idOrSlug });
+  if (!template.isActive) {
+    throw new AppError('INVALID_TEMPLATE', `Template "${template.slug}" is inactive`, { templateId: template.id });
+  }
+  if (template.hasUnversionedChanges || !template.currentVersionId) {
+    const [claimed] = await tx
+      .update(templates)
+      .set({ hasUnversionedChanges: false })
+      .where(and(eq(templates.id, template.id), eq(templates.hasUnversionedChanges, template.hasUnversionedChanges)))
+      .returning();
+    if (claimed) return { template: claimed, version: await snapshotVersion(tx, claimed, null) };
+    return resolveTemplateForSend(tx, teamId, template.id);
+  }
+  const version = await templateRepository.findVersion(tx, teamId, template.currentVersionId);
+  if (!version) throw new Error(`template ${template.id} points at missing version ${template.currentVersionId}`);
+  return { template, version };
+}
+
+/** A version by id within the team (the worker renders from it). */
+export async function getTemplateVersion(db: Executor, teamId: string, versionId: string): Promise<TemplateVersionRow> {
+  const version = await templateRepository.findVersion(db, teamId, versionId);
+  if (!version) throw notFound('Template version');
+  return version;
+}

@@ -1,0 +1,109 @@
+import {
+  ADAPTER_CONFIG_SCHEMAS,
+  type AdapterConfig,
+  type AdapterType,
+} from '../modules/adapters/adapter-types.ts';
+import { createSmtpProvider } from './smtp.ts';
+import { type EmailProvider, ProviderError } from './types.ts';
+
+export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
+export type { EmailProvider, OutgoingAttachment, OutgoingEmail, SendResult } from './types.ts';
+export { ProviderError } from './types.ts';
+
+/**
+ * Creates the provider for one adapter. `config` is the decrypted adapter config; it is
+ * validated again here against the type's schema (spec, "Adapter"), since rows outlive code.
+ * @throws ProviderError (permanent) for an invalid config or a type not implemented yet
+ *   (`mailapi_a`, `mailapi_b`, `mailapi_domain`, `mailapi_cloud`, `mailapi_server`).
+ */
+export function createProvider(type: AdapterType, config: unknown): EmailProvider {
+  switch (type) {
+    case 'smtp':
+      return createSmtpProvider(parseProviderConfig(type, config));
+    case 'mailapi_a':
+    case 'mailapi_b':
+    case 'mailapi_domain':
+    case 'mailapi_cloud':
+    case 'mailapi_server':
+      throw new ProviderError(`Adapter type ${type} is not supported yet`, { permanent: true });
+    default:
+      throw new ProviderError(`Unknown adapter type ${String(type)}`, { permanent: true });
+  }
+}
+
+/** Validates a stored config; a row that no longer fits its schema cannot be sent with. */
+function parseProviderConfig<T extends AdapterType>(type: T, config: unknown): AdapterConfig<T> {
+  const parsed = ADAPTER_CONFIG_SCHEMAS[type].safeParse(config);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((issue) => issue.path.join('.') || '(root)').join(', ');
+    throw new ProviderError(`Invalid ${type} adapter config: ${fields}`, {
+      permanent: true,
+      providerCode: 'ECONFIG',
+    });
+  }
+  return parsed.data as AdapterConfig<T>;
+}
+
+/** Most providers kept open at once; the least recently used one beyond it is closed. */
+const MAX_CACHED_PROVIDERS = 100;
+
+/**
+ * Providers kept open between jobs, so the worker reuses one connection pool per adapter.
+ * Keys are chosen by the caller and must change whenever the config does
+ * (e.g. `${adapter.id}:${adapter.updatedAt.toISOString()}`); a stale entry is closed once it
+ * is the least recently used beyond {@link MAX_CACHED_PROVIDERS}.
+ */
+export class ProviderCache {
+  readonly #providers = new Map<string, EmailProvider>();
+  readonly #max: number;
+
+  constructor(max = MAX_CACHED_PROVIDERS) {
+    this.#max = max;
+  }
+
+  /**
+   * The provider cached under `key`, created with {@link createProvider} on first use.
+   * @throws ProviderError as {@link createProvider} does (nothing is cached then).
+   */
+  get(key: string, type: AdapterType, config: unknown): EmailProvider {
+    const cached = this.#providers.get(key);
+    if (cached) {
+      // Re-insert to mark as most recently used (Map keeps insertion order).
+      this.#providers.delete(key);
+      this.#providers.set(key, cached);
+      return cached;
+    }
+    const provider = createProvider(type, config);
+    this.#providers.set(key, provider);
+    if (this.#providers.size > this.#max) {
+      const [oldestKey, oldest] = this.#providers.entries().next().value as [string, EmailProvider];
+      this.#providers.delete(oldestKey);
+      void oldest.close().catch(() => {});
+    }
+    return provider;
+  }
+
+  /** Number of providers held. */
+  get size(): number {
+    return this.#providers.size;
+  }
+
+  /** Closes and forgets every cached provider (worker shutdown). */
+  async closeAll(): Promise<void> {
+    const providers = [...this.#providers.values()];
+    this.#providers.clear();
+    await Promise.allSettled(providers.map((provider) => provider.close()));
+  }
+}
+
+const defaultCache = new ProviderCache();
+
+/** {@link ProviderCache.get} on the process-wide cache the worker uses. */
+export function getProvider(key: string, type: AdapterType, config: unknown): EmailProvider {
+  return defaultCache.get(key, type, config);
+}
+
+/** {@link ProviderCache.closeAll} on the process-wide cache; call on shutdown. */
+export function closeAllProviders(): Promise<void> {
+  return defaultCache.closeAll();
+}

@@ -1,0 +1,81 @@
+/**
+ * The one interface every email provider implements (ARCHITECTURE.md, "Layout":
+ * `providers/<type>.ts`, one file per provider behind one EmailProvider interface).
+ * The worker builds an {@link OutgoingEmail}, calls `send`, and decides from a thrown
+ * {@link ProviderError}'s `permanent` flag whether the queue retries the job.
+ */
+
+/** One file attached to an email; `content` holds the raw bytes. */
+export interface OutgoingAttachment {
+  filename: string;
+  content: Buffer;
+  /** MIME type, e.g. `application/pdf`. */
+  contentType: string;
+}
+
+/** A fully rendered email, ready for a provider. */
+export interface OutgoingEmail {
+  /** Sender, `addr@example.com` or `"Name" <addr@example.com>`. */
+  from: string;
+  /** One or more recipient addresses. */
+  to: string[];
+  subject: string;
+  html: string;
+  /** Plain-text alternative of `html`. */
+  text: string;
+  attachments?: OutgoingAttachment[];
+  /** Extra header lines, name → value. */
+  headers?: Record<string, string>;
+  /** Message-ID header to set, with or without angle brackets; the provider generates one when omitted. */
+  messageId?: string;
+}
+
+/** What a provider reports for an accepted email. */
+export interface SendResult {
+  /** The provider's id for the message: what its later events (bounces, deliveries) refer to. */
+  providerMessageId: string;
+}
+
+/** A connection to one email provider, configured for one adapter. */
+export interface EmailProvider {
+  /**
+   * Hands the email to the provider.
+   * @throws ProviderError; `permanent` tells whether a retry can help.
+   */
+  send(email: OutgoingEmail): Promise<SendResult>;
+  /**
+   * Checks that the configuration works (connects, authenticates). Never throws: a failure is
+   * `{success: false, message}` (spec: `POST /api/adapters/:id/test` answers a failing connection
+   * with inner success false).
+   */
+  verify(): Promise<{ success: boolean; message: string }>;
+  /** Releases connections; the provider must not be used afterwards. */
+  close(): Promise<void>;
+}
+
+/** Options of a {@link ProviderError}. */
+export interface ProviderErrorOptions {
+  /** True when retrying the same email cannot help. */
+  permanent: boolean;
+  /** The provider's own error code, e.g. `EAUTH` or the SMTP reply code `550`. */
+  providerCode?: string;
+  /** The underlying error. */
+  cause?: unknown;
+}
+
+/**
+ * Thrown by providers. `permanent` = retrying cannot help (auth failure, rejected recipient 5xx,
+ * invalid config); otherwise transient (network, 4xx SMTP, timeouts, 429/5xx HTTP), and the
+ * queue retries with backoff (ARCHITECTURE.md, "The send path", step 3).
+ */
+export class ProviderError extends Error {
+  readonly permanent: boolean;
+  readonly providerCode?: string;
+
+  constructor(message: string, options: ProviderErrorOptions) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ProviderError';
+    this.permanent = options.permanent;
+    if (options.providerCode !== undefined) this.providerCode = options.providerCode;
+  }
+}

@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.ts';
+import type { Config, Role } from './config.ts';
+import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.ts';
+import { resolveEncryptionKey } from './encryption-key.ts';
+import { JobQueue } from './jobs/queue.ts';
+import { declareQueues, startWorkers } from './jobs/registry.ts';
+import { printSetupUrlIfNeeded } from './modules/auth/index.ts';
+import { closeAllProviders } from './providers/index.ts';
+
+/** A running Postwright process: what `postwright start` holds until it is stopped. */
+export interface Running {
+  database: DatabaseHandle;
+  queue: JobQueue;
+  app?: FastifyInstance;
+  /** The address the API listens on, when this role serves HTTP. */
+  url?: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Opens the database, applies migrations, starts the queue, then the API (roles all, api) and the
+ * workers (roles all, worker). The embedded PGlite default runs everything in this one process.
+ */
+export async function startPostwright(config: Config, role: Role = 'all'): Promise<Running> {
+  const encryptionKey = resolveEncryptionKey(config);
+  const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  await migrateDatabase(database);
+  const queue = new JobQueue(database);
+  await queue.start();
+  await declareQueues(queue, config);
+
+  let app: FastifyInstance | undefined;
+  let url: string | undefined;
+  if (role !== 'worker') {
+    app = await buildApp({ config, database, queue, encryptionKey });
+    url = await app.listen({ port: config.PORT, host: config.HOST });
+    await printSetupUrlIfNeeded(app.ctx, { info: (line: string) => console.log(line) });
+  }
+  if (role !== 'api') await startWorkers(queue, { config, db: database.db, encryptionKey });
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      await app?.close();
+      await queue.stop();
+      await closeAllProviders();
+      await database.close();
+    })();
+    return stopping;
+  };
+  return { database, queue, app, url, stop };
+}

@@ -1,0 +1,67 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.ts';
+import { type Config, loadConfig } from '../../src/config.ts';
+import { JobQueue } from '../../src/jobs/queue.ts';
+import { declareQueues, startWorkers } from '../../src/jobs/registry.ts';
+import { closeAllProviders } from '../../src/providers/index.ts';
+import { createTestDatabase, type DatabaseKind } from './database.ts';
+
+/** The origin tests send on cookie requests that change state (BASE_URL of the test config). */
+export const TEST_BASE_URL = 'http://localhost:3000';
+
+export interface TestContext {
+  app: FastifyInstance;
+  config: Config;
+  queue: JobQueue;
+  /** Starts the job workers in this process (tests that need delivery). */
+  startWorkers(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Boots the real app on a fresh database of `kind` (in-memory PGlite or a new PostgreSQL database),
+ * with the real queue. Workers are not started until asked, so tests can look at queued state.
+ */
+export async function createTestContext(
+  kind: DatabaseKind,
+  env: Record<string, string> = {},
+): Promise<TestContext> {
+  const { handle, drop } = await createTestDatabase(kind);
+  const config = loadConfig({
+    BASE_URL: TEST_BASE_URL,
+    LOG_LEVEL: 'silent',
+    DATA_DIR: 'memory://',
+    SEND_RETRY_DELAY_SECONDS: '1',
+    SETUP_TOKEN: 'test-setup-token-0123456789',
+    ...env,
+  });
+  const encryptionKey = Buffer.alloc(32, 7);
+  const queue = new JobQueue(handle);
+  await queue.start();
+  await declareQueues(queue, config);
+  const app = await buildApp({ config, database: handle, queue, encryptionKey });
+  await app.ready();
+  return {
+    app,
+    config,
+    queue,
+    startWorkers: () => startWorkers(queue, { config, db: handle.db, encryptionKey }),
+    async close() {
+      await app.close();
+      await queue.stop(2_000);
+      await closeAllProviders();
+      await drop();
+    },
+  };
+}
+
+/** Polls `check` every 100 ms until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
