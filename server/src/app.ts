@@ -13,7 +13,7 @@ import { installErrorHandling } from './http/error-handler.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
-import { authRoutes, createAuth, type Auth } from './modules/auth/index.ts';
+import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
 
@@ -59,7 +59,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Fastify's JSON parser (prototype-poisoning safe), except that an empty body is "no body":
   // clients often send Content-Type: application/json on body-less POSTs such as regenerate.
   const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
+  app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
     parseJson(request, body as string, done);

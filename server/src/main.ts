@@ -45,7 +45,8 @@ async function main(argv: string[]): Promise<number> {
     console.warn('Running one role on the embedded database: only one process can open DATA_DIR at a time.');
   }
   const running = await startPostwright(config, role);
-  if (running.url) console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
+  if (running.url)
+    console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
   else console.log(`Postwright worker started.`);
   await new Promise<void>((resolve) => {
     const shutdown = () => resolve();

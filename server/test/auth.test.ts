@@ -200,10 +200,11 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
 
   it('signs out through better-auth, and signs in again with the password', async () => {
     const session = await setupOwner(app);
+    // An empty body declared as JSON, as fetch clients send it: better-auth must not choke on it.
     const signOut = await app.inject({
       method: 'POST',
       url: '/api/auth/sign-out',
-      headers: sessionHeaders(app, session),
+      headers: { ...sessionHeaders(app, session), 'content-type': 'application/json' },
     });
     expect(signOut.statusCode).toBe(200);
     expectEnvelopeError(
@@ -220,6 +221,32 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
       team: { id: session.teamId },
       role: 'owner',
     });
+  });
+
+  it('changes the password and revokes other sessions; the new session keeps its team', async () => {
+    const team = await setupOwner(app);
+    const otherDevice = await signIn(app, team.email, team.password);
+    const changed = await app.inject({
+      method: 'POST',
+      url: '/api/auth/change-password',
+      headers: sessionHeaders(app, team),
+      payload: {
+        currentPassword: team.password,
+        newPassword: 'a brand new password',
+        revokeOtherSessions: true,
+      },
+    });
+    expect(changed.statusCode).toBe(200);
+    const cookie = cookieHeaderFrom(changed);
+    const me = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { cookie } });
+    expect(me.json().data).toMatchObject({ user: { id: team.userId }, team: { id: team.teamId } });
+    const probe = await app.inject({ method: 'GET', url: '/api/auth/get-session', headers: { cookie } });
+    expect(probe.json().session.activeOrganizationId).toBe(team.teamId);
+    expectEnvelopeError(
+      await app.inject({ method: 'GET', url: '/api/auth/me', headers: { cookie: otherDevice } }),
+      401,
+      'UNAUTHORIZED',
+    );
   });
 
   it('refuses a wrong password with 401 in our envelope', async () => {
@@ -353,12 +380,20 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
     expectEnvelopeError(await invite(member), 403, 'FORBIDDEN');
   });
 
-  it('answers unknown better-auth paths with 404 NOT_FOUND in the envelope', async () => {
+  it('answers unknown better-auth paths with 404 NOT_FOUND and oversized bodies with 400', async () => {
     expectEnvelopeError(
       await app.inject({ method: 'GET', url: '/api/auth/no-such-endpoint' }),
       404,
       'NOT_FOUND',
     );
+    const huge = await app.inject({
+      method: 'POST',
+      url: '/api/auth/sign-in/email',
+      headers: ORIGIN_HEADERS(app),
+      remoteAddress: randomClientIp(),
+      payload: { email: owner.email, password: 'x'.repeat(100_000) },
+    });
+    expect(expectEnvelopeError(huge, 400, 'INVALID_INPUT')).toEqual({ reason: 'BODY_TOO_LARGE' });
   });
 });
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TeamOwner, sessionHeaders, setupOwner } from './helpers/auth.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import type { DatabaseKind } from './helpers/database.ts';
 import {
   buildApiKey,
@@ -49,7 +49,11 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
     });
     expect(response.statusCode, response.body).toBe(202);
     const accepted = response.json().data;
-    expect(accepted).toEqual({ id: expect.stringMatching(/^eml_/), jobId: expect.stringMatching(/^job_/), status: 'queued' });
+    expect(accepted).toEqual({
+      id: expect.stringMatching(/^eml_/),
+      jobId: expect.stringMatching(/^job_/),
+      status: 'queued',
+    });
 
     const message = await waitFor(
       async () => smtp.messages.find((m) => m.envelopeTo.includes(recipient)),
@@ -59,7 +63,9 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
     const mail = message.parsed;
     expect(mail.subject).toBe(`${fixture} for Ada`);
     expect(mail.from?.value[0]).toMatchObject({ address: 'sender@postwright.test', name: 'Postwright Test' });
-    expect(mail.to && !Array.isArray(mail.to) ? mail.to.value.map((v) => v.address) : []).toEqual([recipient]);
+    expect(mail.to && !Array.isArray(mail.to) ? mail.to.value.map((v) => v.address) : []).toEqual([
+      recipient,
+    ]);
     expect(mail.html).toContain('Dear Ada, ');
     expect(mail.html).not.toContain('{{');
     expect(mail.text).toContain('Dear Ada,');
@@ -69,7 +75,12 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
       const s = await emailStatus(ctx.app, apiKey, accepted.id);
       return s.status === 'sent' ? s : undefined;
     });
-    expect(status).toEqual({ id: accepted.id, status: 'sent', sentAt: expect.any(String), hasPdfAttachment: false });
+    expect(status).toEqual({
+      id: accepted.id,
+      status: 'sent',
+      sentAt: expect.any(String),
+      hasPdfAttachment: false,
+    });
     expect(status.sentAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
     const log = await ctx.app.inject({
@@ -99,9 +110,15 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
   it('sends one email to a list of recipients', async () => {
     const template = await buildTemplate(ctx.app, owner, { name: 'List send' });
     const to = ['one@example.test', 'Two Person <two@example.test>'];
-    const response = await send(ctx.app, apiKey, { templateId: template.id, to, variables: { first_name: 'Bo' } });
+    const response = await send(ctx.app, apiKey, {
+      templateId: template.id,
+      to,
+      variables: { first_name: 'Bo' },
+    });
     expect(response.statusCode, response.body).toBe(202);
-    const message = await waitFor(async () => smtp.messages.find((m) => m.envelopeTo.includes('two@example.test')));
+    const message = await waitFor(async () =>
+      smtp.messages.find((m) => m.envelopeTo.includes('two@example.test')),
+    );
     expect(message.envelopeTo.sort()).toEqual(['one@example.test', 'two@example.test']);
     expect(message.parsed.subject).toBe('Hi Bo');
   });

@@ -19,7 +19,11 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; m
     reason: 'EMPTY_JSON_BODY',
     message: 'Body cannot be empty when Content-Type is application/json',
   },
-  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'INVALID_INPUT', reason: 'MALFORMED_JSON', message: 'Malformed JSON body' },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    code: 'INVALID_INPUT',
+    reason: 'MALFORMED_JSON',
+    message: 'Malformed JSON body',
+  },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
     code: 'INVALID_INPUT',
     reason: 'INVALID_CONTENT_LENGTH',
@@ -64,6 +68,9 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request)));
   app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`)),
+    sendError(
+      reply,
+      new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`),
+    ),
   );
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { fromDrizzle, fromPglite, PgBoss, type JobWithMetadata } from 'pg-boss';
+import { fromDrizzle, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { DatabaseHandle, Executor } from '../db/client.ts';
 
 /** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
@@ -49,6 +49,10 @@ export class JobQueue {
     const existing = await this.boss.getQueue(name);
     if (existing) await this.boss.updateQueue(name, options);
     else await this.boss.createQueue(name, options);
+    // Load the queue into pg-boss's queue cache now: on a cache miss `send` looks the queue up on
+    // its own connection, which on PGlite (one connection) would wait forever for the caller's
+    // open transaction.
+    await this.boss.findJobs(name, { id: '00000000-0000-0000-0000-000000000000' });
   }
 
   /**

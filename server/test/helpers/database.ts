@@ -8,7 +8,8 @@ export type DatabaseKind = 'pglite' | 'postgres';
  * The server for PostgreSQL tests. CI sets TEST_DATABASE_URL (see .ci/run); locally it defaults to the
  * machine's PostgreSQL. Tests create their own database on it and drop it afterwards.
  */
-export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const TEST_DATABASE_URL =
+  process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** A fresh, migrated database of `kind`, plus `drop()` which closes and removes it. */
 export async function createTestDatabase(

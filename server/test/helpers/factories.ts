@@ -33,7 +33,10 @@ export function blocksInOrder(design: Design): string[] {
     const block = design[id];
     if (!block) return;
     order.push(id);
-    const data = block.data as { childrenIds?: string[]; props?: { childrenIds?: string[]; columns?: { childrenIds: string[] }[] } };
+    const data = block.data as {
+      childrenIds?: string[];
+      props?: { childrenIds?: string[]; columns?: { childrenIds: string[] }[] };
+    };
     const children = [
       ...(data.childrenIds ?? []),
       ...(data.props?.childrenIds ?? []),
@@ -60,9 +63,18 @@ export function simpleDesign(text = 'Hello {{ first_name }}'): Design {
   return {
     root: {
       type: 'EmailLayout',
-      data: { backdropColor: '#F5F5F5', canvasColor: '#FFFFFF', textColor: '#262626', fontFamily: 'MODERN_SANS', childrenIds: ['b1'] },
+      data: {
+        backdropColor: '#F5F5F5',
+        canvasColor: '#FFFFFF',
+        textColor: '#262626',
+        fontFamily: 'MODERN_SANS',
+        childrenIds: ['b1'],
+      },
     },
-    b1: { type: 'Text', data: { style: { padding: { top: 16, bottom: 16, left: 24, right: 24 } }, props: { text } } },
+    b1: {
+      type: 'Text',
+      data: { style: { padding: { top: 16, bottom: 16, left: 24, right: 24 } }, props: { text } },
+    },
   };
 }
 
@@ -122,9 +134,18 @@ export function send(app: FastifyInstance, key: string, body: Record<string, unk
 
 /** GET /api/v1/:id/status with an API key secret; returns `data`. */
 export async function emailStatus(app: FastifyInstance, key: string, id: string) {
-  const response = await app.inject({ method: 'GET', url: `/api/v1/${id}/status`, headers: { 'x-api-key': key } });
+  const response = await app.inject({
+    method: 'GET',
+    url: `/api/v1/${id}/status`,
+    headers: { 'x-api-key': key },
+  });
   expect(response.statusCode, response.body).toBe(200);
-  return response.json().data as { id: string; status: string; sentAt: string | null; hasPdfAttachment: boolean };
+  return response.json().data as {
+    id: string;
+    status: string;
+    sentAt: string | null;
+    hasPdfAttachment: boolean;
+  };
 }
 
 /** Asserts the spec's error envelope with `status` and `code`; returns `error`. */

@@ -92,7 +92,10 @@ export const members = pgTable(
     role: text('role').notNull().default('member'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [uniqueIndex('members_team_user_idx').on(t.organizationId, t.userId), index('members_user_id_idx').on(t.userId)],
+  (t) => [
+    uniqueIndex('members_team_user_idx').on(t.organizationId, t.userId),
+    index('members_user_id_idx').on(t.userId),
+  ],
 );
 
 export const invitations = pgTable(

@@ -17,7 +17,9 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
     const secret = Array.isArray(header) ? header[0] : header;
     const key = await authenticateApiKey(database.db, secret?.trim() || undefined, new Date());
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
-      throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, { requiredScopes: scopes });
+      throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
+        requiredScopes: scopes,
+      });
     }
     const decision = await rateLimiter.consume(key.id, key.rateLimit);
     reply.header('RateLimit-Limit', decision.limit);

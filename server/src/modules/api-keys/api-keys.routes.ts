@@ -85,7 +85,12 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/api-keys/:id/regenerate',
     {
       preHandler: requireSession('api-keys:create'),
-      schema: { tags, security, params: apiKeyIdParams, response: { 200: envelopeOf(regeneratedApiKeyView) } },
+      schema: {
+        tags,
+        security,
+        params: apiKeyIdParams,
+        response: { 200: envelopeOf(regeneratedApiKeyView) },
+      },
     },
     async (request) => ok(await service.regenerateApiKey(db(), sessionOf(request).teamId, request.params.id)),
   );

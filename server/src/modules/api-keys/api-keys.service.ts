@@ -1,6 +1,6 @@
 import type { Executor } from '../../db/client.ts';
-import { AppError, notFound } from '../../http/errors.ts';
 import { isoOrNull } from '../../http/envelope.ts';
+import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { apiKeyPrefix, generateApiKeySecret, hashApiKeySecret } from './api-key-secret.ts';
 import { type ApiKeyRow, apiKeyRepository } from './api-keys.repository.ts';
@@ -32,7 +32,12 @@ export async function createApiKey(
   db: Executor,
   teamId: string,
   userId: string,
-  input: { name: string; scopes?: ApiKeyScope[] | undefined; rateLimit?: number | undefined; expiresAt?: string | null | undefined },
+  input: {
+    name: string;
+    scopes?: ApiKeyScope[] | undefined;
+    rateLimit?: number | undefined;
+    expiresAt?: string | null | undefined;
+  },
 ): Promise<ApiKeyView & { key: string }> {
   const key = generateApiKeySecret();
   const row = await apiKeyRepository.insert(db, {
@@ -65,7 +70,12 @@ export async function updateApiKey(
   db: Executor,
   teamId: string,
   id: string,
-  changes: { name?: string | undefined; scopes?: ApiKeyScope[] | undefined; rateLimit?: number | undefined; isActive?: boolean | undefined },
+  changes: {
+    name?: string | undefined;
+    scopes?: ApiKeyScope[] | undefined;
+    rateLimit?: number | undefined;
+    isActive?: boolean | undefined;
+  },
 ): Promise<ApiKeyView> {
   const defined = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
   const row = await apiKeyRepository.update(db, teamId, id, defined);
@@ -101,9 +111,15 @@ export async function regenerateApiKey(
  * @throws UNAUTHORIZED when no key was sent, INVALID_TOKEN when it is unknown or inactive,
  *   TOKEN_EXPIRED when expiresAt is in the past.
  */
-export async function authenticateApiKey(db: Executor, secret: string | undefined, now: Date): Promise<ApiKeyRow> {
+export async function authenticateApiKey(
+  db: Executor,
+  secret: string | undefined,
+  now: Date,
+): Promise<ApiKeyRow> {
   if (!secret) throw new AppError('UNAUTHORIZED', 'Missing X-API-Key header');
-  const row = secret.startsWith('svc_') ? await apiKeyRepository.findByHash(db, hashApiKeySecret(secret)) : undefined;
+  const row = secret.startsWith('svc_')
+    ? await apiKeyRepository.findByHash(db, hashApiKeySecret(secret))
+    : undefined;
   if (!row || !row.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) {
     throw new AppError('TOKEN_EXPIRED', 'API key has expired', { expiresAt: row.expiresAt.toISOString() });

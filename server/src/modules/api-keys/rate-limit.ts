@@ -42,7 +42,12 @@ export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>): RateLimite
     let limiter = limiters.get(limit);
     if (!limiter) {
       limiter = redis
-        ? new RateLimiterRedis({ storeClient: redis, points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' })
+        ? new RateLimiterRedis({
+            storeClient: redis,
+            points: limit,
+            duration: WINDOW_SECONDS,
+            keyPrefix: 'pw:rl',
+          })
         : new RateLimiterMemory({ points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' });
       limiters.set(limit, limiter);
     }

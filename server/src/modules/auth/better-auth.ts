@@ -1,4 +1,5 @@
 import { hkdfSync, randomUUID } from 'node:crypto';
+import { getCurrentAdapter } from 'better-auth';
 import { drizzleAdapter } from 'better-auth/adapters/drizzle';
 import { betterAuth } from 'better-auth/minimal';
 import { organization } from 'better-auth/plugins/organization';
@@ -55,6 +56,31 @@ function authLogLevel(level: Config['LOG_LEVEL']): 'error' | 'warn' | 'info' | '
   return 'warn';
 }
 
+/**
+ * The team of the user's oldest membership, read through better-auth's current adapter: inside
+ * its transactions (e.g. change-password creating a fresh session) that is the transaction's,
+ * because on PGlite (one connection) a query beside an open transaction would wait forever.
+ */
+async function firstTeamIdThroughAdapter(
+  adapter: { findMany: <T>(query: FindManyQuery) => Promise<T[]> },
+  userId: string,
+): Promise<string | null> {
+  const [member] = await adapter.findMany<{ organizationId: string }>({
+    model: 'member',
+    where: [{ field: 'userId', value: userId }],
+    sortBy: { field: 'createdAt', direction: 'asc' },
+    limit: 1,
+  });
+  return member?.organizationId ?? null;
+}
+
+interface FindManyQuery {
+  model: string;
+  where: Array<{ field: string; value: string }>;
+  sortBy: { field: string; direction: 'asc' | 'desc' };
+  limit: number;
+}
+
 function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionKey: Buffer }) {
   const { config, database } = deps;
   const logLevel = authLogLevel(config.LOG_LEVEL);
@@ -82,10 +108,14 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       session: {
         create: {
           // Every new session starts in a team: the user's oldest membership.
-          before: async (session) => {
-            const current = (session as { activeOrganizationId?: string | null }).activeOrganizationId;
-            if (current) return;
-            const teamId = await findFirstTeamId(database.db, session.userId);
+          before: async (session, context) => {
+            if (session.activeOrganizationId) return;
+            const teamId = context
+              ? await firstTeamIdThroughAdapter(
+                  await getCurrentAdapter(context.context.adapter),
+                  session.userId,
+                )
+              : await findFirstTeamId(database.db, session.userId);
             if (teamId) return { data: { ...session, activeOrganizationId: teamId } };
           },
         },

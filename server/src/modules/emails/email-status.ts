@@ -4,7 +4,16 @@
  * bounced after sent/delivered; failed from queued/sent; spam after sent/delivered/opened/clicked.
  * A status never moves backwards: a late event is kept in the history but does not change `status`.
  */
-export const EMAIL_STATUSES = ['queued', 'sent', 'delivered', 'opened', 'clicked', 'bounced', 'failed', 'spam'] as const;
+export const EMAIL_STATUSES = [
+  'queued',
+  'sent',
+  'delivered',
+  'opened',
+  'clicked',
+  'bounced',
+  'failed',
+  'spam',
+] as const;
 export type EmailStatus = (typeof EMAIL_STATUSES)[number];
 
 const NEXT: Record<EmailStatus, readonly EmailStatus[]> = {

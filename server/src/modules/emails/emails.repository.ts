@@ -21,7 +21,13 @@ export const emailRepository = {
 
   async insertEvent(
     db: Executor,
-    row: { teamId: string; emailId: string; status: EmailStatus; detail?: Record<string, unknown>; occurredAt?: Date },
+    row: {
+      teamId: string;
+      emailId: string;
+      status: EmailStatus;
+      detail?: Record<string, unknown>;
+      occurredAt?: Date;
+    },
   ): Promise<void> {
     await db.insert(emailEvents).values({ id: newId('emailEvent'), detail: {}, ...row });
   },
@@ -42,7 +48,11 @@ export const emailRepository = {
       .orderBy(asc(emailEvents.occurredAt), asc(emailEvents.id));
   },
 
-  async list(db: Executor, teamId: string, query: LogListQuery): Promise<{ rows: EmailLogRow[]; total: number }> {
+  async list(
+    db: Executor,
+    teamId: string,
+    query: LogListQuery,
+  ): Promise<{ rows: EmailLogRow[]; total: number }> {
     const conditions: SQL[] = [eq(emailLogs.teamId, teamId)];
     if (query.status) conditions.push(eq(emailLogs.status, query.status));
     if (query.templateId) conditions.push(eq(emailLogs.templateId, query.templateId));
@@ -51,7 +61,10 @@ export const emailRepository = {
     if (query.search) {
       const pattern = likePattern(query.search);
       conditions.push(
-        or(ilike(emailLogs.subject, pattern), sql`array_to_string(${emailLogs.toAddresses}, ',') ilike ${pattern}`)!,
+        or(
+          ilike(emailLogs.subject, pattern),
+          sql`array_to_string(${emailLogs.toAddresses}, ',') ilike ${pattern}`,
+        )!,
       );
     }
     const where = and(...conditions);
@@ -81,7 +94,13 @@ export const emailRepository = {
     detail: Record<string, unknown> = {},
     at: Date = new Date(),
   ): Promise<EmailLogRow | undefined> {
-    await emailRepository.insertEvent(db, { teamId: log.teamId, emailId: log.id, status, detail, occurredAt: at });
+    await emailRepository.insertEvent(db, {
+      teamId: log.teamId,
+      emailId: log.id,
+      status,
+      detail,
+      occurredAt: at,
+    });
     if (!canTransition(log.status as EmailStatus, status)) return undefined;
     const [row] = await db
       .update(emailLogs)
@@ -91,7 +110,15 @@ export const emailRepository = {
     return row;
   },
 
-  async recordAttempt(db: Executor, id: string, attemptCount: number, errorMessage: string | null): Promise<void> {
-    await db.update(emailLogs).set({ attemptCount, errorMessage, updatedAt: new Date() }).where(eq(emailLogs.id, id));
+  async recordAttempt(
+    db: Executor,
+    id: string,
+    attemptCount: number,
+    errorMessage: string | null,
+  ): Promise<void> {
+    await db
+      .update(emailLogs)
+      .set({ attemptCount, errorMessage, updatedAt: new Date() })
+      .where(eq(emailLogs.id, id));
   },
 };

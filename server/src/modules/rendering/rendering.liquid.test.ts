@@ -140,6 +140,13 @@ describe('Liquid limits', () => {
     expect(error.details.issues).toEqual([{ path: 'b1.data.props.text', message: expect.any(String) }]);
   });
 
+  it('rejects a 10 MB variable value fast (a sender can cause it too)', async () => {
+    const started = performance.now();
+    const error = await templateError(() => render('hi', ['{{ big }}'], { big: 'x'.repeat(10_000_000) }));
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+  });
+
   it('shares one output budget across all strings of an email', async () => {
     const chunk = `{% for i in (1..100) %}${'y'.repeat(1000)}{% endfor %}`; // 100 000 characters each
     await expect(render('', Array(5).fill(chunk))).resolves.toBeDefined();

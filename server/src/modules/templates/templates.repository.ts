@@ -58,7 +58,9 @@ export const templateRepository = {
     const rows = await db
       .select({ slug: templates.slug })
       .from(templates)
-      .where(and(eq(templates.teamId, teamId), or(eq(templates.slug, base), like(templates.slug, `${base}-%`))));
+      .where(
+        and(eq(templates.teamId, teamId), or(eq(templates.slug, base), like(templates.slug, `${base}-%`))),
+      );
     return new Set(rows.map((r) => r.slug));
   },
 
@@ -97,7 +99,11 @@ export const templateRepository = {
     return (row?.highest ?? 0) + 1;
   },
 
-  async findVersion(db: Executor, teamId: string, versionId: string): Promise<TemplateVersionRow | undefined> {
+  async findVersion(
+    db: Executor,
+    teamId: string,
+    versionId: string,
+  ): Promise<TemplateVersionRow | undefined> {
     const [row] = await db
       .select()
       .from(templateVersions)

@@ -42,14 +42,23 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) =>
-      ok(service.presentTemplate(await service.getTemplate(db(), sessionOf(request).teamId, request.params.id))),
+      ok(
+        service.presentTemplate(
+          await service.getTemplate(db(), sessionOf(request).teamId, request.params.id),
+        ),
+      ),
   );
 
   app.post(
     '/api/templates',
     {
       preHandler: requireSession('templates:create'),
-      schema: { tags, security, body: createTemplateBody, response: { 201: envelopeOf(createdTemplateView) } },
+      schema: {
+        tags,
+        security,
+        body: createTemplateBody,
+        response: { 201: envelopeOf(createdTemplateView) },
+      },
     },
     async (request, reply) => {
       const { teamId, userId } = sessionOf(request);
@@ -71,7 +80,12 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const row = await service.updateTemplate(db(), sessionOf(request).teamId, request.params.id, request.body);
+      const row = await service.updateTemplate(
+        db(),
+        sessionOf(request).teamId,
+        request.params.id,
+        request.body,
+      );
       return ok(service.presentTemplate(row));
     },
   );

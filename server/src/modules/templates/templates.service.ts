@@ -45,7 +45,10 @@ export function presentTemplate(row: TemplateRow): TemplateView {
  * variables and its HTML with Liquid left in place.
  * @throws INVALID_TEMPLATE (400) with details.issues for a bad document or Liquid syntax error.
  */
-function compileContent(subject: string, designJson: unknown): {
+function compileContent(
+  subject: string,
+  designJson: unknown,
+): {
   design: EmailDesign;
   variables: string[];
   compiledHtml: string;
@@ -56,7 +59,10 @@ function compileContent(subject: string, designJson: unknown): {
 }
 
 function slugTaken(slug: string): AppError {
-  return new AppError('ALREADY_EXISTS', `A template with slug "${slug}" already exists`, { field: 'slug', slug });
+  return new AppError('ALREADY_EXISTS', `A template with slug "${slug}" already exists`, {
+    field: 'slug',
+    slug,
+  });
 }
 
 /** Inserts a version snapshot of `template`'s current content and makes it current. */
@@ -103,7 +109,10 @@ export async function createTemplate(
     return await db.transaction(async (tx) => {
       const slug =
         input.slug ??
-        firstFreeSlug(slugify(input.name), await templateRepository.slugsLike(tx, teamId, slugify(input.name)));
+        firstFreeSlug(
+          slugify(input.name),
+          await templateRepository.slugsLike(tx, teamId, slugify(input.name)),
+        );
       const row = await templateRepository.insert(tx, {
         id: newId('template'),
         teamId,
@@ -198,26 +207,39 @@ export async function resolveTemplateForSend(
   idOrSlug: string,
 ): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
   const template = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug);
-  if (!template) throw new AppError('INVALID_TEMPLATE', `Template "${idOrSlug}" not found`, { templateId: idOrSlug });
+  if (!template)
+    throw new AppError('INVALID_TEMPLATE', `Template "${idOrSlug}" not found`, { templateId: idOrSlug });
   if (!template.isActive) {
-    throw new AppError('INVALID_TEMPLATE', `Template "${template.slug}" is inactive`, { templateId: template.id });
+    throw new AppError('INVALID_TEMPLATE', `Template "${template.slug}" is inactive`, {
+      templateId: template.id,
+    });
   }
   if (template.hasUnversionedChanges || !template.currentVersionId) {
     const [claimed] = await tx
       .update(templates)
       .set({ hasUnversionedChanges: false })
-      .where(and(eq(templates.id, template.id), eq(templates.hasUnversionedChanges, template.hasUnversionedChanges)))
+      .where(
+        and(
+          eq(templates.id, template.id),
+          eq(templates.hasUnversionedChanges, template.hasUnversionedChanges),
+        ),
+      )
       .returning();
     if (claimed) return { template: claimed, version: await snapshotVersion(tx, claimed, null) };
     return resolveTemplateForSend(tx, teamId, template.id);
   }
   const version = await templateRepository.findVersion(tx, teamId, template.currentVersionId);
-  if (!version) throw new Error(`template ${template.id} points at missing version ${template.currentVersionId}`);
+  if (!version)
+    throw new Error(`template ${template.id} points at missing version ${template.currentVersionId}`);
   return { template, version };
 }
 
 /** A version by id within the team (the worker renders from it). */
-export async function getTemplateVersion(db: Executor, teamId: string, versionId: string): Promise<TemplateVersionRow> {
+export async function getTemplateVersion(
+  db: Executor,
+  teamId: string,
+  versionId: string,
+): Promise<TemplateVersionRow> {
   const version = await templateRepository.findVersion(db, teamId, versionId);
   if (!version) throw notFound('Template version');
   return version;

@@ -1,0 +1,44 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createRateLimiter, type RateLimiter } from './rate-limit.ts';
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+describe('rate limiter', () => {
+  const opened: RateLimiter[] = [];
+  const open = (redis: boolean) => {
+    const limiter = createRateLimiter({ REDIS_URL: redis ? REDIS_URL : undefined });
+    opened.push(limiter);
+    return limiter;
+  };
+  afterAll(async () => {
+    await Promise.all(opened.map((l) => l.close()));
+  });
+
+  it('counts per key in memory and refuses past the limit', async () => {
+    const limiter = open(false);
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await limiter.consume('key_a', 3));
+    expect(results.map((r) => [r.allowed, r.remaining])).toEqual([
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ]);
+    expect(results[3]!.resetSeconds).toBeGreaterThanOrEqual(1);
+    expect(results[3]!.resetSeconds).toBeLessThanOrEqual(60);
+    expect((await limiter.consume('key_b', 3)).allowed).toBe(true);
+  });
+
+  it('shares one count between processes through Redis (REDIS_URL)', async () => {
+    const key = `key_${randomBytes(6).toString('hex')}`;
+    const apiOne = open(true);
+    const apiTwo = open(true);
+    expect((await apiOne.consume(key, 2)).allowed).toBe(true);
+    expect((await apiTwo.consume(key, 2)).allowed).toBe(true);
+    const third = await apiOne.consume(key, 2);
+    expect(third).toMatchObject({ allowed: false, remaining: 0, limit: 2 });
+    // A memory limiter (no REDIS_URL) would not have seen the other process's requests.
+    expect((await open(false).consume(key, 2)).allowed).toBe(true);
+  });
+});

@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { expectError } from './helpers/factories.ts';
+
+describe('HTTP basics: envelope, docs, health', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('pglite');
+    owner = await setupOwner(ctx.app);
+  });
+  afterAll(() => ctx?.close());
+
+  it('answers unknown routes with 404 NOT_FOUND in the envelope', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/api/nope' });
+    expectError(response, 404, 'NOT_FOUND');
+  });
+
+  it('answers malformed JSON with 400 and the envelope', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/templates',
+      headers: { ...sessionHeaders(ctx.app, owner), 'content-type': 'application/json' },
+      payload: '{"name": "x",',
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details.reason).toBe('MALFORMED_JSON');
+  });
+
+  it('answers a non-JSON content type with 400 and the envelope', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send',
+      headers: { 'content-type': 'text/plain', 'x-api-key': 'svc_x' },
+      payload: 'hello',
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details.reason).toBe('UNSUPPORTED_CONTENT_TYPE');
+  });
+
+  it('answers a body over 10 MB with 400 and the envelope', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({
+        templateId: 'x',
+        to: 'a@b.co',
+        variables: { big: 'x'.repeat(10 * 1024 * 1024) },
+      }),
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details.reason).toBe('BODY_TOO_LARGE');
+  });
+
+  it('reports zod validation failures as VALIDATION_ERROR with details.issues [{path, message}]', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/api-keys',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { name: '', rateLimit: 20_000, scopes: ['root'] },
+    });
+    const error = expectError(response, 400, 'VALIDATION_ERROR');
+    const paths = error.details.issues.map((i: { path: string }) => i.path).sort();
+    expect(paths).toEqual(['body.name', 'body.rateLimit', 'body.scopes.0']);
+    for (const issue of error.details.issues) expect(typeof issue.message).toBe('string');
+  });
+
+  it('accepts a body-less POST that carries Content-Type: application/json', async () => {
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/api-keys',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { name: 'k' },
+    });
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: `/api/api-keys/${created.json().data.id}/regenerate`,
+      headers: { ...sessionHeaders(ctx.app, owner), 'content-type': 'application/json' },
+    });
+    expect(response.statusCode, response.body).toBe(200);
+  });
+
+  it('serves the OpenAPI document at /docs/json and the reference UI at /docs', async () => {
+    const json = await ctx.app.inject({ method: 'GET', url: '/docs/json' });
+    expect(json.statusCode).toBe(200);
+    const doc = json.json();
+    expect(doc.openapi).toMatch(/^3\./);
+    for (const path of [
+      '/api/v1/send',
+      '/api/v1/{id}/status',
+      '/api/api-keys',
+      '/api/adapters',
+      '/api/templates',
+      '/api/logs',
+    ]) {
+      expect(Object.keys(doc.paths)).toContain(path);
+    }
+    expect(
+      doc.paths['/api/v1/send'].post.requestBody.content['application/json'].schema.properties,
+    ).toHaveProperty('templateId');
+    const entry = await ctx.app.inject({ method: 'GET', url: '/docs' });
+    expect([200, 301, 302]).toContain(entry.statusCode);
+    const ui = await ctx.app.inject({ method: 'GET', url: '/docs/' });
+    expect(ui.statusCode).toBe(200);
+    expect(ui.headers['content-type']).toContain('text/html');
+    const script = ui.body.match(/src="([^"]*scalar[^"]*\.js)"/)?.[1];
+    expect(script, 'the UI loads its script from this server').toBeDefined();
+    expect(script!.startsWith('http')).toBe(false);
+    const asset = await ctx.app.inject({
+      method: 'GET',
+      url: script!.startsWith('/') ? script! : `/docs/${script}`,
+    });
+    expect(asset.statusCode).toBe(200);
+  });
+
+  it('reports health and readiness', async () => {
+    const health = await ctx.app.inject({ method: 'GET', url: '/healthz' });
+    expect(health.json()).toEqual({ success: true, data: { status: 'ok' } });
+    const ready = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+    expect(ready.statusCode).toBe(200);
+  });
+});
+
+describe('readiness without a database', () => {
+  it('answers 503 SERVICE_UNAVAILABLE when the database is unreachable', async () => {
+    const ctx = await createTestContext('postgres');
+    try {
+      // Take the database away under the running app.
+      const pool = (ctx.app.ctx.database as { pool: { end: () => Promise<void> } }).pool;
+      await pool.end();
+      const response = await ctx.app.inject({ method: 'GET', url: '/readyz' });
+      expectError(response, 503, 'SERVICE_UNAVAILABLE');
+    } finally {
+      await ctx.close().catch(() => {});
+    }
+  });
+});
