@@ -120,7 +120,7 @@ export async function authenticateApiKey(
   const row = secret.startsWith('svc_')
     ? await apiKeyRepository.findByHash(db, hashApiKeySecret(secret))
     : undefined;
-  if (!row || !row.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');
+  if (!row?.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) {
     throw new AppError('TOKEN_EXPIRED', 'API key has expired', { expiresAt: row.expiresAt.toISOString() });
   }

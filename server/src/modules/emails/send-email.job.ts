@@ -23,7 +23,7 @@ export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buff
   return async function sendEmail(job: QueuedJob<JobPayload<'email.send'>>): Promise<void> {
     const { emailId, teamId } = job.data;
     const log = await emailRepository.findLog(deps.db, teamId, emailId);
-    if (!log || log.status !== 'queued') return;
+    if (log?.status !== 'queued') return;
     const attempt = job.retryCount + 1;
     try {
       const providerMessageId = await deliver(deps, log);
