@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { expectError } from './helpers/factories.ts';
 
 describe('HTTP basics: envelope, docs, health', () => {
@@ -68,6 +68,27 @@ describe('HTTP basics: envelope, docs, health', () => {
     for (const issue of error.details.issues) expect(typeof issue.message).toBe('string');
   });
 
+  it('authenticates before validating: no credentials and a bad body is 401, a viewer is 403', async () => {
+    expectError(
+      await ctx.app.inject({ method: 'POST', url: '/api/adapters', payload: {} }),
+      401,
+      'UNAUTHORIZED',
+    );
+    expectError(
+      await ctx.app.inject({ method: 'POST', url: '/api/v1/send', payload: {} }),
+      401,
+      'UNAUTHORIZED',
+    );
+    const viewer = await addTeamMember(ctx.app, owner, 'viewer');
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/templates',
+      headers: sessionHeaders(ctx.app, viewer),
+      payload: {},
+    });
+    expectError(response, 403, 'FORBIDDEN');
+  });
+
   it('accepts a body-less POST that carries Content-Type: application/json', async () => {
     const created = await ctx.app.inject({
       method: 'POST',
@@ -114,6 +135,26 @@ describe('HTTP basics: envelope, docs, health', () => {
       url: script!.startsWith('/') ? script! : `/docs/${script}`,
     });
     expect(asset.statusCode).toBe(200);
+  });
+
+  it('answers a request the HTTP parser rejects with the envelope', async () => {
+    const address = await ctx.app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = new URL(address);
+    const { connect } = await import('node:net');
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => {
+        socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Key: svc_a\nsvc_b\r\n\r\n');
+      });
+      let data = '';
+      socket.on('data', (chunk) => {
+        data += chunk.toString();
+      });
+      socket.on('close', () => resolve(data));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    const body = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4));
+    expect(body).toMatchObject({ success: false, error: { code: 'INVALID_INPUT', details: {} } });
   });
 
   it('reports health and readiness', async () => {

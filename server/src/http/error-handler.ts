@@ -74,3 +74,27 @@ export function installErrorHandling(app: FastifyInstance): void {
     ),
   );
 }
+
+/**
+ * Answers requests Node's HTTP parser rejects before Fastify sees them (bad header bytes, header
+ * overflow, timeouts) with the spec's envelope instead of Fastify's default body.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: import('node:net').Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, code, message] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? ([408, 'INVALID_INPUT', 'Request timed out'] as const)
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? ([431, 'INVALID_INPUT', 'Request headers too large'] as const)
+        : ([400, 'INVALID_INPUT', 'Malformed HTTP request'] as const);
+  const body = JSON.stringify({
+    success: false,
+    error: { code, message, details: { reason: error.code ?? 'CLIENT_ERROR' } },
+  });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${message}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
+}

@@ -29,7 +29,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters/types',
     {
-      preHandler: requireSession(),
+      preValidation: requireSession(),
       schema: { tags, security, response: { 200: envelopeOf(adapterTypeDescriptor.array()) } },
     },
     async () => ok([...ADAPTER_TYPE_DESCRIPTORS]),
@@ -38,7 +38,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters',
     {
-      preHandler: requireSession(),
+      preValidation: requireSession(),
       schema: { tags, security, response: { 200: envelopeOf(adapterView.array()) } },
     },
     async (request) => ok(await service.listAdapters(db(), sessionOf(request).teamId)),
@@ -47,7 +47,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters/:id',
     {
-      preHandler: requireSession('adapters:view-config'),
+      preValidation: requireSession('adapters:view-config'),
       schema: {
         tags,
         security,
@@ -64,7 +64,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/adapters',
     {
-      preHandler: requireSession('adapters:create'),
+      preValidation: requireSession('adapters:create'),
       schema: { tags, security, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
     },
     async (request, reply) => {
@@ -76,7 +76,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.put(
     '/api/adapters/:id',
     {
-      preHandler: requireSession('adapters:update'),
+      preValidation: requireSession('adapters:update'),
       schema: {
         tags,
         security,
@@ -100,7 +100,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/adapters/:id',
     {
-      preHandler: requireSession('adapters:delete'),
+      preValidation: requireSession('adapters:delete'),
       schema: { tags, security, params: adapterIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
@@ -112,7 +112,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/adapters/:id/test',
     {
-      preHandler: requireSession('adapters:update'),
+      preValidation: requireSession('adapters:update'),
       schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
     },
     async (request) =>

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -27,6 +28,14 @@ export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<st
 }
 
 /**
+ * Serialises changes of a team's default adapter (transaction-scoped advisory lock), so two
+ * concurrent requests cannot both make an adapter the default.
+ */
+async function lockTeamDefault(tx: Executor, teamId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`adapters-default:${teamId}`}))`);
+}
+
+/**
  * Creates an adapter with its config validated for its type and encrypted. The team's first
  * adapter becomes its default; `isDefault: true` moves the default to this one.
  * @throws VALIDATION_ERROR with issues under `config.` for a bad config.
@@ -45,6 +54,7 @@ export async function createAdapter(
 ): Promise<AdapterRow> {
   const config = parseAdapterConfig(input.type, input.config);
   return db.transaction(async (tx) => {
+    await lockTeamDefault(tx, teamId);
     const id = newId('adapter');
     const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
     if (isDefault) await adapterRepository.clearDefault(tx, teamId, id);
@@ -99,7 +109,10 @@ export async function updateAdapter(
       const config = parseAdapterConfig(current.type as AdapterType, input.config);
       changes.configEncrypted = encryptConfig(encryptionKey, config);
     }
-    if (input.isDefault) await adapterRepository.clearDefault(tx, teamId, id);
+    if (input.isDefault) {
+      await lockTeamDefault(tx, teamId);
+      await adapterRepository.clearDefault(tx, teamId, id);
+    }
     const row = await adapterRepository.update(tx, teamId, id, changes);
     if (!row) throw notFound('Adapter');
     return row;

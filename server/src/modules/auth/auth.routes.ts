@@ -66,7 +66,7 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
   routes.get(
     '/api/auth/me',
     {
-      preHandler: requireSession(),
+      preValidation: requireSession(),
       schema: {
         tags: ['auth'],
         summary: 'The signed-in user, active team, role and permissions',

@@ -10,7 +10,8 @@ import { isTeamRole, type Permission, permissionsOf } from './permissions.ts';
 const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * A Fastify preHandler for dashboard routes (session cookie). In order:
+ * A Fastify preValidation hook for dashboard routes (runs before body validation, so an
+ * unauthenticated caller gets 401, not a validation error) (session cookie). In order:
  * 1. reads the better-auth session from the request's cookies → 401 UNAUTHORIZED without a valid one;
  * 2. for POST/PUT/PATCH/DELETE requires `Origin` = the origin of BASE_URL → 403 FORBIDDEN otherwise
  *    (CSRF defence: browsers attach the cookie to cross-site requests, but never forge Origin);

@@ -25,7 +25,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/v1/send',
     {
-      preHandler: requireApiKey('send'),
+      preValidation: requireApiKey('send'),
       schema: { tags, security, body: sendBody, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
@@ -40,7 +40,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/v1/:id/status',
     {
-      preHandler: requireApiKey('send', 'logs:read'),
+      preValidation: requireApiKey('send', 'logs:read'),
       schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(emailStatusView) } },
     },
     async (request) =>
@@ -57,7 +57,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/logs',
     {
-      preHandler: requireSession('logs:view'),
+      preValidation: requireSession('logs:view'),
       schema: { tags, security, querystring: logListQuery, response: { 200: pageOf(logListItem) } },
     },
     async (request) => ok(await logs.listLogs(app.ctx.database.db, sessionOf(request).teamId, request.query)),
@@ -66,7 +66,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/logs/:id',
     {
-      preHandler: requireSession('logs:view'),
+      preValidation: requireSession('logs:view'),
       schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(logView) } },
     },
     async (request) =>

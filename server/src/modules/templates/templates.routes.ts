@@ -29,7 +29,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/templates',
     {
-      preHandler: requireSession(),
+      preValidation: requireSession(),
       schema: { tags, security, querystring: templateListQuery, response: { 200: pageOf(templateListItem) } },
     },
     async (request) => ok(await service.listTemplates(db(), sessionOf(request).teamId, request.query)),
@@ -38,7 +38,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/templates/:id',
     {
-      preHandler: requireSession(),
+      preValidation: requireSession(),
       schema: { tags, security, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) =>
@@ -52,7 +52,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/templates',
     {
-      preHandler: requireSession('templates:create'),
+      preValidation: requireSession('templates:create'),
       schema: {
         tags,
         security,
@@ -70,7 +70,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.put(
     '/api/templates/:id',
     {
-      preHandler: requireSession('templates:update'),
+      preValidation: requireSession('templates:update'),
       schema: {
         tags,
         security,
@@ -93,7 +93,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/templates/:id',
     {
-      preHandler: requireSession('templates:delete'),
+      preValidation: requireSession('templates:delete'),
       schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {

@@ -1,0 +1,79 @@
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.ts';
+import { resolveEncryptionKey } from './encryption-key.ts';
+
+describe('loadConfig', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      PORT: 3000,
+      BASE_URL: 'http://localhost:3000',
+      DATA_DIR: './data',
+      LOG_LEVEL: 'info',
+    });
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.REDIS_URL).toBeUndefined();
+  });
+
+  it('derives BASE_URL from PORT and strips a trailing slash', () => {
+    expect(loadConfig({ PORT: '8080' }).BASE_URL).toBe('http://localhost:8080');
+    expect(loadConfig({ BASE_URL: 'https://mail.example.com/' }).BASE_URL).toBe('https://mail.example.com');
+  });
+
+  it.each([
+    [{ PORT: 'eighty' }, /^Invalid PORT: /],
+    [{ PORT: '70000' }, /^Invalid PORT: /],
+    [{ BASE_URL: 'not a url' }, /^Invalid BASE_URL: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^Invalid DATABASE_URL: /],
+    [{ ENCRYPTION_KEY: 'short' }, /^Invalid ENCRYPTION_KEY: /],
+    [{ LOG_LEVEL: 'loud' }, /^Invalid LOG_LEVEL: /],
+    [{ REDIS_URL: 'http://x' }, /^Invalid REDIS_URL: /],
+    [{ SETUP_TOKEN: 'short' }, /^Invalid SETUP_TOKEN: /],
+  ])('refuses %o with a one-line message naming the variable', (env, message) => {
+    let error: unknown;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toMatch(message);
+    expect((error as Error).message).not.toContain('\n');
+  });
+
+  it('requires ENCRYPTION_KEY with DATABASE_URL', () => {
+    expect(() => loadConfig({ DATABASE_URL: 'postgres://localhost/db' })).toThrow(
+      /^Invalid ENCRYPTION_KEY: required/,
+    );
+    const key = Buffer.alloc(32, 1).toString('base64');
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/db', ENCRYPTION_KEY: key }).ENCRYPTION_KEY).toBe(
+      key,
+    );
+  });
+});
+
+describe('resolveEncryptionKey', () => {
+  it('generates a key once in DATA_DIR and reads the same key afterwards', () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-'));
+    try {
+      const first = resolveEncryptionKey({ DATA_DIR: dataDir, ENCRYPTION_KEY: undefined });
+      expect(first).toHaveLength(32);
+      const file = path.join(dataDir, 'encryption.key');
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64').equals(first)).toBe(true);
+      expect(resolveEncryptionKey({ DATA_DIR: dataDir, ENCRYPTION_KEY: undefined }).equals(first)).toBe(true);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('uses ENCRYPTION_KEY when set', () => {
+    const key = Buffer.alloc(32, 9);
+    expect(
+      resolveEncryptionKey({ DATA_DIR: '/nonexistent', ENCRYPTION_KEY: key.toString('base64') }).equals(key),
+    ).toBe(true);
+  });
+});
