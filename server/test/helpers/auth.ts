@@ -3,7 +3,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { insertMember, insertTeam, insertUserWithPassword } from '../../src/modules/auth/auth.repository.ts';
 import { resolveSetupToken } from '../../src/modules/auth/index.ts';
 import type { TeamRole } from '../../src/modules/auth/permissions.ts';
-import { slugify } from '../../src/modules/auth/slug.ts';
+import { slugify } from '../../src/slug.ts';
 
 /** A signed-in user of a test: the `cookie` header value and who they are. */
 export interface SignedInUser {
@@ -108,7 +108,7 @@ export async function setupOwner(
     const user = await insertUserWithPassword(tx, { name, email: email.toLowerCase(), passwordHash });
     const team = await insertTeam(tx, {
       name: teamName,
-      slug: `${slugify(teamName)}-${randomBytes(3).toString('hex')}`,
+      slug: `${slugify(teamName, 'team', 48)}-${randomBytes(3).toString('hex')}`,
     });
     await insertMember(tx, { teamId: team.id, userId: user.id, role: 'owner' });
     return { userId: user.id, teamId: team.id };

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { authErrorToAppError, presentAuthResponse } from './auth-error-envelope.ts';
-import { slugify } from './slug.ts';
 
 describe('authErrorToAppError', () => {
   it.each([
@@ -52,12 +51,4 @@ describe('presentAuthResponse', () => {
     const empty = await presentAuthResponse(new Response(null, { status: 404 }));
     expect(await empty.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
   });
-});
-
-describe('slugify', () => {
-  it.each([
-    ['Acme Mail Ops', 'acme-mail-ops'],
-    ['  Équipe  Nord!! ', 'equipe-nord'],
-    ['***', 'team'],
-  ])('%s → %s', (name, slug) => expect(slugify(name)).toBe(slug));
 });

@@ -2,6 +2,7 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
+import { slugify } from '../../slug.ts';
 import {
   anyUserExists,
   findUserSummary,
@@ -15,7 +16,6 @@ import type { SetupInput } from './auth.schema.ts';
 import type { Auth } from './better-auth.ts';
 import { PERMISSIONS, type Permission, type TeamRole } from './permissions.ts';
 import { isSetupTokenValid } from './setup-token.ts';
-import { slugify } from './slug.ts';
 
 interface TeamSummary {
   id: string;
@@ -65,7 +65,7 @@ export async function completeSetup(
     await lockSetup(tx);
     if (await anyUserExists(tx)) throw setupDone();
     const user = await insertUserWithPassword(tx, { name: input.name, email, passwordHash });
-    const team = await insertTeam(tx, { name: input.teamName, slug: slugify(input.teamName) });
+    const team = await insertTeam(tx, { name: input.teamName, slug: slugify(input.teamName, 'team', 48) });
     await insertMember(tx, { teamId: team.id, userId: user.id, role: 'owner' satisfies TeamRole });
     return { user, team };
   });

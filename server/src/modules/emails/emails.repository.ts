@@ -1,5 +1,6 @@
 import { and, asc, count, desc, eq, gte, ilike, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { containsPattern } from '../../db/like-pattern.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 import { canTransition, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
@@ -7,10 +8,6 @@ import type { LogListQuery } from './emails.schema.ts';
 
 export type EmailLogRow = typeof emailLogs.$inferSelect;
 export type EmailEventRow = typeof emailEvents.$inferSelect;
-
-function likePattern(text: string): string {
-  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 /** SQL for email logs and their status history; every query is scoped by team. */
 export const emailRepository = {
@@ -59,7 +56,7 @@ export const emailRepository = {
     if (query.from) conditions.push(gte(emailLogs.createdAt, new Date(query.from)));
     if (query.to) conditions.push(lte(emailLogs.createdAt, new Date(query.to)));
     if (query.search) {
-      const pattern = likePattern(query.search);
+      const pattern = containsPattern(query.search);
       conditions.push(
         or(
           ilike(emailLogs.subject, pattern),

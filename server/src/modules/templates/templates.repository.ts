@@ -1,15 +1,11 @@
 import { and, count, desc, eq, ilike, like, max, or, type SQL } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { containsPattern } from '../../db/like-pattern.ts';
 import { templates, templateVersions } from '../../db/schema/index.ts';
 import { hasIdPrefix } from '../../ids.ts';
 
 export type TemplateRow = typeof templates.$inferSelect;
 export type TemplateVersionRow = typeof templateVersions.$inferSelect;
-
-/** Escapes LIKE wildcards so a search for "50%" matches literally. */
-function likePattern(text: string): string {
-  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 /** SQL for templates and their versions; every query is scoped by team. */
 export const templateRepository = {
@@ -35,7 +31,7 @@ export const templateRepository = {
   ): Promise<{ rows: TemplateRow[]; total: number }> {
     const conditions: SQL[] = [eq(templates.teamId, teamId)];
     if (query.search) {
-      const pattern = likePattern(query.search);
+      const pattern = containsPattern(query.search);
       conditions.push(or(ilike(templates.name, pattern), ilike(templates.slug, pattern))!);
     }
     if (query.isActive !== undefined) conditions.push(eq(templates.isActive, query.isActive));

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SLUG_PATTERN } from './slug.ts';
+import { SLUG_PATTERN } from '../../slug.ts';
 
 const name = z.string().trim().min(1).max(100);
 const slug = z

@@ -5,8 +5,8 @@ import { templates } from '../../db/schema/index.ts';
 import { type Page, page } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
+import { firstFreeSlug, slugify } from '../../slug.ts';
 import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } from '../rendering/index.ts';
-import { firstFreeSlug, slugify } from './slug.ts';
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
 
@@ -110,8 +110,8 @@ export async function createTemplate(
       const slug =
         input.slug ??
         firstFreeSlug(
-          slugify(input.name),
-          await templateRepository.slugsLike(tx, teamId, slugify(input.name)),
+          slugify(input.name, 'template'),
+          await templateRepository.slugsLike(tx, teamId, slugify(input.name, 'template')),
         );
       const row = await templateRepository.insert(tx, {
         id: newId('template'),
@@ -131,7 +131,7 @@ export async function createTemplate(
       return presentTemplate({ ...row, currentVersionId: version.id });
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? slugify(input.name));
+    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? slugify(input.name, 'template'));
     throw error;
   }
 }

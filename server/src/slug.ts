@@ -1,20 +1,21 @@
-/** Slugs: lowercase ASCII letters, digits and single hyphens, 1-100 characters (issue #4). */
+/** Slugs: lowercase ASCII letters, digits and single hyphens (issue #4). */
 export const SLUG_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
 /**
- * A URL-friendly slug from a name: accents folded (NFKD), anything else turned into hyphens.
- * Falls back to "template" when nothing is left (a name of emoji only).
+ * A URL-safe slug from a display name: accents folded (NFKD), anything else turned into single
+ * hyphens, at most `maxLength` characters; `fallback` when nothing is left
+ * ("Équipe Nord" → "equipe-nord", "🎉" → fallback).
  */
-export function slugify(name: string): string {
+export function slugify(name: string, fallback: string, maxLength = 90): string {
   const slug = name
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+|-+$/g, '')
-    .slice(0, 90)
+    .slice(0, maxLength)
     .replace(/-+$/g, '');
-  return slug || 'template';
+  return slug || fallback;
 }
 
 /** The first of `base`, `base-2`, `base-3`, … that `taken` does not contain. */
