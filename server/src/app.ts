@@ -9,13 +9,16 @@ import {
 } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
+import { access, type RouteAccess } from './http/access.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
 import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
+import { teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
+import { uploadRoutes } from './modules/uploads/index.ts';
 
 /** What the HTTP app needs from the process; tests build it with real PostgreSQL or PGlite. */
 export interface AppDeps {
@@ -30,6 +33,8 @@ export interface AppDeps {
 export interface AppContext extends AppDeps {
   auth: Auth;
   rateLimiter: RateLimiter;
+  /** Every route with its declared access rule, filled as routes register (the isolation matrix reads it). */
+  routes: RouteAccess[];
 }
 
 declare module 'fastify' {
@@ -70,7 +75,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...deps,
     auth: createAuth(deps),
     rateLimiter: createRateLimiter(deps.config),
+    routes: [],
   };
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      ctx.routes.push({ method, url: route.url, access: route.config?.access });
+    }
+  });
   app.decorate('ctx', ctx);
   app.decorateRequest('principal', null);
   app.addHook('onClose', async () => ctx.rateLimiter.close());
@@ -96,8 +107,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     openApiDocumentEndpoints: { json: '/json', yaml: '/yaml' },
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ success: true, data: { status: 'ok' } }));
-  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+  app.get('/healthz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => ({
+    success: true,
+    data: { status: 'ok' },
+  }));
+  app.get('/readyz', { ...access({ kind: 'public' }), schema: { hide: true } }, async (_request, reply) => {
     if (await isDatabaseReachable(deps.database.db)) return { success: true, data: { status: 'ready' } };
     return reply.code(503).send({
       success: false,
@@ -111,5 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(templateRoutes);
   await app.register(sendRoutes);
   await app.register(logRoutes);
+  await app.register(teamRoutes);
+  await app.register(uploadRoutes);
   return app;
 }

@@ -6,6 +6,16 @@ import { z } from 'zod';
  */
 const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 
+/**
+ * An OpenID Connect issuer must be https (OpenID Connect Discovery 1.0 §3); plain http is accepted
+ * for loopback hosts only, so tests and local development can run an identity provider on 127.0.0.1.
+ */
+function isAcceptableIssuer(value: string): boolean {
+  const url = new URL(value);
+  if (url.protocol === 'https:') return true;
+  return url.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+}
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -29,6 +39,34 @@ const envSchema = z.object({
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   TRUST_PROXY: booleanFromEnv.default(false),
+  // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
+  AUTH_PASSWORD: booleanFromEnv.default(true),
+  GITHUB_CLIENT_ID: z.string().min(1).optional(),
+  GITHUB_CLIENT_SECRET: z.string().min(1).optional(),
+  GOOGLE_CLIENT_ID: z.string().min(1).optional(),
+  GOOGLE_CLIENT_SECRET: z.string().min(1).optional(),
+  OIDC_ISSUER: z
+    .url()
+    .refine(isAcceptableIssuer, 'must be an https:// URL (http:// only on localhost/127.0.0.1)')
+    .optional(),
+  OIDC_CLIENT_ID: z.string().min(1).optional(),
+  OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  OIDC_NAME: z.string().trim().min(1).max(60).default('Single sign-on'),
+  // File storage (uploads): local disk under DATA_DIR/files, or S3. Read by modules/storage.
+  STORAGE: z.enum(['local', 's3']).optional(),
+  S3_BUCKET: z.string().min(1).optional(),
+  S3_REGION: z.string().min(1).default('us-east-1'),
+  S3_ENDPOINT: z.url().optional(),
+  S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  S3_FORCE_PATH_STYLE: booleanFromEnv.optional(),
+  S3_PUBLIC_URL: z.url().optional(),
+  UPLOAD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100 * 1024 * 1024)
+    .default(5 * 1024 * 1024),
 });
 
 /** The parsed configuration: env values with defaults applied and BASE_URL resolved. */
@@ -65,5 +103,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'Invalid ENCRYPTION_KEY: required when DATABASE_URL is set (32 bytes, base64; e.g. `openssl rand -base64 32`)',
     );
   }
+  checkSignInMethods(rest);
   return { ...rest, BASE_URL: baseUrl };
+}
+
+/** Variables that enable one sign-in provider only together: all of them or none. */
+const PROVIDER_VARIABLE_SETS = [
+  ['GITHUB_CLIENT_ID', 'GITHUB_CLIENT_SECRET'],
+  ['GOOGLE_CLIENT_ID', 'GOOGLE_CLIENT_SECRET'],
+  ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET'],
+] as const;
+
+/**
+ * Cross-variable rules of the sign-in methods (issue #3): a provider's variables come as a complete
+ * set (a client id without its secret names the missing variable), and AUTH_PASSWORD=false needs at
+ * least one provider, or nobody could sign in.
+ * @throws ConfigError naming the missing variable.
+ */
+function checkSignInMethods(config: Omit<z.output<typeof envSchema>, 'BASE_URL'>): void {
+  let providers = 0;
+  for (const names of PROVIDER_VARIABLE_SETS) {
+    const missing = names.filter((name) => config[name] === undefined);
+    if (missing.length === names.length) continue;
+    if (missing.length > 0) {
+      const present = names.filter((name) => !missing.includes(name)).join(', ');
+      throw new ConfigError(`Invalid ${missing[0]}: required when ${present} is set`);
+    }
+    providers++;
+  }
+  if (!config.AUTH_PASSWORD && providers === 0) {
+    throw new ConfigError(
+      'Invalid AUTH_PASSWORD: false needs a sign-in provider (GITHUB_*, GOOGLE_* or OIDC_* variables)',
+    );
+  }
 }

@@ -154,7 +154,7 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
     expectEnvelopeError(again, 409, 'CONFLICT');
   });
 
-  it('describes the owner with all 15 permissions at /api/auth/me', async () => {
+  it('describes the owner with all 16 permissions (team:manage included) at /api/auth/me', async () => {
     const me = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { cookie: owner.cookie } });
     expect(me.statusCode).toBe(200);
     const data = me.json().data;
@@ -162,7 +162,8 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
     expect(data.team).toEqual({ id: owner.teamId, name: 'Acme Mail Ops', slug: 'acme-mail-ops' });
     expect(data.role).toBe('owner');
     expect(data.permissions).toEqual([...PERMISSIONS]);
-    expect(data.permissions).toHaveLength(15);
+    expect(data.permissions).toHaveLength(16);
+    expect(data.permissions).toContain('team:manage');
     expect(data.teams).toEqual([
       { id: owner.teamId, name: 'Acme Mail Ops', slug: 'acme-mail-ops', role: 'owner' },
     ]);
@@ -307,6 +308,7 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
       const me = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { cookie: user.cookie } });
       expect(me.json().data).toMatchObject({ role, team: { id: team.teamId } });
       expect(me.json().data.permissions).not.toContain('adapters:create');
+      expect(me.json().data.permissions).not.toContain('team:manage');
 
       const membership = await app.inject({
         method: 'POST',

@@ -39,3 +39,14 @@ export function sessionOf(request: { principal: Principal | null }): SessionPrin
   if (principal.kind !== 'session') throw new Error('route expected a session principal');
   return principal;
 }
+
+/** The team a guarded request acts on (session's active team or the API key's team). */
+export function teamIdOf(request: { principal: Principal | null }): string {
+  return principalOf(request).teamId;
+}
+
+/** The user behind the request, or null for an API key (recorded as `createdBy`). */
+export function actingUserIdOf(request: { principal: Principal | null }): string | null {
+  const principal = principalOf(request);
+  return principal.kind === 'session' ? principal.userId : null;
+}

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok } from '../../http/envelope.ts';
 import { sessionOf } from '../../http/principal.ts';
-import { requireSession } from '../auth/index.ts';
 import { ADAPTER_TYPE_DESCRIPTORS } from './adapter-types.ts';
 import {
   adapterIdParams,
@@ -29,7 +29,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters/types',
     {
-      preValidation: requireSession(),
+      ...access({ kind: 'session' }),
       schema: { tags, security, response: { 200: envelopeOf(adapterTypeDescriptor.array()) } },
     },
     async () => ok([...ADAPTER_TYPE_DESCRIPTORS]),
@@ -38,7 +38,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters',
     {
-      preValidation: requireSession(),
+      ...access({ kind: 'session' }),
       schema: { tags, security, response: { 200: envelopeOf(adapterView.array()) } },
     },
     async (request) => ok(await service.listAdapters(db(), sessionOf(request).teamId)),
@@ -47,7 +47,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/adapters/:id',
     {
-      preValidation: requireSession('adapters:view-config'),
+      ...access({ kind: 'session', permission: 'adapters:view-config' }),
       schema: {
         tags,
         security,
@@ -64,7 +64,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/adapters',
     {
-      preValidation: requireSession('adapters:create'),
+      ...access({ kind: 'session', permission: 'adapters:create' }),
       schema: { tags, security, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
     },
     async (request, reply) => {
@@ -76,7 +76,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.put(
     '/api/adapters/:id',
     {
-      preValidation: requireSession('adapters:update'),
+      ...access({ kind: 'session', permission: 'adapters:update' }),
       schema: {
         tags,
         security,
@@ -100,7 +100,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/adapters/:id',
     {
-      preValidation: requireSession('adapters:delete'),
+      ...access({ kind: 'session', permission: 'adapters:delete' }),
       schema: { tags, security, params: adapterIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
@@ -112,7 +112,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/adapters/:id/test',
     {
-      preValidation: requireSession('adapters:update'),
+      ...access({ kind: 'session', permission: 'adapters:update' }),
       schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
     },
     async (request) =>

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok } from '../../http/envelope.ts';
 import { sessionOf } from '../../http/principal.ts';
-import { requireSession } from '../auth/index.ts';
 import {
   apiKeyIdParams,
   apiKeyView,
@@ -25,7 +25,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/api-keys',
     {
-      preValidation: requireSession('api-keys:view'),
+      ...access({ kind: 'session', permission: 'api-keys:view' }),
       schema: { tags, security, response: { 200: envelopeOf(apiKeyView.array()) } },
     },
     async (request) => ok(await service.listApiKeys(db(), sessionOf(request).teamId)),
@@ -34,7 +34,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/api-keys/:id',
     {
-      preValidation: requireSession('api-keys:view'),
+      ...access({ kind: 'session', permission: 'api-keys:view' }),
       schema: { tags, security, params: apiKeyIdParams, response: { 200: envelopeOf(apiKeyView) } },
     },
     async (request) => ok(await service.getApiKey(db(), sessionOf(request).teamId, request.params.id)),
@@ -43,7 +43,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/api-keys',
     {
-      preValidation: requireSession('api-keys:create'),
+      ...access({ kind: 'session', permission: 'api-keys:create' }),
       schema: { tags, security, body: createApiKeyBody, response: { 201: envelopeOf(createdApiKeyView) } },
     },
     async (request, reply) => {
@@ -56,7 +56,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.put(
     '/api/api-keys/:id',
     {
-      preValidation: requireSession('api-keys:create'),
+      ...access({ kind: 'session', permission: 'api-keys:create' }),
       schema: {
         tags,
         security,
@@ -72,7 +72,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/api-keys/:id',
     {
-      preValidation: requireSession('api-keys:delete'),
+      ...access({ kind: 'session', permission: 'api-keys:delete' }),
       schema: { tags, security, params: apiKeyIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
@@ -84,7 +84,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/api-keys/:id/regenerate',
     {
-      preValidation: requireSession('api-keys:create'),
+      ...access({ kind: 'session', permission: 'api-keys:create' }),
       schema: {
         tags,
         security,

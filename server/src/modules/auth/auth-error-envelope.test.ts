@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { authErrorToAppError, presentAuthResponse } from './auth-error-envelope.ts';
+import {
+  authErrorToAppError,
+  presentAuthResponse,
+  presentOAuthCallbackFailure,
+} from './auth-error-envelope.ts';
 
 describe('authErrorToAppError', () => {
   it.each([
@@ -50,5 +54,42 @@ describe('presentAuthResponse', () => {
     expect(await presentAuthResponse(success)).toBe(success);
     const empty = await presentAuthResponse(new Response(null, { status: 404 }));
     expect(await empty.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
+  });
+});
+
+describe('presentOAuthCallbackFailure', () => {
+  const login = 'https://mail.example.test/login';
+  const refused = () =>
+    new Response(null, {
+      status: 302,
+      headers: { location: `${login}?error=invitation_required&error_description=Ask+for+an+invitation` },
+    });
+  const callback = (accept: string) =>
+    new Request('https://mail.example.test/api/auth/callback/github?code=c&state=s', { headers: { accept } });
+
+  it('keeps the redirect for browsers and answers 403 in the envelope to API callers', async () => {
+    const browser = presentOAuthCallbackFailure(callback('text/html,*/*'), refused(), login);
+    expect(browser.status).toBe(302);
+    const api = presentOAuthCallbackFailure(callback('application/json'), refused(), login);
+    expect(api.status).toBe(403);
+    expect(api.headers.get('location')).toBeNull();
+    expect(await api.json()).toEqual({
+      success: false,
+      error: {
+        code: 'FORBIDDEN',
+        message: 'Ask for an invitation',
+        details: { reason: 'invitation_required' },
+      },
+    });
+  });
+
+  it('leaves successful callbacks and other routes alone', () => {
+    const success = new Response(null, { status: 302, headers: { location: 'https://mail.example.test/' } });
+    expect(presentOAuthCallbackFailure(callback('application/json'), success, login)).toBe(success);
+    const other = new Request('https://mail.example.test/api/auth/sign-out', {
+      headers: { accept: 'application/json' },
+    });
+    const response = refused();
+    expect(presentOAuthCallbackFailure(other, response, login)).toBe(response);
   });
 });

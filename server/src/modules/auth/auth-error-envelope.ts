@@ -100,3 +100,31 @@ export async function presentAuthResponse(response: Response): Promise<Response>
   if (retryAfter !== undefined && Number.isFinite(retryAfter)) headers.set('retry-after', String(retryAfter));
   return envelopeResponse(authErrorToAppError(response.status, body, retryAfter), headers);
 }
+
+/**
+ * An OAuth callback (`/api/auth/callback/:provider`) that failed redirects to the sign-in page
+ * `loginUrl?error=<code>&error_description=…` (better-auth's `onAPIError.errorURL`). Browsers keep
+ * that redirect; API callers, whose `Accept` names `application/json` but not `text/html`, get 403
+ * FORBIDDEN in our envelope instead, with `details.reason = <code>` (e.g. `invitation_required`,
+ * `account_not_linked`, `state_mismatch`). Other headers (cookies that clear the state) are kept.
+ */
+export function presentOAuthCallbackFailure(
+  request: Request,
+  response: Response,
+  loginUrl: string,
+): Response {
+  if (response.status !== 302 || !new URL(request.url).pathname.startsWith('/api/auth/callback/')) {
+    return response;
+  }
+  const accept = request.headers.get('accept') ?? '';
+  if (!accept.includes('application/json') || accept.includes('text/html')) return response;
+  const location = response.headers.get('location');
+  if (!location?.startsWith(`${loginUrl}?`)) return response;
+  const query = new URL(location).searchParams;
+  const reason = query.get('error');
+  if (!reason) return response;
+  const headers = new Headers(response.headers);
+  headers.delete('location');
+  const message = query.get('error_description') || 'Sign-in refused';
+  return envelopeResponse(new AppError('FORBIDDEN', message, { reason }), headers);
+}

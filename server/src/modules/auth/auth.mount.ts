@@ -1,8 +1,9 @@
 import { toNodeHandler } from 'better-auth/node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
-import { envelopeResponse, presentAuthResponse } from './auth-error-envelope.ts';
+import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
 import { CLIENT_IP_HEADER } from './better-auth.ts';
+import { loginUrl } from './provider-sign-in.ts';
 
 /**
  * Largest request body accepted by better-auth's endpoints. better-call streams the raw body
@@ -34,7 +35,8 @@ function checkBodySize(request: FastifyRequest): void {
  * stream unread for better-auth, which is served by `toNodeHandler` on the raw request after
  * `reply.hijack()`. On the way in the client IP (`request.ip`) is put in
  * {@link CLIENT_IP_HEADER} for its rate limiter; on the way out its errors are re-rendered in
- * our envelope (see `presentAuthResponse`). Our own static routes under `/api/auth` win over
+ * our envelope (see `presentAuthResponse`), and so are failed OAuth callbacks for API callers
+ * (`presentOAuthCallbackFailure`). Our own static routes under `/api/auth` win over
  * this wildcard in Fastify's router.
  */
 export async function betterAuthMount(app: FastifyInstance): Promise<void> {
@@ -43,7 +45,8 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
 
   const handler = toNodeHandler(async (request: Request): Promise<Response> => {
     try {
-      return await presentAuthResponse(await app.ctx.auth.handler(request));
+      const response = await presentAuthResponse(await app.ctx.auth.handler(request));
+      return presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config));
     } catch (error) {
       app.log.error({ err: error }, 'better-auth handler failed');
       return envelopeResponse(new AppError('INTERNAL_ERROR', 'Internal server error'));
@@ -53,6 +56,8 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
   app.route({
     method: ['GET', 'POST'],
     url: '/api/auth/*',
+    // better-auth authenticates its own endpoints (route table rule: http/access.ts).
+    config: { access: { kind: 'public' } },
     schema: { hide: true },
     handler: async (request, reply) => {
       checkBodySize(request);

@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { accounts, members, teams, users } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
@@ -118,4 +118,21 @@ export async function findUserSummary(
     .where(eq(users.id, userId))
     .limit(1);
   return row ?? null;
+}
+
+/** True when a user other than `userId` exists. */
+export async function anotherUserExists(db: Executor, userId: string): Promise<boolean> {
+  const rows = await db.select({ id: users.id }).from(users).where(ne(users.id, userId)).limit(1);
+  return rows.length > 0;
+}
+
+/** Deletes a user; their accounts, sessions and memberships go with them (ON DELETE CASCADE). */
+export async function deleteUser(db: Executor, userId: string): Promise<void> {
+  await db.delete(users).where(eq(users.id, userId));
+}
+
+/** True when a team already uses `slug`. */
+export async function teamSlugTaken(db: Executor, slug: string): Promise<boolean> {
+  const rows = await db.select({ id: teams.id }).from(teams).where(eq(teams.slug, slug)).limit(1);
+  return rows.length > 0;
 }

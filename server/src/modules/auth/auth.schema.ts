@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { envelopeOf } from '../../http/envelope.ts';
 import { PERMISSIONS, TEAM_ROLES } from './permissions.ts';
+import { SIGN_IN_METHOD_IDS } from './sign-in-methods.ts';
 
 /** Body of `POST /api/auth/setup` (issue #2). Passwords: 8-128 characters (better-auth's limits). */
 export const setupBody = z.object({
@@ -28,3 +29,51 @@ export const meResponse = envelopeOf(
     teams: z.array(teamSummary.extend({ role: z.string() })),
   }),
 );
+
+/** `GET /api/auth/providers` (issue #3): the enabled sign-in methods in display order. */
+export const providersResponse = envelopeOf(
+  z.array(
+    z.object({
+      id: z.enum(SIGN_IN_METHOD_IDS),
+      name: z.string(),
+      type: z.enum(['password', 'oauth']),
+    }),
+  ),
+);
+
+/**
+ * True for a path on this site: one leading `/` not followed by a second `/` or a backslash
+ * (browsers read `//host` and `/\host` as another host), no backslash or control character
+ * anywhere, and nothing a URL parser would resolve to another origin. `https://…`, `//x`, `/\x`
+ * and `x` are refused.
+ */
+export function isSameOriginPath(value: string): boolean {
+  if (!value.startsWith('/') || value.startsWith('//') || value.includes('\\')) return false;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return false;
+  }
+  const base = 'http://postwright.invalid';
+  try {
+    return new URL(value, base).origin === base;
+  } catch {
+    return false;
+  }
+}
+
+/** Path parameter of `GET /api/auth/sign-in/:provider`. */
+export const signInStartParams = z.object({ provider: z.string().min(1).max(50) });
+
+/**
+ * Query of `GET /api/auth/sign-in/:provider`: `redirectTo` (default `/`) is where the callback
+ * sends the browser, a same-origin path only ({@link isSameOriginPath}; issue #3: "an absolute or
+ * foreign redirect target is refused"); `setupToken` makes it the first-run setup.
+ */
+export const signInStartQuery = z.object({
+  redirectTo: z
+    .string()
+    .max(2048)
+    .refine(isSameOriginPath, 'must be a path on this site, such as /templates')
+    .default('/'),
+  setupToken: z.string().min(1).max(200).optional(),
+});

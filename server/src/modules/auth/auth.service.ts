@@ -44,7 +44,9 @@ export interface SetupResult {
  *
  * `headers` are the caller's request headers (client IP and user agent for the session).
  * @throws AppError INVALID_TOKEN (401) when the token is not the setup token,
- *   CONFLICT (409) when a user already exists.
+ *   CONFLICT (409) when a user already exists, FORBIDDEN (403, `reason: PASSWORD_SIGN_IN_DISABLED`)
+ *   with AUTH_PASSWORD=false (setup then goes through a provider: `GET /api/auth/sign-in/:provider
+ *   ?setupToken=…`, issue #3).
  */
 export async function completeSetup(
   deps: { config: Config; db: Database; auth: Auth },
@@ -53,6 +55,11 @@ export async function completeSetup(
 ): Promise<SetupResult> {
   if (!isSetupTokenValid(deps.config, input.token)) {
     throw new AppError('INVALID_TOKEN', 'Invalid setup token');
+  }
+  if (!deps.config.AUTH_PASSWORD) {
+    throw new AppError('FORBIDDEN', 'Email and password sign-in is disabled; set up through a provider', {
+      reason: 'PASSWORD_SIGN_IN_DISABLED',
+    });
   }
   // Cheap early answer; the check that counts is repeated under the lock below.
   if (await anyUserExists(deps.db)) throw setupDone();

@@ -2,6 +2,7 @@ import { hkdfSync, randomUUID } from 'node:crypto';
 import { getCurrentAdapter } from 'better-auth';
 import { drizzleAdapter } from 'better-auth/adapters/drizzle';
 import { betterAuth } from 'better-auth/minimal';
+import { genericOAuth } from 'better-auth/plugins/generic-oauth';
 import { organization } from 'better-auth/plugins/organization';
 import type { Config } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/client.ts';
@@ -17,6 +18,9 @@ import {
 import { type IdKind, newId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
+import { loginUrl, setupIntentMiddleware } from './provider-sign-in.ts';
+import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
+import { signUpHooks } from './sign-up-policy.ts';
 
 /**
  * The request header through which the mount hands better-auth the client IP as Fastify
@@ -81,10 +85,64 @@ interface FindManyQuery {
   limit: number;
 }
 
+/**
+ * better-auth's routes that must not be reachable from outside:
+ * - `/sign-in/social`: OAuth sign-ins start at our `GET /api/auth/sign-in/:provider`, which
+ *   validates `redirectTo` and rate-limits, and calls this endpoint through the server API;
+ * - `/sign-in/email` when AUTH_PASSWORD=false (404 in our envelope).
+ */
+function disabledPaths(config: Config): string[] {
+  return ['/sign-in/social', ...(config.AUTH_PASSWORD ? [] : ['/sign-in/email'])];
+}
+
+/** GitHub and Google as better-auth social providers, when configured. */
+function socialProviders(config: Config) {
+  const github = githubClient(config);
+  const google = googleClient(config);
+  return {
+    ...(github ? { github: { clientId: github.clientId, clientSecret: github.clientSecret } } : {}),
+    ...(google ? { google: { clientId: google.clientId, clientSecret: google.clientSecret } } : {}),
+  };
+}
+
+/**
+ * The OIDC provider `oidc` through genericOAuth: endpoints and JWKS from the issuer's discovery
+ * document (OpenID Connect Discovery 1.0), PKCE, and a nonce bound to each flow; the ID token is
+ * verified (signature, issuer, audience, nonce) and the provider is not registered without it.
+ */
+function oidcPlugins(config: Config) {
+  const oidc = oidcClient(config);
+  if (!oidc) return [];
+  return [
+    genericOAuth({
+      config: [
+        {
+          providerId: 'oidc',
+          name: oidc.name,
+          discoveryUrl: `${oidc.issuer}/.well-known/openid-configuration`,
+          clientId: oidc.clientId,
+          clientSecret: oidc.clientSecret,
+          scopes: ['openid', 'email', 'profile'],
+          pkce: true,
+          requireIdTokenVerification: true,
+        },
+      ],
+    }),
+  ];
+}
+
 function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionKey: Buffer }) {
   const { config, database } = deps;
   const logLevel = authLogLevel(config.LOG_LEVEL);
-  return betterAuth({
+  // The sign-up hooks read through the auth context's adapter when no request context is at hand.
+  let contextOf: () => Promise<{ adapter: unknown }> = async () => {
+    throw new Error('better-auth is not built yet');
+  };
+  const userCreation = signUpHooks({
+    db: database.db,
+    defaultAdapter: async () => (await contextOf()).adapter as never,
+  });
+  const auth = betterAuth({
     appName: 'Postwright',
     baseURL: config.BASE_URL,
     basePath: '/api/auth',
@@ -97,14 +155,33 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
     }),
     user: { modelName: 'users' },
     session: { modelName: 'sessions' },
-    account: { modelName: 'accounts' },
+    account: {
+      modelName: 'accounts',
+      // OAuth tokens are not used after sign-in; keep them encrypted at rest all the same.
+      encryptOAuthTokens: true,
+      // A provider identity joins an existing user only when the provider verified the email and it
+      // equals the user's (no trusted providers: trust would skip that check). Local emails are
+      // never verified by mail here (setup and invitations set them), so that is not required.
+      accountLinking: {
+        enabled: true,
+        trustedProviders: [],
+        allowDifferentEmails: false,
+        requireLocalEmailVerified: false,
+      },
+    },
     verification: { modelName: 'verifications' },
-    // Accounts come from the first-run setup (and later invitations): no public sign-up.
+    // Accounts come from the first-run setup and invitations: no public sign-up.
     emailAndPassword: { enabled: true, disableSignUp: true, minPasswordLength: 8, maxPasswordLength: 128 },
+    socialProviders: socialProviders(config),
+    disabledPaths: disabledPaths(config),
+    // Failed OAuth callbacks (refused sign-up, state mismatch, …) land on the sign-in page.
+    onAPIError: { errorURL: loginUrl(config) },
+    hooks: { before: setupIntentMiddleware(config) },
     rateLimit: { enabled: true, storage: 'memory' },
     telemetry: { enabled: false },
     logger: logLevel ? { level: logLevel } : { disabled: true },
     databaseHooks: {
+      user: { create: userCreation },
       session: {
         create: {
           // Every new session starts in a team: the user's oldest membership.
@@ -145,8 +222,11 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
           invitation: { modelName: 'invitations' },
         },
       }),
+      ...oidcPlugins(config),
     ],
   });
+  contextOf = async () => auth.$context;
+  return auth;
 }
 
 /** The configured better-auth instance (see {@link createAuth}). */
@@ -157,7 +237,13 @@ export type Auth = ReturnType<typeof buildAuth>;
  * - Drizzle adapter (pg) over our tables: user→users, session→sessions, account→accounts,
  *   verification→verifications, organization→teams, member→members, invitation→invitations;
  *   ids with our prefixes (`usr_`, `ses_`, `acc_`, `vrf_`, `team_`, `mem_`, `inv_`).
- * - Email + password sign-in without public sign-up; sessions start in the user's first team.
+ * - Email + password sign-in without public sign-up (its endpoint disabled with AUTH_PASSWORD=false);
+ *   sessions start in the user's first team.
+ * - GitHub and Google (social providers) and OpenID Connect (`oidc`, genericOAuth) when configured
+ *   (sign-in-methods.ts); every provider returns to `/api/auth/callback/:providerId`. New
+ *   identities get an account only by invitation or through setup (sign-up-policy.ts); existing
+ *   users are linked by a matching email the provider verified. Failed callbacks redirect to
+ *   `BASE_URL/login?error=<code>`.
  * - The organization plugin as teams, with the roles owner/admin/member/viewer of
  *   `permissions.ts` built with its access control (its invitation/member rights merged in).
  * - `secret` derived from `encryptionKey` (HKDF-SHA256); `baseURL` and the only trusted origin

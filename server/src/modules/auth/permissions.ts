@@ -1,7 +1,8 @@
 /**
  * Team roles and the permission matrix (spec "Authentication" 5; the matrix is issue #2's):
  * owner and admin hold every permission; member holds api-keys:view, templates:create,
- * templates:update, logs:view, logs:resend; viewer holds logs:view.
+ * templates:update, logs:view, logs:resend; viewer holds logs:view. `team:manage` (members and
+ * invitations) is issue #3's, held by owner and admin only.
  */
 export const PERMISSIONS = [
   'api-keys:view',
@@ -19,6 +20,7 @@ export const PERMISSIONS = [
   'webhooks:create',
   'webhooks:update',
   'webhooks:delete',
+  'team:manage',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

@@ -107,6 +107,23 @@ export const emailRepository = {
     return row;
   },
 
+  /** Email counts by status for the team, optionally within [from, to] of createdAt. */
+  async countByStatus(
+    db: Executor,
+    teamId: string,
+    range: { from?: string | undefined; to?: string | undefined },
+  ): Promise<Map<string, number>> {
+    const conditions: SQL[] = [eq(emailLogs.teamId, teamId)];
+    if (range.from) conditions.push(gte(emailLogs.createdAt, new Date(range.from)));
+    if (range.to) conditions.push(lte(emailLogs.createdAt, new Date(range.to)));
+    const rows = await db
+      .select({ status: emailLogs.status, n: count() })
+      .from(emailLogs)
+      .where(and(...conditions))
+      .groupBy(emailLogs.status);
+    return new Map(rows.map((r) => [r.status, r.n]));
+  },
+
   async recordAttempt(
     db: Executor,
     id: string,

@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
-import { principalOf, sessionOf } from '../../http/principal.ts';
-import { requireApiKey } from '../api-keys/index.ts';
-import { requireSession } from '../auth/index.ts';
+import { principalOf, teamIdOf } from '../../http/principal.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -11,9 +10,13 @@ import {
   logListItem,
   logListQuery,
   logView,
+  renderedEmailView,
   sendBody,
+  statsQuery,
+  statsView,
 } from './emails.schema.ts';
 import * as logs from './logs.service.ts';
+import { resendEmail } from './resend.service.ts';
 import { acceptSend } from './send.service.ts';
 
 /** The public API (spec "Public API (API key)"): send and status. */
@@ -25,7 +28,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/v1/send',
     {
-      preValidation: requireApiKey('send'),
+      ...access({ kind: 'apiKey', scopes: ['send'] }),
       schema: { tags, security, body: sendBody, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
@@ -40,7 +43,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/v1/:id/status',
     {
-      preValidation: requireApiKey('send', 'logs:read'),
+      ...access({ kind: 'apiKey', scopes: ['send', 'logs:read'] }),
       schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(emailStatusView) } },
     },
     async (request) =>
@@ -48,7 +51,10 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   );
 }
 
-/** Email log endpoints (spec "Email logs (session)"): list and get. */
+/**
+ * Email log endpoints (spec "Email logs (session)"): list and get, plus the log re-rendered from
+ * its template version and variables (issue #4).
+ */
 export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Email logs'];
@@ -57,19 +63,54 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/logs',
     {
-      preValidation: requireSession('logs:view'),
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
       schema: { tags, security, querystring: logListQuery, response: { 200: pageOf(logListItem) } },
     },
-    async (request) => ok(await logs.listLogs(app.ctx.database.db, sessionOf(request).teamId, request.query)),
+    async (request) => ok(await logs.listLogs(app.ctx.database.db, teamIdOf(request), request.query)),
   );
 
   app.get(
     '/api/logs/:id',
     {
-      preValidation: requireSession('logs:view'),
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
       schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(logView) } },
     },
     async (request) =>
-      ok(await logs.getLogWithEvents(app.ctx.database.db, sessionOf(request).teamId, request.params.id)),
+      ok(await logs.getLogWithEvents(app.ctx.database.db, teamIdOf(request), request.params.id)),
+  );
+
+  app.get(
+    '/api/logs/:id/rendered',
+    {
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
+      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(renderedEmailView) } },
+    },
+    async (request) => ok(await logs.rerenderLog(app.ctx.database.db, teamIdOf(request), request.params.id)),
+  );
+
+  app.get(
+    '/api/logs/stats',
+    {
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
+      schema: { tags, security, querystring: statsQuery, response: { 200: envelopeOf(statsView) } },
+    },
+    async (request) => ok(await logs.getLogStats(app.ctx.database.db, teamIdOf(request), request.query)),
+  );
+
+  app.post(
+    '/api/logs/:id/resend',
+    {
+      ...access({ kind: 'session', permission: 'logs:resend' }),
+      schema: { tags, security, params: emailIdParams, response: { 202: envelopeOf(acceptedSendView) } },
+    },
+    async (request, reply) => {
+      const { database, queue, config } = app.ctx;
+      const accepted = await resendEmail(
+        { db: database.db, queue, config },
+        teamIdOf(request),
+        request.params.id,
+      );
+      return reply.code(202).send(ok(accepted));
+    },
   );
 }

@@ -84,3 +84,13 @@ export const logView = logListItem.extend({
   updatedAt: z.string(),
   events: z.array(emailEventView),
 });
+
+/** `GET /api/logs/:id/rendered`: the email re-rendered from its logged version and variables. */
+export const renderedEmailView = z.object({ subject: z.string(), html: z.string(), text: z.string() });
+
+export const statsQuery = z.object({ from: isoDate.optional(), to: isoDate.optional() });
+
+export const statsView = z.object({
+  total: z.number(),
+  ...Object.fromEntries(EMAIL_STATUSES.map((status) => [status, z.number()])),
+} as { total: z.ZodNumber } & Record<(typeof EMAIL_STATUSES)[number], z.ZodNumber>);

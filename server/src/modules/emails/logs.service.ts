@@ -1,7 +1,9 @@
 import type { Executor } from '../../db/client.ts';
 import { isoOrNull, type Page, page } from '../../http/envelope.ts';
 import { notFound } from '../../http/errors.ts';
-import type { EmailStatus } from './email-status.ts';
+import { type RenderedEmail, renderTemplate } from '../rendering/index.ts';
+import { getTemplateVersion } from '../templates/index.ts';
+import { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 import { type EmailEventRow, type EmailLogRow, emailRepository } from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
 
@@ -80,4 +82,48 @@ export async function getEmailStatus(db: Executor, teamId: string, id: string) {
     sentAt: isoOrNull(row.sentAt),
     hasPdfAttachment: row.hasPdfAttachment,
   };
+}
+
+/**
+ * Renders a logged email from what its log recorded: the immutable template version
+ * (`templateVersionId`) with the stored `variables`, through the same compiled-template cache
+ * key as the send. The send job delivers exactly this, so the result equals what was sent
+ * (issue #4: "a log can always be re-rendered exactly"), also after the template was edited,
+ * restored or deleted. Returns {subject, html, text}.
+ * @throws NOT_FOUND when the version is gone; INVALID_TEMPLATE if it no longer renders.
+ */
+export async function renderLoggedEmail(
+  db: Executor,
+  log: Pick<EmailLogRow, 'teamId' | 'templateVersionId' | 'variables'>,
+): Promise<RenderedEmail> {
+  const version = await getTemplateVersion(db, log.teamId, log.templateVersionId);
+  return renderTemplate(
+    { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
+    log.variables as Record<string, unknown>,
+  );
+}
+
+/**
+ * `GET /api/logs/:id/rendered` data: {subject, html, text} of the team's email `id`, re-rendered
+ * by {@link renderLoggedEmail}. @throws NOT_FOUND.
+ */
+export async function rerenderLog(db: Executor, teamId: string, id: string): Promise<RenderedEmail> {
+  return renderLoggedEmail(db, await getLog(db, teamId, id));
+}
+
+/**
+ * `GET /api/logs/stats` data (spec "Email logs"): total and one count per status, over emails
+ * created within [from, to] when given. `sent` counts emails sent but not yet delivered (or further).
+ */
+export async function getLogStats(
+  db: Executor,
+  teamId: string,
+  range: { from?: string | undefined; to?: string | undefined },
+): Promise<{ total: number } & Record<EmailStatus, number>> {
+  const counts = await emailRepository.countByStatus(db, teamId, range);
+  const byStatus = Object.fromEntries(
+    EMAIL_STATUSES.map((status) => [status, counts.get(status) ?? 0]),
+  ) as Record<EmailStatus, number>;
+  const total = Object.values(byStatus).reduce((sum, n) => sum + n, 0);
+  return { total, ...byStatus };
 }

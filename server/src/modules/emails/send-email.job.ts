@@ -4,9 +4,8 @@ import type { JobPayload } from '../../jobs/definitions.ts';
 import type { QueuedJob } from '../../jobs/queue.ts';
 import { getProvider, ProviderError } from '../../providers/index.ts';
 import { type AdapterType, adapterConfig, findAdapter } from '../adapters/index.ts';
-import { renderTemplate } from '../rendering/index.ts';
-import { getTemplateVersion } from '../templates/index.ts';
 import { type EmailLogRow, emailRepository } from './emails.repository.ts';
+import { renderLoggedEmail } from './logs.service.ts';
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
 class PermanentSendError extends Error {}
@@ -65,11 +64,7 @@ async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: Email
   const adapter = await findAdapter(deps.db, log.teamId, log.adapterId);
   if (!adapter) throw new PermanentSendError('The adapter this email was queued for was deleted');
   if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
-  const version = await getTemplateVersion(deps.db, log.teamId, log.templateVersionId);
-  const rendered = await renderTemplate(
-    { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
-    log.variables as Record<string, unknown>,
-  );
+  const rendered = await renderLoggedEmail(deps.db, log);
   const provider = getProvider(
     `${adapter.id}:${adapter.updatedAt.toISOString()}`,
     adapter.type as AdapterType,

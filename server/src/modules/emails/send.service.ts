@@ -1,7 +1,6 @@
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
-import type { ApiKeyPrincipal } from '../../http/principal.ts';
 import { newId, newJobId } from '../../ids.ts';
 import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
@@ -23,14 +22,17 @@ export interface AcceptedSend {
  * the team's sending adapter, checks PDF preconditions, renders subject and HTML to fail fast, then
  * writes the email log, its first status event and the `email.send` job in ONE transaction — an
  * accepted email always has a log and a job.
+ * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
+ * first status event.
  * @throws INVALID_TEMPLATE (400) unknown/inactive template or a render error;
  *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER or NO_SENDER;
  *   PDF_NOT_CONFIGURED (500) when a PDF is requested (spec case rule 6: no renderer is configured).
  */
 export async function acceptSend(
   deps: { db: Database; queue: JobQueue; config: Config },
-  caller: Pick<ApiKeyPrincipal, 'teamId' | 'apiKeyId'>,
+  caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
+  origin: { resendOf?: string } = {},
 ): Promise<AcceptedSend> {
   const to = Array.isArray(input.to) ? input.to : [input.to];
   const variables = input.variables ?? {};
@@ -75,6 +77,7 @@ export async function acceptSend(
       emailId: id,
       status: 'queued',
       occurredAt: log.createdAt,
+      ...(origin.resendOf ? { detail: { resendOf: origin.resendOf } } : {}),
     });
     const payload: JobPayload<'email.send'> = { emailId: id, teamId: caller.teamId };
     await deps.queue.enqueue(tx, EMAIL_SEND_JOB, payload, uuid);

@@ -14,13 +14,22 @@ export const templateRepository = {
     return created!;
   },
 
-  /** A template by id (`tpl_…`) or slug within the team. */
-  async findByIdOrSlug(db: Executor, teamId: string, idOrSlug: string): Promise<TemplateRow | undefined> {
+  /**
+   * A template by id (`tpl_…`) or slug within the team. `forUpdate` locks the row until the
+   * transaction ends (version numbering and restore serialise on it).
+   */
+  async findByIdOrSlug(
+    db: Executor,
+    teamId: string,
+    idOrSlug: string,
+    options: { forUpdate?: boolean } = {},
+  ): Promise<TemplateRow | undefined> {
     const key = hasIdPrefix(idOrSlug, 'template') ? eq(templates.id, idOrSlug) : eq(templates.slug, idOrSlug);
-    const [row] = await db
+    const query = db
       .select()
       .from(templates)
       .where(and(eq(templates.teamId, teamId), key));
+    const [row] = options.forUpdate ? await query.for('update') : await query;
     return row;
   },
 
@@ -93,6 +102,15 @@ export const templateRepository = {
       .from(templateVersions)
       .where(eq(templateVersions.templateId, templateId));
     return (row?.highest ?? 0) + 1;
+  },
+
+  /** The template's versions, newest first. */
+  listVersions(db: Executor, teamId: string, templateId: string): Promise<TemplateVersionRow[]> {
+    return db
+      .select()
+      .from(templateVersions)
+      .where(and(eq(templateVersions.teamId, teamId), eq(templateVersions.templateId, templateId)))
+      .orderBy(desc(templateVersions.number), desc(templateVersions.createdAt));
   },
 
   async findVersion(

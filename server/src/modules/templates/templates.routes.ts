@@ -1,26 +1,38 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok, pageOf } from '../../http/envelope.ts';
-import { sessionOf } from '../../http/principal.ts';
-import { requireSession } from '../auth/index.ts';
+import { actingUserIdOf, teamIdOf } from '../../http/principal.ts';
+import { duplicateTemplate } from './templates.duplicate.service.ts';
+import { previewTemplate } from './templates.preview.service.ts';
 import {
   createdTemplateView,
   createTemplateBody,
+  createVersionBody,
+  duplicatedTemplateView,
+  previewBody,
+  previewView,
   templateIdParams,
   templateListItem,
   templateListQuery,
+  templateVersionList,
+  templateVersionParams,
+  templateVersionView,
   templateView,
   updatedTemplateView,
   updateTemplateBody,
 } from './templates.schema.ts';
 import * as service from './templates.service.ts';
+import * as versions from './templates.versions.service.ts';
 
 const tags = ['Templates'];
-const security = [{ session: [] }];
+const security: { [scheme: string]: string[] }[] = [{ session: [] }, { apiKey: [] }];
 
 /**
- * Template endpoints of the spec ("Templates (session)"): list, get (id or slug), create, update, delete.
- * Reads need team membership only (issue #2: the spec leaves their permission open).
+ * Template endpoints of the spec ("Templates (session)"): list, get (id or slug), create, update,
+ * delete, duplicate, versions (list, create, restore) and preview. Reads, the version list and
+ * preview need team membership only (issue #2: the spec leaves their permission open); creating a
+ * version and restoring one change the template, so they need templates:update.
  */
 export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -29,30 +41,26 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/templates',
     {
-      preValidation: requireSession(),
+      ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
       schema: { tags, security, querystring: templateListQuery, response: { 200: pageOf(templateListItem) } },
     },
-    async (request) => ok(await service.listTemplates(db(), sessionOf(request).teamId, request.query)),
+    async (request) => ok(await service.listTemplates(db(), teamIdOf(request), request.query)),
   );
 
   app.get(
     '/api/templates/:id',
     {
-      preValidation: requireSession(),
+      ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
       schema: { tags, security, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) =>
-      ok(
-        service.presentTemplate(
-          await service.getTemplate(db(), sessionOf(request).teamId, request.params.id),
-        ),
-      ),
+      ok(service.presentTemplate(await service.getTemplate(db(), teamIdOf(request), request.params.id))),
   );
 
   app.post(
     '/api/templates',
     {
-      preValidation: requireSession('templates:create'),
+      ...access({ kind: 'session', permission: 'templates:create', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
         security,
@@ -61,7 +69,8 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request, reply) => {
-      const { teamId, userId } = sessionOf(request);
+      const teamId = teamIdOf(request);
+      const userId = actingUserIdOf(request);
       const created = await service.createTemplate(db(), teamId, userId, request.body);
       return reply.code(201).send(ok(created));
     },
@@ -70,7 +79,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.put(
     '/api/templates/:id',
     {
-      preValidation: requireSession('templates:update'),
+      ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
         security,
@@ -80,12 +89,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const row = await service.updateTemplate(
-        db(),
-        sessionOf(request).teamId,
-        request.params.id,
-        request.body,
-      );
+      const row = await service.updateTemplate(db(), teamIdOf(request), request.params.id, request.body);
       return ok(service.presentTemplate(row));
     },
   );
@@ -93,12 +97,101 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/templates/:id',
     {
-      preValidation: requireSession('templates:delete'),
+      ...access({ kind: 'session', permission: 'templates:delete', apiKeyScopes: ['templates:write'] }),
       schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
-      await service.deleteTemplate(db(), sessionOf(request).teamId, request.params.id);
+      await service.deleteTemplate(db(), teamIdOf(request), request.params.id);
       return deleted;
     },
+  );
+
+  app.post(
+    '/api/templates/:id/duplicate',
+    {
+      ...access({ kind: 'session', permission: 'templates:create', apiKeyScopes: ['templates:write'] }),
+      schema: {
+        tags,
+        security,
+        params: templateIdParams,
+        response: { 201: envelopeOf(duplicatedTemplateView) },
+      },
+    },
+    async (request, reply) => {
+      const teamId = teamIdOf(request);
+      const userId = actingUserIdOf(request);
+      const copy = await duplicateTemplate(db(), teamId, userId, request.params.id);
+      return reply.code(201).send(ok(copy));
+    },
+  );
+
+  app.get(
+    '/api/templates/:id/versions',
+    {
+      ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
+      schema: {
+        tags,
+        security,
+        params: templateIdParams,
+        response: { 200: envelopeOf(templateVersionList) },
+      },
+    },
+    async (request) => ok(await versions.listVersions(db(), teamIdOf(request), request.params.id)),
+  );
+
+  app.post(
+    '/api/templates/:id/versions',
+    {
+      ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
+      schema: {
+        tags,
+        security,
+        params: templateIdParams,
+        body: createVersionBody,
+        response: { 201: envelopeOf(templateVersionView) },
+      },
+    },
+    async (request, reply) => {
+      const teamId = teamIdOf(request);
+      const userId = actingUserIdOf(request);
+      const version = await versions.createVersion(
+        db(),
+        teamId,
+        userId,
+        request.params.id,
+        request.body?.name,
+      );
+      return reply.code(201).send(ok(version));
+    },
+  );
+
+  app.put(
+    '/api/templates/:id/versions/:versionId/restore',
+    {
+      ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
+      schema: { tags, security, params: templateVersionParams, response: { 200: envelopeOf(templateView) } },
+    },
+    async (request) => {
+      const teamId = teamIdOf(request);
+      const userId = actingUserIdOf(request);
+      const { id, versionId } = request.params;
+      return ok(service.presentTemplate(await versions.restoreVersion(db(), teamId, userId, id, versionId)));
+    },
+  );
+
+  app.post(
+    '/api/templates/:id/preview',
+    {
+      ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
+      schema: {
+        tags,
+        security,
+        params: templateIdParams,
+        body: previewBody,
+        response: { 200: envelopeOf(previewView) },
+      },
+    },
+    async (request) =>
+      ok(await previewTemplate(db(), teamIdOf(request), request.params.id, request.body.variables)),
   );
 }

@@ -36,6 +36,14 @@ export const updateTemplateBody = z.object({
 export type UpdateTemplateInput = z.infer<typeof updateTemplateBody>;
 
 export const templateIdParams = z.object({ id: z.string().min(1) });
+export const templateVersionParams = z.object({ id: z.string().min(1), versionId: z.string().min(1) });
+
+/** `POST /api/templates/:id/versions`: the body (absent arrives as null) and `name` are optional ("Version N" then). */
+export const createVersionBody = z.object({ name: name.optional() }).nullish();
+export type CreateVersionInput = z.infer<typeof createVersionBody>;
+
+/** `POST /api/templates/:id/preview` (spec: variables object, required). */
+export const previewBody = z.object({ variables: z.record(z.string(), z.unknown()) });
 
 export const templateListQuery = z.object({
   page: z.coerce.number().int().min(1).default(1),
@@ -86,3 +94,29 @@ export const updatedTemplateView = templateView.pick({
   isActive: true,
   updatedAt: true,
 });
+
+export const duplicatedTemplateView = templateView.pick({
+  id: true,
+  name: true,
+  slug: true,
+  createdAt: true,
+});
+
+/** Spec "Template version": id, name, createdBy, createdAt. */
+export const templateVersionView = z.object({
+  id: z.string(),
+  name: z.string(),
+  createdBy: z.string().nullable(),
+  createdAt: z.string(),
+});
+export type TemplateVersionView = z.infer<typeof templateVersionView>;
+export const templateVersionList = z.array(templateVersionView);
+
+/** Preview: what a send would deliver, plus the variables the caller left out (issue #4). */
+export const previewView = z.object({
+  html: z.string(),
+  subject: z.string(),
+  text: z.string(),
+  missingVariables: z.array(z.string()),
+});
+export type PreviewView = z.infer<typeof previewView>;

@@ -40,33 +40,49 @@ export function presentTemplate(row: TemplateRow): TemplateView {
   };
 }
 
-/**
- * Validates subject + design and derives what is stored with them: the parsed design, its
- * variables and its HTML with Liquid left in place.
- * @throws INVALID_TEMPLATE (400) with details.issues for a bad document or Liquid syntax error.
- */
-function compileContent(
-  subject: string,
-  designJson: unknown,
-): {
+/** What is stored with a template's subject and design, derived from them by {@link compileContent}. */
+export interface CompiledContent {
   design: EmailDesign;
   variables: string[];
   compiledHtml: string;
-} {
+}
+
+/**
+ * Validates subject + design and derives what is stored with them: the parsed design, its
+ * variables and its HTML with Liquid left in place. The template is also rendered once without
+ * variables, so one that exceeds a rendering limit on its own (a `(1..100000000)` loop, a string
+ * doubled until it is huge) is refused when saved rather than at its first send (issue #4
+ * "Hostile input is refused fast … at save and preview"). Other render errors depend on the
+ * variables and surface at preview and send.
+ * @throws INVALID_TEMPLATE (400), details.reason INVALID_DESIGN, SYNTAX_ERROR or LIMIT_EXCEEDED,
+ *   with details.issues.
+ */
+export async function compileContent(subject: string, designJson: unknown): Promise<CompiledContent> {
   const design = parseDesign(designJson);
   const compiled = compileTemplate({ subject, designJson: design });
+  try {
+    await compiled.render({});
+  } catch (error) {
+    if (error instanceof AppError && error.details.reason === 'LIMIT_EXCEEDED') throw error;
+  }
   return { design, variables: compiled.variables, compiledHtml: compileDesignHtml(design) };
 }
 
-function slugTaken(slug: string): AppError {
+/** 409 ALREADY_EXISTS for a slug another template of the team holds. */
+export function slugTaken(slug: string): AppError {
   return new AppError('ALREADY_EXISTS', `A template with slug "${slug}" already exists`, {
     field: 'slug',
     slug,
   });
 }
 
-/** Inserts a version snapshot of `template`'s current content and makes it current. */
-async function snapshotVersion(
+/**
+ * Inserts an immutable snapshot of `template`'s versioned content (name, subject, design, PDF
+ * settings), named `name` or "Version N" (N = its number), and makes it the template's
+ * currentVersionId with hasUnversionedChanges false (spec "Versioning" 2). Call inside a
+ * transaction that holds the template row (numbers are max + 1).
+ */
+export async function snapshotVersion(
   tx: Executor,
   template: TemplateRow,
   userId: string | null,
@@ -101,10 +117,10 @@ async function snapshotVersion(
 export async function createTemplate(
   db: Database,
   teamId: string,
-  userId: string,
+  userId: string | null,
   input: CreateTemplateInput,
 ): Promise<TemplateView> {
-  const { design, variables, compiledHtml } = compileContent(input.subject, input.designJson);
+  const { design, variables, compiledHtml } = await compileContent(input.subject, input.designJson);
   try {
     return await db.transaction(async (tx) => {
       const slug =
@@ -171,7 +187,10 @@ export async function updateTemplate(
     Object.entries(input).filter(([, value]) => value !== undefined),
   );
   if (input.designJson !== undefined || input.subject !== undefined) {
-    const compiled = compileContent(input.subject ?? current.subject, input.designJson ?? current.designJson);
+    const compiled = await compileContent(
+      input.subject ?? current.subject,
+      input.designJson ?? current.designJson,
+    );
     Object.assign(changes, {
       designJson: compiled.design,
       variables: compiled.variables,

@@ -1,0 +1,51 @@
+import type { Config } from '../../config.ts';
+import type { Database } from '../../db/client.ts';
+import { AppError } from '../../http/errors.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import { getLog } from './logs.service.ts';
+import { type AcceptedSend, acceptSend } from './send.service.ts';
+
+/** Statuses a resend may start from (spec "States and transitions"). */
+const RESENDABLE = new Set(['failed', 'bounced']);
+
+/**
+ * `POST /api/logs/:id/resend`: queues a new email (new log, new job) with the original's template,
+ * recipients, sender and variables, rendered from the template's current version through the
+ * team's current sending adapter. The original log is left as it is.
+ * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400) when the email is not `failed`
+ *   or `bounced` (case rule 3, details.reason NOT_RESENDABLE) or its template was deleted (case
+ *   rule 4, details.reason TEMPLATE_DELETED); any error of {@link acceptSend}.
+ */
+export async function resendEmail(
+  deps: { db: Database; queue: JobQueue; config: Config },
+  teamId: string,
+  emailId: string,
+): Promise<AcceptedSend> {
+  const original = await getLog(deps.db, teamId, emailId);
+  if (!RESENDABLE.has(original.status)) {
+    throw new AppError(
+      'VALIDATION_ERROR',
+      `Only failed or bounced emails can be resent (this one is ${original.status})`,
+      {
+        reason: 'NOT_RESENDABLE',
+        status: original.status,
+      },
+    );
+  }
+  if (!original.templateId) {
+    throw new AppError('VALIDATION_ERROR', 'The template of this email was deleted', {
+      reason: 'TEMPLATE_DELETED',
+    });
+  }
+  return acceptSend(
+    deps,
+    { teamId, apiKeyId: null },
+    {
+      templateId: original.templateId,
+      to: original.toAddresses,
+      from: original.fromAddress,
+      variables: original.variables as Record<string, unknown>,
+    },
+    { resendOf: original.id },
+  );
+}

@@ -1,0 +1,175 @@
+import type { Database, Executor } from '../../db/client.ts';
+import { AppError, notFound } from '../../http/errors.ts';
+import type { SessionPrincipal } from '../../http/principal.ts';
+import { newId } from '../../ids.ts';
+import type { TeamRole } from '../auth/index.ts';
+import { sendInvitationEmail } from './invitation-email.ts';
+import { ownerRequired } from './member-rules.ts';
+import { type InvitationDetails, type InvitationRow, teamRepository } from './teams.repository.ts';
+import {
+  type CreatedInvitationView,
+  INVITATION_TTL_DAYS,
+  type InvitationSummaryView,
+  type InvitationView,
+} from './teams.schema.ts';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** What invitation services need besides the database: links are `${baseUrl}/invite/<id>`. */
+export interface InvitationDeps {
+  db: Database;
+  encryptionKey: Buffer;
+  baseUrl: string;
+  log: { warn: (details: object, message: string) => void };
+}
+
+/** The link an invitee opens: the dashboard's `/invite/<id>` page. */
+export function invitationUrl(baseUrl: string, id: string): string {
+  return `${baseUrl}/invite/${encodeURIComponent(id)}`;
+}
+
+function presentInvitation(baseUrl: string, row: InvitationRow, inviterName: string): InvitationView {
+  return {
+    id: row.id,
+    email: row.email,
+    role: row.role ?? 'member',
+    url: invitationUrl(baseUrl, row.id),
+    expiresAt: row.expiresAt.toISOString(),
+    createdAt: row.createdAt.toISOString(),
+    inviter: { id: row.inviterId, name: inviterName },
+  };
+}
+
+/**
+ * Invites `email` into the caller's active team with `role` (issue #3, `POST /api/team/invitations`);
+ * valid for {@link INVITATION_TTL_DAYS} days from `now`. A pending invitation for the same email is
+ * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id (so links
+ * already sent keep working); `created` says which happened. The link then goes by email through
+ * the team's sending adapter; a delivery problem is logged and reported in `delivery`, never thrown.
+ * Only owners invite owners, or re-invite an email whose pending invitation is for owner.
+ * @throws FORBIDDEN (403, reason OWNER_REQUIRED), ALREADY_EXISTS (409) when the email belongs to a
+ *   member of the team.
+ */
+export async function createInvitation(
+  deps: InvitationDeps,
+  principal: SessionPrincipal,
+  input: { email: string; role: TeamRole },
+  now: Date,
+): Promise<{ invitation: CreatedInvitationView; created: boolean }> {
+  const { teamId, userId } = principal;
+  if (input.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
+  const expiresAt = new Date(now.getTime() + INVITATION_TTL_DAYS * DAY_MS);
+
+  const { id, created } = await deps.db.transaction(async (tx) => {
+    await teamRepository.lockTeam(tx, teamId);
+    if (await teamRepository.isMemberByEmail(tx, teamId, input.email)) {
+      throw new AppError('ALREADY_EXISTS', `${input.email} is already a member of this team`);
+    }
+    const pending = await teamRepository.findPendingInvitation(tx, teamId, input.email);
+    if (pending) {
+      if (pending.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
+      await teamRepository.updateInvitation(tx, pending.id, {
+        role: input.role,
+        expiresAt,
+        inviterId: userId,
+      });
+      return { id: pending.id, created: false };
+    }
+    const row = await teamRepository.insertInvitation(tx, {
+      id: newId('invitation'),
+      organizationId: teamId,
+      email: input.email,
+      role: input.role,
+      status: 'pending',
+      expiresAt,
+      inviterId: userId,
+      createdAt: now,
+    });
+    return { id: row.id, created: true };
+  });
+
+  const details = (await teamRepository.findInvitationDetails(deps.db, id))!;
+  const view = presentInvitation(deps.baseUrl, details, details.inviterName);
+  const delivery = await sendInvitationEmail(deps, teamId, {
+    to: view.email,
+    teamName: details.teamName,
+    inviterName: details.inviterName,
+    role: view.role,
+    url: view.url,
+    expiresAt: details.expiresAt,
+  });
+  if (delivery.status !== 'sent') {
+    deps.log.warn({ invitationId: id, teamId, delivery }, 'invitation email not sent');
+  }
+  return { invitation: { ...view, delivery }, created };
+}
+
+/** The team's pending, unexpired invitations, newest first (issue #3, `GET /api/team/invitations`). */
+export async function listInvitations(
+  db: Executor,
+  baseUrl: string,
+  teamId: string,
+  now: Date,
+): Promise<InvitationView[]> {
+  const rows = await teamRepository.listPendingInvitations(db, teamId, now);
+  return rows.map((row) => presentInvitation(baseUrl, row.invitation, row.inviterName));
+}
+
+/**
+ * Cancels a pending invitation of the team (issue #3, `DELETE /api/team/invitations/:id`); its
+ * link stops working at once.
+ * @throws NOT_FOUND (404) when the team has no pending invitation with this id.
+ */
+export async function cancelInvitation(db: Executor, teamId: string, id: string): Promise<void> {
+  if (!(await teamRepository.cancelInvitation(db, teamId, id))) throw notFound('Invitation');
+}
+
+/**
+ * Checks that an invitation can still be answered at `now`; an `accepted` one passes only when
+ * `allowAccepted` (it is shown, but not accepted twice).
+ * @throws NOT_FOUND (404) for an unknown, canceled or rejected invitation, and for an expired one
+ *   with `details.reason = 'EXPIRED'`; CONFLICT (409, reason ALREADY_ACCEPTED) for an accepted one.
+ */
+export function ensureOpenInvitation(
+  invitation: InvitationDetails | undefined,
+  now: Date,
+  options: { allowAccepted?: boolean } = {},
+): asserts invitation is InvitationDetails {
+  if (!invitation) throw notFound('Invitation');
+  if (invitation.status === 'accepted') {
+    if (options.allowAccepted) return;
+    throw new AppError('CONFLICT', 'This invitation has already been accepted', {
+      reason: 'ALREADY_ACCEPTED',
+    });
+  }
+  if (invitation.status !== 'pending') throw notFound('Invitation');
+  if (invitation.expiresAt.getTime() <= now.getTime()) {
+    throw new AppError('NOT_FOUND', 'This invitation has expired', { reason: 'EXPIRED' });
+  }
+}
+
+/**
+ * What an invitation is for (issue #3, `GET /api/auth/invitations/:id`, no authentication: the id
+ * is the secret the link carries): the invited email and role, the team, the inviter's name, the
+ * expiry, the status (`pending` or `accepted`) and whether an account with that email exists (the
+ * dashboard then asks to sign in rather than for a name and password).
+ * @throws NOT_FOUND (404) as {@link ensureOpenInvitation} (expired: reason EXPIRED).
+ */
+export async function describeInvitation(
+  db: Executor,
+  id: string,
+  now: Date,
+): Promise<InvitationSummaryView> {
+  const invitation = await teamRepository.findInvitationDetails(db, id);
+  ensureOpenInvitation(invitation, now, { allowAccepted: true });
+  return {
+    id: invitation.id,
+    email: invitation.email,
+    role: invitation.role ?? 'member',
+    team: { id: invitation.organizationId, name: invitation.teamName },
+    inviterName: invitation.inviterName,
+    expiresAt: invitation.expiresAt.toISOString(),
+    status: invitation.status,
+    accountExists: (await teamRepository.findUserIdByEmail(db, invitation.email)) !== undefined,
+  };
+}

@@ -1,0 +1,273 @@
+import { isAPIError } from 'better-auth/api';
+import { fromNodeHeaders } from 'better-auth/node';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { access } from '../../http/access.ts';
+import { deleted, deletedEnvelope, ok } from '../../http/envelope.ts';
+import { AppError } from '../../http/errors.ts';
+import { sessionOf } from '../../http/principal.ts';
+import { CLIENT_IP_HEADER, meResponse } from '../auth/index.ts';
+import { acceptInvitation } from './teams.accept-invitation.service.ts';
+import * as invitations from './teams.invitations.service.ts';
+import * as members from './teams.members.service.ts';
+import {
+  acceptedInvitationResponse,
+  acceptInvitationBody,
+  createdInvitationResponse,
+  createInvitationBody,
+  createTeamBody,
+  invitationListResponse,
+  invitationParams,
+  invitationSummaryResponse,
+  memberListResponse,
+  memberParams,
+  memberResponse,
+  switchTeamBody,
+  teamListResponse,
+  teamResponse,
+  updateMemberBody,
+} from './teams.schema.ts';
+import * as teams from './teams.service.ts';
+
+const security = [{ session: [] }];
+
+/** The caller's headers as better-auth expects them, with the client IP Fastify resolved. */
+function authHeaders(request: FastifyRequest): Headers {
+  const headers = fromNodeHeaders(request.headers);
+  headers.set(CLIENT_IP_HEADER, request.ip);
+  return headers;
+}
+
+/**
+ * preValidation hook of the invitation accept route, which has no requireSession: its cookie
+ * requests must come from our own origin as every state-changing dashboard request must
+ * (requireSession's CSRF rule). @throws FORBIDDEN (403, reason INVALID_ORIGIN).
+ */
+async function requireSameOrigin(request: FastifyRequest): Promise<void> {
+  if (request.headers.origin !== new URL(request.server.ctx.config.BASE_URL).origin) {
+    throw new AppError('FORBIDDEN', 'Cross-origin request refused', { reason: 'INVALID_ORIGIN' });
+  }
+}
+
+/** The signed-in user behind the request's session cookie, or null (no, expired or revoked session). */
+async function signedInUser(app: FastifyInstance, request: FastifyRequest) {
+  try {
+    const session = await app.ctx.auth.api.getSession({ headers: authHeaders(request) });
+    return session ? { userId: session.user.id, email: session.user.email } : null;
+  } catch (error) {
+    if (isAPIError(error)) return null;
+    throw error;
+  }
+}
+
+/**
+ * Teams, members and invitations (issue #3, "Teams"); all session routes run requireSession as
+ * preValidation (401 before body validation):
+ * - `GET /api/teams` → the caller's teams `[{id, name, slug, role, createdAt}]`;
+ * - `POST /api/teams {name}` → 201, a team owned by the caller (the active team stays);
+ * - `POST /api/auth/switch-team {teamId}` → the session's active team; answers as `GET /api/auth/me`;
+ *   404 when not a member;
+ * - `GET /api/team/members` (membership) → `[{userId, name, email, role, joinedAt}]`;
+ * - `PUT /api/team/members/:userId {role}` (team:manage), `DELETE /api/team/members/:userId`
+ *   (team:manage, or membership to remove oneself); owner rules in member-rules.ts;
+ * - `POST /api/team/invitations {email, role}` (team:manage) → 201 new, 200 when a pending
+ *   invitation for the email was renewed; `{id, email, role, url, expiresAt, createdAt, inviter, delivery}`;
+ * - `GET /api/team/invitations` (team:manage) → pending ones; `DELETE /api/team/invitations/:id` (team:manage);
+ * - `GET /api/auth/invitations/:id` (public) → what the invitation is for;
+ * - `POST /api/auth/invitations/:id/accept` (signed in, or `{name, password}`) → 201 `{user, team, role}`
+ *   with the session cookie.
+ */
+export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  const db = () => app.ctx.database.db;
+  const invitationDeps = (request: FastifyRequest) => ({
+    db: db(),
+    encryptionKey: app.ctx.encryptionKey,
+    baseUrl: app.ctx.config.BASE_URL,
+    log: request.log,
+  });
+
+  // ---- teams -----------------------------------------------------------------------------------
+
+  app.get(
+    '/api/teams',
+    {
+      ...access({ kind: 'session' }),
+      schema: { tags: ['Teams'], security, response: { 200: teamListResponse } },
+    },
+    async (request) => ok(await teams.listTeams(db(), sessionOf(request).userId)),
+  );
+
+  app.post(
+    '/api/teams',
+    {
+      ...access({ kind: 'session' }),
+      schema: { tags: ['Teams'], security, body: createTeamBody, response: { 201: teamResponse } },
+    },
+    async (request, reply) => {
+      const team = await teams.createTeam(
+        { db: db(), auth: app.ctx.auth },
+        authHeaders(request),
+        request.body.name,
+      );
+      return reply.code(201).send(ok(team));
+    },
+  );
+
+  app.post(
+    '/api/auth/switch-team',
+    {
+      ...access({ kind: 'session' }),
+      schema: { tags: ['Teams'], security, body: switchTeamBody, response: { 200: meResponse } },
+    },
+    async (request, reply) => {
+      const { session, setCookie } = await teams.switchTeam(
+        { db: db(), auth: app.ctx.auth },
+        sessionOf(request),
+        authHeaders(request),
+        request.body.teamId,
+      );
+      if (setCookie.length > 0) reply.header('set-cookie', setCookie);
+      return ok(session);
+    },
+  );
+
+  // ---- members ---------------------------------------------------------------------------------
+
+  app.get(
+    '/api/team/members',
+    {
+      ...access({ kind: 'session' }),
+      schema: { tags: ['Team members'], security, response: { 200: memberListResponse } },
+    },
+    async (request) => ok(await members.listMembers(db(), sessionOf(request).teamId)),
+  );
+
+  app.put(
+    '/api/team/members/:userId',
+    {
+      ...access({ kind: 'session', permission: 'team:manage' }),
+      schema: {
+        tags: ['Team members'],
+        security,
+        params: memberParams,
+        body: updateMemberBody,
+        response: { 200: memberResponse },
+      },
+    },
+    async (request) =>
+      ok(await members.updateMemberRole(db(), sessionOf(request), request.params.userId, request.body.role)),
+  );
+
+  app.delete(
+    '/api/team/members/:userId',
+    {
+      // team:manage is checked by the service: removing oneself (leaving) needs membership only.
+      ...access({ kind: 'session' }),
+      schema: { tags: ['Team members'], security, params: memberParams, response: { 200: deletedEnvelope } },
+    },
+    async (request) => {
+      await members.removeMember(db(), sessionOf(request), request.params.userId);
+      return deleted;
+    },
+  );
+
+  // ---- invitations -----------------------------------------------------------------------------
+
+  app.post(
+    '/api/team/invitations',
+    {
+      ...access({ kind: 'session', permission: 'team:manage' }),
+      schema: {
+        tags: ['Team invitations'],
+        security,
+        body: createInvitationBody,
+        response: { 200: createdInvitationResponse, 201: createdInvitationResponse },
+      },
+    },
+    async (request, reply) => {
+      const { invitation, created } = await invitations.createInvitation(
+        invitationDeps(request),
+        sessionOf(request),
+        request.body,
+        new Date(),
+      );
+      return reply.code(created ? 201 : 200).send(ok(invitation));
+    },
+  );
+
+  app.get(
+    '/api/team/invitations',
+    {
+      ...access({ kind: 'session', permission: 'team:manage' }),
+      schema: { tags: ['Team invitations'], security, response: { 200: invitationListResponse } },
+    },
+    async (request) =>
+      ok(
+        await invitations.listInvitations(
+          db(),
+          app.ctx.config.BASE_URL,
+          sessionOf(request).teamId,
+          new Date(),
+        ),
+      ),
+  );
+
+  app.delete(
+    '/api/team/invitations/:id',
+    {
+      ...access({ kind: 'session', permission: 'team:manage' }),
+      schema: {
+        tags: ['Team invitations'],
+        security,
+        params: invitationParams,
+        response: { 200: deletedEnvelope },
+      },
+    },
+    async (request) => {
+      await invitations.cancelInvitation(db(), sessionOf(request).teamId, request.params.id);
+      return deleted;
+    },
+  );
+
+  app.get(
+    '/api/auth/invitations/:id',
+    {
+      ...access({ kind: 'public' }),
+      schema: {
+        tags: ['Team invitations'],
+        params: invitationParams,
+        response: { 200: invitationSummaryResponse },
+      },
+    },
+    async (request) => ok(await invitations.describeInvitation(db(), request.params.id, new Date())),
+  );
+
+  app.post(
+    '/api/auth/invitations/:id/accept',
+    {
+      ...access({ kind: 'public' }),
+      preValidation: requireSameOrigin,
+      schema: {
+        tags: ['Team invitations'],
+        params: invitationParams,
+        body: acceptInvitationBody,
+        response: { 201: acceptedInvitationResponse },
+      },
+    },
+    async (request, reply) => {
+      const result = await acceptInvitation(
+        { db: db(), auth: app.ctx.auth },
+        {
+          invitationId: request.params.id,
+          signedIn: await signedInUser(app, request),
+          account: request.body ?? undefined,
+          headers: authHeaders(request),
+        },
+        new Date(),
+      );
+      if (result.setCookie.length > 0) reply.header('set-cookie', result.setCookie);
+      return reply.code(201).send(ok(result.accepted));
+    },
+  );
+}

@@ -1,0 +1,95 @@
+import type { Database, Executor } from '../../db/client.ts';
+import { notFound } from '../../http/errors.ts';
+import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
+import type { TemplateVersionView } from './templates.schema.ts';
+import { compileContent, getTemplate, snapshotVersion } from './templates.service.ts';
+
+/** Version names are 1-100 characters, like template names (spec "Limits"). */
+const MAX_VERSION_NAME = 100;
+
+/** Spec "Template version": {id, name, createdBy, createdAt}; the snapshot's content stays inside. */
+export function presentVersion(row: TemplateVersionRow): TemplateVersionView {
+  return {
+    id: row.id,
+    name: row.name,
+    createdBy: row.createdBy,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+/** The template (id or slug) locked for the rest of the transaction. @throws NOT_FOUND. */
+async function lockTemplate(tx: Executor, teamId: string, idOrSlug: string): Promise<TemplateRow> {
+  const row = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { forUpdate: true });
+  if (!row) throw notFound('Template');
+  return row;
+}
+
+/**
+ * The versions of a template (id or slug), newest first (spec "Templates (session)").
+ * @throws NOT_FOUND when the team has no such template.
+ */
+export async function listVersions(
+  db: Executor,
+  teamId: string,
+  idOrSlug: string,
+): Promise<TemplateVersionView[]> {
+  const template = await getTemplate(db, teamId, idOrSlug);
+  const rows = await templateRepository.listVersions(db, teamId, template.id);
+  return rows.map(presentVersion);
+}
+
+/**
+ * Snapshots the template's current content as a new version named `name` or "Version N"
+ * (N = its number) and makes it currentVersionId (spec "Versioning" 2, issue #4 "Versions").
+ * Returns the new version.
+ * @throws NOT_FOUND when the team has no such template.
+ */
+export async function createVersion(
+  db: Database,
+  teamId: string,
+  userId: string | null,
+  idOrSlug: string,
+  name?: string,
+): Promise<TemplateVersionView> {
+  return db.transaction(async (tx) => {
+    const template = await lockTemplate(tx, teamId, idOrSlug);
+    return presentVersion(await snapshotVersion(tx, template, userId, name));
+  });
+}
+
+/**
+ * Puts a version's name, subject, design and PDF settings back on its template (variables and
+ * compiledHtml recomputed), then records a new version "Restored from <version name>" that
+ * becomes current (issue #4 "Versions"). The restored version itself is left as it was:
+ * versions are immutable. Returns the updated template row.
+ * @throws NOT_FOUND for an unknown template, or a version unknown or of another template;
+ *   INVALID_TEMPLATE when the snapshot no longer passes the renderer's limits.
+ */
+export async function restoreVersion(
+  db: Database,
+  teamId: string,
+  userId: string | null,
+  idOrSlug: string,
+  versionId: string,
+): Promise<TemplateRow> {
+  const template = await getTemplate(db, teamId, idOrSlug);
+  const version = await templateRepository.findVersion(db, teamId, versionId);
+  if (!version || version.templateId !== template.id) throw notFound('Template version');
+  const content = await compileContent(version.subject, version.designJson);
+  return db.transaction(async (tx) => {
+    const locked = await lockTemplate(tx, teamId, template.id);
+    const restored = await templateRepository.update(tx, teamId, locked.id, {
+      name: version.templateName,
+      subject: version.subject,
+      designJson: content.design,
+      variables: content.variables,
+      compiledHtml: content.compiledHtml,
+      generatePdf: version.generatePdf,
+      pdfFilename: version.pdfFilename,
+    });
+    if (!restored) throw notFound('Template');
+    const name = `Restored from ${version.name}`.slice(0, MAX_VERSION_NAME);
+    const snapshot = await snapshotVersion(tx, restored, userId, name);
+    return { ...restored, currentVersionId: snapshot.id, hasUnversionedChanges: false };
+  });
+}

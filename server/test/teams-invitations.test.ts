@@ -1,0 +1,376 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { invitations } from '../src/db/schema/index.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { addTeamMember, cookieHeaderFrom, setupOwner, signIn } from './helpers/auth.ts';
+import { buildApiKey, buildSmtpAdapter, expectError } from './helpers/factories.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+import {
+  acceptInvitation,
+  asUser,
+  buildInvitation,
+  invite,
+  inviteeEmail,
+  listMembers,
+} from './helpers/teams.ts';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Issue #3 "Done means": invite, accept as a new user, role applied, member listed, role changed,
+ * removed, and the removed user's session then refused on the team. The invitation email goes
+ * through the team's SMTP adapter to a real SMTP server.
+ */
+async function invitationFlowEndToEnd(ctx: TestContext, smtp: TestSmtpServer): Promise<void> {
+  const app = ctx.app;
+  const owner = await setupOwner(app, { name: 'Olivia Owner', teamName: 'Mail Ops' });
+  const teamName = (await asUser(app, owner, 'GET', '/api/auth/me')).json().data.team.name as string;
+  await buildSmtpAdapter(app, owner, smtp.port);
+  const apiKey = await buildApiKey(app, owner);
+  const email = inviteeEmail('new.person');
+  const before = smtp.messages.length;
+
+  // Invite.
+  const invited = await invite(app, owner, { email, role: 'admin' });
+  expect(invited.statusCode, invited.body).toBe(201);
+  const invitation = invited.json().data;
+  expect(invitation).toEqual({
+    id: expect.stringMatching(/^inv_/),
+    email: email.toLowerCase(),
+    role: 'admin',
+    url: `${ctx.config.BASE_URL}/invite/${invitation.id}`,
+    expiresAt: expect.any(String),
+    createdAt: expect.any(String),
+    inviter: { id: owner.userId, name: 'Olivia Owner' },
+    delivery: { status: 'sent' },
+  });
+  const ttl = Date.parse(invitation.expiresAt) - Date.now();
+  expect(ttl).toBeGreaterThan(7 * DAY_MS - 60_000);
+  expect(ttl).toBeLessThanOrEqual(7 * DAY_MS);
+
+  // The email arrived with the link.
+  const [message] = (await smtp.waitForMessages(before + 1)).slice(before);
+  expect(message!.envelopeTo).toEqual([email.toLowerCase()]);
+  expect(message!.parsed.subject).toBe(`Olivia Owner invited you to ${teamName} on Postwright`);
+  expect(message!.parsed.text).toContain(invitation.url);
+  expect(message!.parsed.html).toContain(`href="${invitation.url}"`);
+  expect(message!.parsed.from?.text).toContain('sender@postwright.test');
+
+  // What the invitation is for, without signing in.
+  const shown = await app.inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+  expect(shown.statusCode, shown.body).toBe(200);
+  expect(shown.json().data).toEqual({
+    id: invitation.id,
+    email: email.toLowerCase(),
+    role: 'admin',
+    team: { id: owner.teamId, name: teamName },
+    inviterName: 'Olivia Owner',
+    expiresAt: invitation.expiresAt,
+    status: 'pending',
+    accountExists: false,
+  });
+
+  // Accept as a new user: account, membership, session.
+  const password = 'a long new password';
+  const accepted = await acceptInvitation(app, invitation.id, { body: { name: 'Nia Newcomer', password } });
+  expect(accepted.statusCode, accepted.body).toBe(201);
+  expect(accepted.json().data).toEqual({
+    user: { id: expect.stringMatching(/^usr_/), name: 'Nia Newcomer', email: email.toLowerCase() },
+    team: { id: owner.teamId, name: teamName, slug: expect.any(String) },
+    role: 'admin',
+  });
+  const newcomer = { cookie: cookieHeaderFrom(accepted), userId: accepted.json().data.user.id as string };
+  expect(newcomer.cookie).toContain('postwright.session_token=');
+
+  // Role applied: the new session works on the team with the admin's permissions.
+  const me = await asUser(app, newcomer, 'GET', '/api/auth/me');
+  expect(me.json().data).toMatchObject({ team: { id: owner.teamId }, role: 'admin' });
+  expect(me.json().data.permissions).toContain('team:manage');
+  expect((await asUser(app, newcomer, 'GET', `/api/api-keys/${apiKey.id}`)).statusCode).toBe(200);
+  // The password is a real credential.
+  expect(await signIn(app, email, password)).toContain('postwright.session_token=');
+
+  // Member listed.
+  const listed = (await listMembers(app, owner)).find((m) => m.userId === newcomer.userId);
+  expect(listed).toMatchObject({ name: 'Nia Newcomer', email: email.toLowerCase(), role: 'admin' });
+  const reshown = await app.inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+  expect(reshown.json().data).toMatchObject({ status: 'accepted', accountExists: true });
+  const pending = await asUser(app, owner, 'GET', '/api/team/invitations');
+  expect(pending.json().data.map((i: { id: string }) => i.id)).not.toContain(invitation.id);
+  const again = await acceptInvitation(app, invitation.id, { body: { name: 'Nia Newcomer', password } });
+  expect(expectError(again, 409, 'CONFLICT').details.reason).toBe('ALREADY_ACCEPTED');
+
+  // Role changed: takes effect on the newcomer's next request.
+  const changed = await asUser(app, owner, 'PUT', `/api/team/members/${newcomer.userId}`, { role: 'viewer' });
+  expect(changed.statusCode, changed.body).toBe(200);
+  expect(changed.json().data).toMatchObject({ userId: newcomer.userId, role: 'viewer' });
+  expect((await asUser(app, newcomer, 'GET', '/api/auth/me')).json().data.role).toBe('viewer');
+  expectError(await asUser(app, newcomer, 'GET', `/api/api-keys/${apiKey.id}`), 403, 'FORBIDDEN');
+  expectError(await invite(app, newcomer, { email: inviteeEmail(), role: 'viewer' }), 403, 'FORBIDDEN');
+
+  // Removed: the same session is refused on the team at once.
+  const removed = await asUser(app, owner, 'DELETE', `/api/team/members/${newcomer.userId}`);
+  expect(removed.statusCode, removed.body).toBe(200);
+  expect((await listMembers(app, owner)).map((m) => m.userId)).not.toContain(newcomer.userId);
+  for (const url of [
+    '/api/team/members',
+    '/api/auth/me',
+    '/api/api-keys',
+    `/api/api-keys/${apiKey.id}`,
+    '/api/logs',
+  ]) {
+    const response = await asUser(app, newcomer, 'GET', url);
+    expect([403, 404], `${url}: ${response.body}`).toContain(response.statusCode);
+    expect(response.json().success).toBe(false);
+  }
+}
+
+describe('team invitations (PGlite)', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+
+  beforeAll(async () => {
+    [ctx, smtp] = await Promise.all([createTestContext('pglite'), startTestSmtpServer()]);
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  const app = () => ctx.app;
+
+  it('runs the invitation flow end to end: invite, email, accept as a new user, role, removal', async () => {
+    await invitationFlowEndToEnd(ctx, smtp);
+  });
+
+  it('renews a pending invitation instead of duplicating it, and refuses inviting a member', async () => {
+    const owner = await setupOwner(app());
+    const email = inviteeEmail();
+    const first = await buildInvitation(app(), owner, { email, role: 'viewer' });
+
+    const renewed = await invite(app(), owner, { email: email.toUpperCase(), role: 'member' });
+    expect(renewed.statusCode, renewed.body).toBe(200);
+    expect(renewed.json().data).toMatchObject({ id: first.id, email: email.toLowerCase(), role: 'member' });
+    expect(Date.parse(renewed.json().data.expiresAt)).toBeGreaterThanOrEqual(Date.parse(first.expiresAt));
+
+    const list = await asUser(app(), owner, 'GET', '/api/team/invitations');
+    expect(list.statusCode).toBe(200);
+    const listed = list.json().data.filter((i: { email: string }) => i.email === email.toLowerCase());
+    expect(listed).toEqual([
+      {
+        id: first.id,
+        email: email.toLowerCase(),
+        role: 'member',
+        url: first.url,
+        expiresAt: renewed.json().data.expiresAt,
+        createdAt: expect.any(String),
+        inviter: { id: owner.userId, name: 'Test Owner' },
+      },
+    ]);
+
+    const member = await addTeamMember(app(), owner, 'member');
+    const existing = await invite(app(), owner, { email: member.email.toUpperCase(), role: 'admin' });
+    expectError(existing, 409, 'ALREADY_EXISTS');
+    expectError(await invite(app(), owner, { email: owner.email, role: 'viewer' }), 409, 'ALREADY_EXISTS');
+
+    const invalid = await invite(app(), owner, { email: 'not-an-email', role: 'owner' });
+    expectError(invalid, 400, 'VALIDATION_ERROR');
+  });
+
+  it('lets only owners invite owners', async () => {
+    const owner = await setupOwner(app());
+    const admin = await addTeamMember(app(), owner, 'admin');
+    const byAdmin = await invite(app(), admin, { email: inviteeEmail(), role: 'owner' });
+    expect(expectError(byAdmin, 403, 'FORBIDDEN').details.reason).toBe('OWNER_REQUIRED');
+
+    const email = inviteeEmail();
+    const ownerInvite = await buildInvitation(app(), owner, { email, role: 'owner' });
+    expect(ownerInvite.role).toBe('owner');
+    // An admin cannot turn an owner's invitation into something else either.
+    expectError(await invite(app(), admin, { email, role: 'viewer' }), 403, 'FORBIDDEN');
+    const adminInvite = await buildInvitation(app(), admin, { role: 'admin' });
+    expect(adminInvite.role).toBe('admin');
+  });
+
+  it('creates the invitation even when the email cannot be sent', async () => {
+    const owner = await setupOwner(app());
+    const skipped = await buildInvitation(app(), owner);
+    expect(skipped).toMatchObject({ delivery: { status: 'skipped', reason: 'NO_ACTIVE_ADAPTER' } });
+
+    const closed = await startTestSmtpServer();
+    const closedPort = closed.port;
+    await closed.close();
+    await buildSmtpAdapter(app(), owner, closedPort);
+    const failed = await buildInvitation(app(), owner);
+    expect(failed).toMatchObject({ delivery: { status: 'failed', message: expect.any(String) } });
+
+    const list = await asUser(app(), owner, 'GET', '/api/team/invitations');
+    expect(
+      list
+        .json()
+        .data.map((i: { id: string }) => i.id)
+        .sort(),
+    ).toEqual([skipped.id, failed.id].sort());
+  });
+
+  it('cancels invitations: the link stops working, and only the team can cancel its own', async () => {
+    const owner = await setupOwner(app());
+    const invitation = await buildInvitation(app(), owner);
+    const outsider = await setupOwner(app());
+    expectError(
+      await asUser(app(), outsider, 'DELETE', `/api/team/invitations/${invitation.id}`),
+      404,
+      'NOT_FOUND',
+    );
+
+    const canceled = await asUser(app(), owner, 'DELETE', `/api/team/invitations/${invitation.id}`);
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    expect(canceled.json()).toEqual({ success: true });
+    expectError(
+      await asUser(app(), owner, 'DELETE', `/api/team/invitations/${invitation.id}`),
+      404,
+      'NOT_FOUND',
+    );
+    expectError(
+      await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` }),
+      404,
+      'NOT_FOUND',
+    );
+    const accept = await acceptInvitation(app(), invitation.id, {
+      body: { name: 'Late', password: 'password123' },
+    });
+    expectError(accept, 404, 'NOT_FOUND');
+    expect((await asUser(app(), owner, 'GET', '/api/team/invitations')).json().data).toEqual([]);
+    expectError(
+      await app().inject({ method: 'GET', url: '/api/auth/invitations/inv_unknown' }),
+      404,
+      'NOT_FOUND',
+    );
+  });
+
+  it('refuses an expired invitation with NOT_FOUND and reason EXPIRED', async () => {
+    const owner = await setupOwner(app());
+    const invitation = await buildInvitation(app(), owner);
+    await app()
+      .ctx.database.db.update(invitations)
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where(eq(invitations.id, invitation.id));
+
+    const shown = await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+    expect(expectError(shown, 404, 'NOT_FOUND').details.reason).toBe('EXPIRED');
+    const accept = await acceptInvitation(app(), invitation.id, {
+      body: { name: 'Late', password: 'password123' },
+    });
+    expect(expectError(accept, 404, 'NOT_FOUND').details.reason).toBe('EXPIRED');
+    expect((await asUser(app(), owner, 'GET', '/api/team/invitations')).json().data).toEqual([]);
+    // Inviting the email again renews the same invitation.
+    const renewed = await invite(app(), owner, { email: invitation.email, role: 'viewer' });
+    expect(renewed.json().data).toMatchObject({ id: invitation.id, role: 'viewer' });
+    expect(
+      (await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` })).statusCode,
+    ).toBe(200);
+  });
+
+  it('lets an existing user accept while signed in, and switches their session to the team', async () => {
+    const owner = await setupOwner(app());
+    const existing = await setupOwner(app());
+    const invitation = await buildInvitation(app(), owner, {
+      email: existing.email.toUpperCase(),
+      role: 'member',
+    });
+
+    const shown = await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+    expect(shown.json().data).toMatchObject({ accountExists: true, status: 'pending' });
+    // Not signed in: the account exists, so no new one is made from a name and password.
+    const anonymous = await acceptInvitation(app(), invitation.id, {
+      body: { name: 'X', password: 'password123' },
+    });
+    expect(expectError(anonymous, 401, 'UNAUTHORIZED').details.reason).toBe('SIGN_IN_REQUIRED');
+    expectError(await acceptInvitation(app(), invitation.id), 401, 'UNAUTHORIZED');
+    // Signed in as somebody else.
+    const wrongUser = await addTeamMember(app(), owner, 'viewer');
+    const wrong = await acceptInvitation(app(), invitation.id, { user: wrongUser });
+    expect(expectError(wrong, 403, 'FORBIDDEN').details.reason).toBe('WRONG_ACCOUNT');
+    // Without our Origin.
+    const crossSite = await app().inject({
+      method: 'POST',
+      url: `/api/auth/invitations/${invitation.id}/accept`,
+      headers: { cookie: existing.cookie, origin: 'https://evil.example' },
+    });
+    expectError(crossSite, 403, 'FORBIDDEN');
+
+    const accepted = await acceptInvitation(app(), invitation.id, { user: existing });
+    expect(accepted.statusCode, accepted.body).toBe(201);
+    expect(accepted.json().data).toMatchObject({
+      user: { id: existing.userId, email: existing.email },
+      team: { id: owner.teamId },
+      role: 'member',
+    });
+    const me = await asUser(app(), existing, 'GET', '/api/auth/me');
+    expect(me.json().data).toMatchObject({ team: { id: owner.teamId }, role: 'member' });
+    const teams = await asUser(app(), existing, 'GET', '/api/teams');
+    expect(teams.json().data.map((t: { id: string; role: string }) => [t.id, t.role])).toEqual([
+      [existing.teamId, 'owner'],
+      [owner.teamId, 'member'],
+    ]);
+    expectError(await acceptInvitation(app(), invitation.id, { user: existing }), 409, 'CONFLICT');
+  });
+
+  it('needs a name and a password to create the account', async () => {
+    const owner = await setupOwner(app());
+    const invitation = await buildInvitation(app(), owner);
+    const missing = await acceptInvitation(app(), invitation.id);
+    const details = expectError(missing, 400, 'VALIDATION_ERROR').details;
+    expect(details.issues.map((i: { path: string }) => i.path)).toEqual(['body.name', 'body.password']);
+    const short = await acceptInvitation(app(), invitation.id, { body: { name: 'Sam', password: 'short' } });
+    expectError(short, 400, 'VALIDATION_ERROR');
+    const noOrigin = await app().inject({
+      method: 'POST',
+      url: `/api/auth/invitations/${invitation.id}/accept`,
+      payload: { name: 'Sam', password: 'password123' },
+    });
+    expectError(noOrigin, 403, 'FORBIDDEN');
+    // Still open after all of that.
+    const shown = await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+    expect(shown.json().data.status).toBe('pending');
+  });
+});
+
+describe('team invitations (PostgreSQL)', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+
+  beforeAll(async () => {
+    [ctx, smtp] = await Promise.all([createTestContext('postgres'), startTestSmtpServer()]);
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  it('runs the invitation flow end to end: invite, email, accept as a new user, role, removal', async () => {
+    await invitationFlowEndToEnd(ctx, smtp);
+  });
+
+  it('keeps an owner when two owners step down or demote each other at the same time', async () => {
+    const first = await setupOwner(ctx.app);
+    const second = await addTeamMember(ctx.app, first, 'owner');
+    const put = (user: { cookie: string }, userId: string) =>
+      asUser(ctx.app, user, 'PUT', `/api/team/members/${userId}`, { role: 'admin' });
+
+    const selves = await Promise.all([put(first, first.userId), put(second, second.userId)]);
+    expect(selves.map((r) => r.statusCode).sort()).toEqual([200, 409]);
+    const ownersAfterSelves = (await listMembers(ctx.app, first)).filter((m) => m.role === 'owner');
+    expect(ownersAfterSelves).toHaveLength(1);
+
+    const demoted = selves[0]!.statusCode === 200 ? first : second;
+    const other = demoted === first ? second : first;
+    expect(
+      (await asUser(ctx.app, other, 'PUT', `/api/team/members/${demoted.userId}`, { role: 'owner' }))
+        .statusCode,
+    ).toBe(200);
+    const crossed = await Promise.all([put(first, second.userId), put(second, first.userId)]);
+    expect(crossed.map((r) => r.statusCode).sort()).toEqual([200, 403]);
+    expect((await listMembers(ctx.app, first)).filter((m) => m.role === 'owner')).toHaveLength(1);
+  });
+});
