@@ -370,16 +370,32 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
     const team = await setupOwner(app);
     const member = await addTeamMember(app, team, 'member');
     const invite = (user: { cookie: string }) =>
-      app.inject({
-        method: 'POST',
-        url: '/api/auth/organization/invite-member',
-        headers: sessionHeaders(app, user),
-        payload: { email: `invitee-${randomBytes(3).toString('hex')}@example.test`, role: 'member' },
+      app.ctx.auth.api.createInvitation({
+        headers: new Headers({ cookie: user.cookie }),
+        body: { email: `invitee-${randomBytes(3).toString('hex')}@example.test`, role: 'member' },
       });
     const byOwner = await invite(team);
-    expect(byOwner.statusCode).toBe(200);
-    expect(byOwner.json()).toMatchObject({ id: expect.stringMatching(/^inv_/), organizationId: team.teamId });
-    expectEnvelopeError(await invite(member), 403, 'FORBIDDEN');
+    expect(byOwner).toMatchObject({ id: expect.stringMatching(/^inv_/), organizationId: team.teamId });
+    await expect(invite(member)).rejects.toMatchObject({ statusCode: 403 });
+  });
+
+  it("closes the organization plugin's own HTTP endpoints (our team routes apply our rules)", async () => {
+    const team = await setupOwner(app);
+    for (const [method, url] of [
+      ['POST', '/api/auth/organization/create'],
+      ['POST', '/api/auth/organization/delete'],
+      ['POST', '/api/auth/organization/update-member-role'],
+      ['POST', '/api/auth/organization/invite-member'],
+      ['GET', '/api/auth/organization/list'],
+    ] as const) {
+      const response = await app.inject({
+        method,
+        url,
+        headers: sessionHeaders(app, team),
+        ...(method === 'POST' ? { payload: { organizationId: team.teamId } } : {}),
+      });
+      expectEnvelopeError(response, 404, 'NOT_FOUND');
+    }
   });
 
   it('answers unknown better-auth paths with 404 NOT_FOUND and oversized bodies with 400', async () => {

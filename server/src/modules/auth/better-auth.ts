@@ -142,6 +142,16 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
     db: database.db,
     defaultAdapter: async () => (await contextOf()).adapter as never,
   });
+  const teamsPlugin = organization({
+    ac: accessControl,
+    roles: teamRoles,
+    creatorRole: 'owner',
+    schema: {
+      organization: { modelName: 'teams' },
+      member: { modelName: 'members' },
+      invitation: { modelName: 'invitations' },
+    },
+  });
   const auth = betterAuth({
     appName: 'Postwright',
     baseURL: config.BASE_URL,
@@ -173,7 +183,9 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
     // Accounts come from the first-run setup and invitations: no public sign-up.
     emailAndPassword: { enabled: true, disableSignUp: true, minPasswordLength: 8, maxPasswordLength: 128 },
     socialProviders: socialProviders(config),
-    disabledPaths: disabledPaths(config),
+    // The organization plugin's own HTTP endpoints are closed: /api/teams, /api/team/* and the
+    // invitation routes apply our rules (last owner, owner-only changes) and call its server API.
+    disabledPaths: [...disabledPaths(config), ...Object.values(teamsPlugin.endpoints).map((e) => e.path)],
     // Failed OAuth callbacks (refused sign-up, state mismatch, …) land on the sign-in page.
     onAPIError: { errorURL: loginUrl(config) },
     hooks: { before: setupIntentMiddleware(config) },
@@ -211,19 +223,7 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       // better-auth reads the client IP from headers only; the mount always sets this one.
       ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
     },
-    plugins: [
-      organization({
-        ac: accessControl,
-        roles: teamRoles,
-        creatorRole: 'owner',
-        schema: {
-          organization: { modelName: 'teams' },
-          member: { modelName: 'members' },
-          invitation: { modelName: 'invitations' },
-        },
-      }),
-      ...oidcPlugins(config),
-    ],
+    plugins: [teamsPlugin, ...oidcPlugins(config)],
   });
   contextOf = async () => auth.$context;
   return auth;
