@@ -57,7 +57,7 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
 
     const message = await waitFor(
       async () => smtp.messages.find((m) => m.envelopeTo.includes(recipient)),
-      20_000,
+      60_000,
       `the ${fixture} message`,
     );
     const mail = message.parsed;
@@ -74,7 +74,7 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
     const status = await waitFor(async () => {
       const s = await emailStatus(ctx.app, apiKey, accepted.id);
       return s.status === 'sent' ? s : undefined;
-    });
+    }, 60_000);
     expect(status).toEqual({
       id: accepted.id,
       status: 'sent',
