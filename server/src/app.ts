@@ -11,6 +11,8 @@ import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess } from './http/access.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { AppError } from './http/errors.ts';
+import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
@@ -68,6 +70,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.removeContentTypeParser(['application/json', 'text/plain']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
+    if (jsonDepth(body as string) > MAX_JSON_DEPTH) {
+      return done(
+        new AppError('INVALID_INPUT', `JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {
+          reason: 'TOO_DEEPLY_NESTED',
+        }),
+      );
+    }
     parseJson(request, body as string, done);
   });
 
@@ -111,12 +120,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     success: true,
     data: { status: 'ok' },
   }));
-  app.get('/readyz', { ...access({ kind: 'public' }), schema: { hide: true } }, async (_request, reply) => {
-    if (await isDatabaseReachable(deps.database.db)) return { success: true, data: { status: 'ready' } };
-    return reply.code(503).send({
-      success: false,
-      error: { code: 'SERVICE_UNAVAILABLE', message: 'Database unreachable', details: {} },
-    });
+  app.get('/readyz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => {
+    if (!(await isDatabaseReachable(deps.database.db))) {
+      throw new AppError('SERVICE_UNAVAILABLE', 'Database unreachable');
+    }
+    return { success: true, data: { status: 'ready' } };
   });
 
   await app.register(authRoutes);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TypeID, typeid } from 'typeid-js';
 
 /**
@@ -28,6 +29,18 @@ export type IdKind = keyof typeof ID_PREFIX;
 /** A new time-sortable TypeID string such as `tpl_01jd…` (UUIDv7 inside). */
 export function newId(kind: IdKind): string {
   return typeid(ID_PREFIX[kind]).toString();
+}
+
+/**
+ * A new TypeID of `kind` that cannot be guessed: the same `inv_…` spelling as {@link newId}, but
+ * built from a random UUIDv4 (122 random bits) instead of a UUIDv7. Use it for ids that are the
+ * only credential of a public route, such as invitation ids (`GET /api/auth/invitations/:id` and
+ * `POST …/accept`, which can create the invitee's account): a UUIDv7 is time-ordered and, given
+ * another id from the same process, leaves only about 43 unpredictable bits. These ids are not
+ * time-sortable.
+ */
+export function newUnguessableId(kind: IdKind): string {
+  return TypeID.fromUUID(ID_PREFIX[kind], randomUUID()).toString();
 }
 
 /**

@@ -1,28 +1,48 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessRule, RouteAccess } from '../src/http/access.ts';
 import { API_KEY_SCOPES, type ApiKeyScope } from '../src/modules/api-keys/index.ts';
-import { ROLE_PERMISSIONS, TEAM_ROLES, type TeamRole } from '../src/modules/auth/permissions.ts';
+import {
+  type Permission,
+  ROLE_PERMISSIONS,
+  TEAM_ROLES,
+  type TeamRole,
+} from '../src/modules/auth/permissions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { addTeamMember, ORIGIN_HEADERS, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { addTeamMember, ORIGIN_HEADERS, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
 import { buildInvitation } from './helpers/teams.ts';
-import { PNG_1X1, uploadImage } from './helpers/uploads.ts';
+import { PNG_1X1, pathOf, uploadImage } from './helpers/uploads.ts';
 
 /**
  * The isolation and permission matrix of issue #3, built from the app's route table: every route
  * must declare an access rule; every non-public route is called without credentials (401), with a
  * session of each role (403 exactly where the role matrix says), with API keys of each scope, and by
  * another team on this team's resource ids (404, never the resource).
+ *
+ * The calls run in phases so that no call can hide another's effect: first every route is called
+ * anonymously and by the other team (before any role of this team touches a resource), then the
+ * sample resources must be intact; then the roles and API-key scopes, with the DELETE routes last
+ * (the resources must still exist when that phase starts) and, on each route, the callers expected
+ * to be refused before those expected to get through.
  */
 
 type Caller = { cookie?: string; apiKey?: string };
 type Check = { route: string; caller: string; status: number };
+type Expected = number | 'allowed';
+type GuardedRoute = RouteAccess & { access: Exclude<AccessRule, { kind: 'public' }> };
 
 /** Routes served by plugins we do not own (OpenAPI UI and document): public by nature. */
 const PLUGIN_ROUTES = /^\/docs(\/|$)/;
 
-/** Routes whose service enforces rules beyond the route's permission (e.g. removing yourself). */
-const SERVICE_CHECKED = new Set(['DELETE /api/team/members/:userId']);
+/**
+ * Permissions the role expectations use instead of the route's declared one, for routes whose
+ * service adds a rule. `DELETE /api/team/members/:userId` lets any member through the route because
+ * a member may remove themself (so EXPECTED keeps 'member'); the matrix's sample target is another
+ * member, which the service only lets team:manage remove (checked before the member is looked up).
+ */
+const EFFECTIVE_PERMISSION: Record<string, Permission> = {
+  'DELETE /api/team/members/:userId': 'team:manage',
+};
 
 /**
  * What the spec's endpoint tables and issues #2-#4 say each route needs: a permission (session),
@@ -89,7 +109,8 @@ function bodyFor(method: string, url: string, ids: Record<string, string>): unkn
     'PUT /api/templates/:id': { name: 'renamed' },
     'POST /api/templates/:id/versions': { name: 'v' },
     'POST /api/templates/:id/preview': { variables: {} },
-    'PUT /api/team/members/:userId': { role: 'member' },
+    // A real change (the sample member is a 'member'), so a cross-team update that worked shows.
+    'PUT /api/team/members/:userId': { role: 'viewer' },
     'POST /api/auth/switch-team': { teamId: ids.teamId },
   };
   const key = `${method} ${url}`;
@@ -105,6 +126,8 @@ describe('access matrix over every route', () => {
   const scopedKeys = {} as Record<ApiKeyScope, string>;
   let strangerKey: string;
   const ids: Record<string, string> = {};
+  let imageUrl: string;
+  let baseline: Samples;
 
   beforeAll(async () => {
     ctx = await createTestContext('pglite');
@@ -147,6 +170,10 @@ describe('access matrix over every route', () => {
       invitations: invitation.id,
       images: upload.json().data.key,
     });
+    imageUrl = upload.json().data.url;
+    baseline = await readSamples();
+    expect(baseline.apiKey.name).toBe('sample');
+    expect(baseline.template.name).toBe('Matrix');
   });
   afterAll(() => ctx?.close());
 
@@ -163,6 +190,42 @@ describe('access matrix over every route', () => {
         return encodeURIComponent(sample);
       })
       .join('/');
+  }
+
+  type Samples = Awaited<ReturnType<typeof readSamples>>;
+
+  /**
+   * Reads every sample resource as the owner, failing when one is gone: the API key, adapter and
+   * template (with its versions), the member and invitation in their lists, the uploaded image at
+   * its public URL, and how many templates and logs the team has (a duplicate or resend adds one).
+   */
+  async function readSamples() {
+    const get = async (url: string) => {
+      const response = await ctx.app.inject({ method: 'GET', url, headers: sessionHeaders(ctx.app, owner) });
+      expect(response.statusCode, `owner GET ${url}: ${response.body}`).toBe(200);
+      return response.json().data;
+    };
+    const members: Array<{ userId: string; role: string }> = await get('/api/team/members');
+    const invitations: Array<{ id: string }> = await get('/api/team/invitations');
+    const member = members.find((m) => m.userId === ids.members);
+    expect(member, 'the sample member is still in the team').toBeDefined();
+    expect(
+      invitations.map((i) => i.id),
+      'the sample invitation is still pending',
+    ).toContain(ids.invitations);
+    const image = await ctx.app.inject({ method: 'GET', url: pathOf(imageUrl) });
+    expect(image.statusCode, `GET ${imageUrl}: ${image.body}`).toBe(200);
+    return {
+      apiKey: await get(`/api/api-keys/${ids['api-keys']}`),
+      adapter: await get(`/api/adapters/${ids.adapters}`),
+      template: await get(`/api/templates/${ids.templates}`),
+      versions: await get(`/api/templates/${ids.templates}/versions`),
+      templateCount: ((await get('/api/templates')) as unknown[]).length,
+      logCount: ((await get('/api/logs')) as unknown[]).length,
+      member,
+      invitations,
+      image: image.rawPayload.toString('base64'),
+    };
   }
 
   async function call(route: RouteAccess, caller: Caller): Promise<number> {
@@ -199,59 +262,83 @@ describe('access matrix over every route', () => {
 
   it('enforces authentication, roles, API-key scopes and team isolation on every route', async () => {
     const checks: Check[] = [];
-    const expectStatus = (
-      route: RouteAccess,
-      caller: string,
-      status: number,
-      expected: number | 'allowed',
-    ) => {
+    const expectStatus = (route: RouteAccess, caller: string, status: number, expected: Expected) => {
       const label = `${route.method} ${route.url} as ${caller}`;
       if (expected === 'allowed') expect([401, 403], `${label} → ${status}`).not.toContain(status);
       else expect(status, label).toBe(expected);
       checks.push({ route: `${route.method} ${route.url}`, caller, status });
     };
+    /** Calls `route` as each caller, those expected to be refused first, and checks each status. */
+    const run = async (route: RouteAccess, callers: Array<[string, Caller, Expected]>) => {
+      const refusedFirst = [
+        ...callers.filter(([, , expected]) => expected !== 'allowed'),
+        ...callers.filter(([, , expected]) => expected === 'allowed'),
+      ];
+      for (const [label, caller, expected] of refusedFirst)
+        expectStatus(route, label, await call(route, caller), expected);
+    };
     const guarded = ctx.app.ctx.routes.filter(
-      (r): r is RouteAccess & { access: Exclude<AccessRule, { kind: 'public' }> } =>
-        r.access !== undefined && r.access.kind !== 'public' && r.method !== 'HEAD',
+      (r): r is GuardedRoute => r.access !== undefined && r.access.kind !== 'public' && r.method !== 'HEAD',
     );
     expect(guarded.length).toBeGreaterThan(30);
 
+    // Phase 1, before any role of this team calls anything: no credentials, and the other team.
     for (const route of guarded) {
       const rule = route.access;
       const key = `${route.method} ${route.url}`;
-      expectStatus(route, 'anonymous', await call(route, {}), 401);
+      const callers: Array<[string, Caller, Expected]> = [['anonymous', {}, 401]];
+      if (rule.kind === 'apiKey') {
+        if (route.url.includes(':')) callers.push(['other team key', { apiKey: strangerKey }, 404]);
+      } else if (route.url.includes(':') || key === 'POST /api/auth/switch-team') {
+        callers.push(['other team owner', { cookie: stranger.cookie }, 404]);
+        if (rule.apiKeyScopes?.length) callers.push(['other team key', { apiKey: strangerKey }, 404]);
+      }
+      await run(route, callers);
+    }
+    // A cross-team update or delete that answered 404 but did its work anyway fails here.
+    const afterIsolation = await readSamples();
+    expect(afterIsolation).toEqual(baseline);
+    expect(afterIsolation.apiKey.name).toBe('sample');
+    expect(afterIsolation.template.name).toBe('Matrix');
+    expect(afterIsolation.member?.role).toBe('member');
 
+    // Phase 2: this team's roles and API-key scopes, every DELETE route after all the others.
+    const ordered = [
+      ...guarded.filter((r) => r.method !== 'DELETE'),
+      ...guarded.filter((r) => r.method === 'DELETE'),
+    ];
+    let deletesStarted = false;
+    for (const route of ordered) {
+      const rule = route.access;
+      const key = `${route.method} ${route.url}`;
+      if (route.method === 'DELETE' && !deletesStarted) {
+        deletesStarted = true;
+        await readSamples(); // every sample resource is still there for the DELETE routes
+      }
+      const callers: Array<[string, Caller, Expected]> = [];
       if (rule.kind === 'apiKey') {
         for (const scope of API_KEY_SCOPES) {
-          const status = await call(route, { apiKey: scopedKeys[scope] });
-          expectStatus(route, `key[${scope}]`, status, rule.scopes.includes(scope) ? 'allowed' : 403);
+          const expected = rule.scopes.includes(scope) ? 'allowed' : 403;
+          callers.push([`key[${scope}]`, { apiKey: scopedKeys[scope] }, expected]);
         }
-        expectStatus(route, 'owner session', await call(route, { cookie: owner.cookie }), 401);
-        if (route.url.includes(':'))
-          expectStatus(route, 'other team key', await call(route, { apiKey: strangerKey }), 404);
+        callers.push(['owner session', { cookie: owner.cookie }, 401]);
+        await run(route, callers);
         continue;
       }
-
+      const permission = EFFECTIVE_PERMISSION[key] ?? rule.permission;
       for (const role of TEAM_ROLES) {
-        const status = await call(route, { cookie: roles[role].cookie });
-        const granted = !rule.permission || ROLE_PERMISSIONS[role].includes(rule.permission);
-        if (SERVICE_CHECKED.has(key)) expectStatus(route, role, status, status === 401 ? 'allowed' : status);
-        else expectStatus(route, role, status, granted ? 'allowed' : 403);
+        const granted = !permission || ROLE_PERMISSIONS[role].includes(permission);
+        callers.push([role, { cookie: roles[role].cookie }, granted ? 'allowed' : 403]);
       }
+      const accepted = rule.apiKeyScopes ?? [];
       for (const scope of API_KEY_SCOPES) {
-        const status = await call(route, { apiKey: scopedKeys[scope] });
-        const accepted = rule.apiKeyScopes ?? [];
         const expected = accepted.length === 0 ? 401 : accepted.includes(scope) ? 'allowed' : 403;
-        expectStatus(route, `key[${scope}]`, status, expected);
+        callers.push([`key[${scope}]`, { apiKey: scopedKeys[scope] }, expected]);
       }
-      const addressesResource = route.url.includes(':') || key === 'POST /api/auth/switch-team';
-      if (addressesResource) {
-        expectStatus(route, 'other team owner', await call(route, { cookie: stranger.cookie }), 404);
-        if (rule.apiKeyScopes?.length) {
-          expectStatus(route, 'other team key', await call(route, { apiKey: strangerKey }), 404);
-        }
-      }
+      await run(route, callers);
     }
+    expect(deletesStarted).toBe(true);
+
     const routes = new Set(checks.map((c) => c.route)).size;
     console.log(`access matrix: ${checks.length} (endpoint, caller) pairs checked over ${routes} endpoints`);
     expect(checks.length).toBeGreaterThan(routes * 5);

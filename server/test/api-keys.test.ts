@@ -191,7 +191,7 @@ describe('API keys', () => {
   });
 
   it("hides another team's keys (404, never the resource)", async () => {
-    const created = await buildApiKey(ctx.app, owner);
+    const created = await buildApiKey(ctx.app, owner, { name: 'Mine' });
     const stranger = await setupOwner(ctx.app);
     for (const [method, url] of [
       ['GET', `/api/api-keys/${created.id}`],
@@ -213,5 +213,14 @@ describe('API keys', () => {
       headers: sessionHeaders(ctx.app, stranger),
     });
     expect(list.json().data).toEqual([]);
+    // None of the stranger's attempts did anything: the key keeps its name and its secret works.
+    const mine = await ctx.app.inject({
+      method: 'GET',
+      url: `/api/api-keys/${created.id}`,
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(mine.statusCode, mine.body).toBe(200);
+    expect(mine.json().data.name).toBe('Mine');
+    expectError(await statusOf(created.key, 'eml_x'), 404, 'NOT_FOUND');
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { expectError } from './helpers/factories.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
 
 describe('HTTP basics: envelope, docs, health', () => {
   let ctx: TestContext;
@@ -32,8 +32,8 @@ describe('HTTP basics: envelope, docs, health', () => {
   it('answers a non-JSON content type with 400 and the envelope', async () => {
     const response = await ctx.app.inject({
       method: 'POST',
-      url: '/api/v1/send',
-      headers: { 'content-type': 'text/plain', 'x-api-key': 'svc_x' },
+      url: '/api/templates',
+      headers: { ...sessionHeaders(ctx.app, owner), 'content-type': 'text/plain' },
       payload: 'hello',
     });
     const error = expectError(response, 400, 'INVALID_INPUT');
@@ -43,16 +43,58 @@ describe('HTTP basics: envelope, docs, health', () => {
   it('answers a body over 10 MB with 400 and the envelope', async () => {
     const response = await ctx.app.inject({
       method: 'POST',
-      url: '/api/v1/send',
-      headers: { 'content-type': 'application/json' },
-      payload: JSON.stringify({
-        templateId: 'x',
-        to: 'a@b.co',
-        variables: { big: 'x'.repeat(10 * 1024 * 1024) },
-      }),
+      url: '/api/templates',
+      headers: { ...sessionHeaders(ctx.app, owner), 'content-type': 'application/json' },
+      payload: JSON.stringify({ name: 'x', subject: 'x', designJson: { big: 'x'.repeat(10 * 1024 * 1024) } }),
     });
     const error = expectError(response, 400, 'INVALID_INPUT');
     expect(error.details.reason).toBe('BODY_TOO_LARGE');
+  });
+
+  it('refuses an unauthenticated body before reading it', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ variables: { big: 'x'.repeat(10 * 1024 * 1024) } }),
+    });
+    expectError(response, 401, 'UNAUTHORIZED');
+  });
+
+  it('answers text the database cannot store (NUL bytes, lone surrogates, deep nesting) with 400, not 500', async () => {
+    const headers = sessionHeaders(ctx.app, owner);
+    const cases = [
+      await ctx.app.inject({ method: 'GET', url: '/api/templates/a%00b', headers }),
+      await ctx.app.inject({ method: 'GET', url: '/api/logs?search=%00', headers }),
+      await ctx.app.inject({ method: 'GET', url: '/api/auth/invitations/inv_%00' }),
+      await ctx.app.inject({
+        method: 'POST',
+        url: '/api/api-keys',
+        headers: { ...headers, 'content-type': 'application/json' },
+        payload: '{"name":"a\\u0000b"}',
+      }),
+    ];
+    for (const response of cases) {
+      expect(response.statusCode, response.body).toBeLessThan(500);
+      expect(response.json().success).toBe(false);
+    }
+    const key = (await buildApiKey(ctx.app, owner)).key;
+    const template = await buildTemplate(ctx.app, owner, { name: 'Data errors' });
+    await buildSmtpAdapter(ctx.app, owner, 2525);
+    for (const variables of [
+      '{"x":"a\\u0000b"}',
+      '{"x":"\\ud800"}',
+      `{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}`,
+    ]) {
+      const response = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/v1/send',
+        headers: { 'x-api-key': key, 'content-type': 'application/json' },
+        payload: `{"templateId":"${template.id}","to":"a@example.test","variables":${variables}}`,
+      });
+      expect(response.statusCode, response.body).toBeLessThan(500);
+      expect(response.json().success).toBe(false);
+    }
   });
 
   it('reports zod validation failures as VALIDATION_ERROR with details.issues [{path, message}]', async () => {

@@ -1,7 +1,7 @@
 import { count, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
-import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
+import { EMAIL_SEND_FAILED_JOB, EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
@@ -263,5 +263,49 @@ describe('send: provider errors, retries and failure', () => {
     expect(attemptsByRecipient.get('unknown-user@example.test')).toBe(1);
     expect(log.errorMessage).toContain('550');
     expect((await emailStatus(ctx.app, key, id)).status).toBe('failed');
+  });
+});
+
+describe('send: jobs that end without an outcome', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+  let key: string;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('pglite');
+    owner = await setupOwner(ctx.app);
+    key = (await buildApiKey(ctx.app, owner)).key;
+    await buildSmtpAdapter(ctx.app, owner, 2525);
+  });
+  afterAll(() => ctx?.close());
+
+  it('routes exhausted email.send jobs to a dead-letter queue that records failed', async () => {
+    const queue = await ctx.queue.boss.getQueue(EMAIL_SEND_JOB);
+    expect(queue?.deadLetter).toBe(EMAIL_SEND_FAILED_JOB);
+    const template = await buildTemplate(ctx.app, owner, { name: 'Dead letter' });
+    const { id } = (await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' })).json().data;
+    // What pg-boss does when the last attempt of a job expires or its worker dies:
+    await ctx.queue.boss.send(EMAIL_SEND_FAILED_JOB, { emailId: id, teamId: owner.teamId });
+    await ctx.startWorkers();
+    const log = await waitFor(async () => {
+      const data = (
+        await ctx.app.inject({
+          method: 'GET',
+          url: `/api/logs/${id}`,
+          headers: sessionHeaders(ctx.app, owner),
+        })
+      ).json().data;
+      return data.status === 'failed' ? data : undefined;
+    });
+    expect(log.errorMessage).toContain('Delivery did not complete');
+  });
+
+  it('sends an unreadable job straight to the dead-letter queue without retries', async () => {
+    const jobId = await ctx.queue.boss.send(EMAIL_SEND_JOB, { nonsense: true });
+    const job = await waitFor(async () => {
+      const found = await ctx.queue.boss.getJobById(EMAIL_SEND_JOB, jobId!);
+      return found?.state === 'failed' ? found : undefined;
+    });
+    expect(job.retryCount).toBe(0);
   });
 });

@@ -1,8 +1,24 @@
+import { randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
+import { TypeID } from 'typeid-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { invitations } from '../src/db/schema/index.ts';
+import { invitations, members, users } from '../src/db/schema/index.ts';
+import { newUnguessableId } from '../src/ids.ts';
+import { insertMember, insertTeam, insertUserWithPassword } from '../src/modules/auth/auth.repository.ts';
+import { teamRepository } from '../src/modules/teams/teams.repository.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { addTeamMember, cookieHeaderFrom, setupOwner, signIn } from './helpers/auth.ts';
+import {
+  addTeamMember,
+  cookieHeaderFrom,
+  freePort,
+  newIdentity,
+  type OidcProvider,
+  sessionHeaders,
+  setupOwner,
+  signIn,
+  signInWithProvider,
+  startOidcProvider,
+} from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, expectError } from './helpers/factories.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import {
@@ -15,6 +31,29 @@ import {
 } from './helpers/teams.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The UUID inside an `inv_…` TypeID, as 32 lowercase hex digits. */
+function invitationUuidHex(id: string): string {
+  expect(id).toMatch(/^inv_[0-9a-z]{26}$/);
+  return TypeID.fromString(id, 'inv').toUUID().replaceAll('-', '');
+}
+
+/**
+ * Invitation ids are the only credential of the public invitation routes: random UUIDv4s (version
+ * nibble 4, RFC 9562 variant), not time-ordered UUIDv7s whose leading 48 bits are the creation time.
+ */
+function expectUnguessableInvitationIds(ids: string[]): void {
+  const hexes = ids.map(invitationUuidHex);
+  for (const hex of hexes) {
+    expect(hex[12], hex).toBe('4');
+    expect('89ab', hex).toContain(hex[16]);
+  }
+  for (let i = 1; i < hexes.length; i++) {
+    // Made a moment apart, a UUIDv7 pair shares its leading timestamp digits; random ones do not.
+    expect(hexes[i]!.slice(0, 12)).not.toBe(hexes[i - 1]!.slice(0, 12));
+    expect(hexes[i]!.slice(13)).not.toBe(hexes[i - 1]!.slice(13));
+  }
+}
 
 /**
  * Issue #3 "Done means": invite, accept as a new user, role applied, member listed, role changed,
@@ -334,6 +373,21 @@ describe('team invitations (PGlite)', () => {
     const shown = await app().inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
     expect(shown.json().data.status).toBe('pending');
   });
+
+  it('gives invitations unguessable ids: random UUIDv4 inside, not time-ordered', async () => {
+    const owner = await setupOwner(app());
+    const first = await buildInvitation(app(), owner);
+    const second = await buildInvitation(app(), owner);
+    expect(second.id).not.toBe(first.id);
+    expectUnguessableInvitationIds([first.id, second.id]);
+    expect(second.url).toBe(`${ctx.config.BASE_URL}/invite/${second.id}`);
+
+    // Invitations better-auth would create itself get the same kind of id.
+    const authContext = await app().ctx.auth.$context;
+    const generated = [1, 2].map(() => authContext.generateId({ model: 'invitation' }) as string);
+    expectUnguessableInvitationIds(generated);
+    expect(authContext.generateId({ model: 'member' })).toMatch(/^mem_/);
+  });
 });
 
 describe('team invitations (PostgreSQL)', () => {
@@ -372,5 +426,103 @@ describe('team invitations (PostgreSQL)', () => {
     const crossed = await Promise.all([put(first, second.userId), put(second, first.userId)]);
     expect(crossed.map((r) => r.statusCode).sort()).toEqual([200, 403]);
     expect((await listMembers(ctx.app, first)).filter((m) => m.role === 'owner')).toHaveLength(1);
+  });
+});
+
+/*
+ * AUTH_PASSWORD=false: an invitation cannot create a password account (nor sign in with one);
+ * the invitee signs in through the provider and accepts signed in. The app listens on a real port
+ * with OpenID Connect against oauth2-mock-server on 127.0.0.1. Nobody can sign in with a password
+ * here, so the owner, team and invitation are inserted directly.
+ */
+describe('team invitations with password sign-in off (PGlite)', () => {
+  let ctx: TestContext;
+  let oidc: OidcProvider;
+  let url: string;
+
+  beforeAll(async () => {
+    oidc = await startOidcProvider();
+    url = `http://127.0.0.1:${await freePort()}`;
+    ctx = await createTestContext('pglite', {
+      BASE_URL: url,
+      TRUST_PROXY: 'true',
+      AUTH_PASSWORD: 'false',
+      OIDC_ISSUER: oidc.issuer,
+      OIDC_CLIENT_ID: 'postwright-test',
+      OIDC_CLIENT_SECRET: 'oidc-secret',
+    });
+    await ctx.app.listen({ port: Number(new URL(url).port), host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await oidc?.close();
+  });
+
+  /** An owner and their team, inserted directly, and a pending invitation for `email` into it. */
+  async function invitationFor(email: string): Promise<{ id: string; teamId: string }> {
+    const db = ctx.app.ctx.database.db;
+    const passwordHash = await (await ctx.app.ctx.auth.$context).password.hash('an unused password');
+    return db.transaction(async (tx) => {
+      const owner = await insertUserWithPassword(tx, {
+        name: 'Olivia Owner',
+        email: `owner-${randomBytes(5).toString('hex')}@example.test`,
+        passwordHash,
+      });
+      const team = await insertTeam(tx, { name: 'SSO Team', slug: `sso-${randomBytes(4).toString('hex')}` });
+      await insertMember(tx, { teamId: team.id, userId: owner.id, role: 'owner' });
+      const invitation = await teamRepository.insertInvitation(tx, {
+        id: newUnguessableId('invitation'),
+        organizationId: team.id,
+        email,
+        role: 'admin',
+        status: 'pending',
+        expiresAt: new Date(Date.now() + DAY_MS),
+        inviterId: owner.id,
+      });
+      return { id: invitation.id, teamId: team.id };
+    });
+  }
+
+  it('refuses creating a password account, and accepts once signed in through the provider', async () => {
+    const app = ctx.app;
+    const db = app.ctx.database.db;
+    const invitee = newIdentity({ emailVerified: true });
+    const invitation = await invitationFor(invitee.email);
+
+    const refused = await acceptInvitation(app, invitation.id, {
+      body: { name: 'Nia Newcomer', password: 'a long new password' },
+    });
+    const error = expectError(refused, 403, 'FORBIDDEN');
+    expect(error.details.reason).toBe('PASSWORD_SIGN_IN_DISABLED');
+    expect(error.message).toMatch(/sign in with a provider/i);
+    expect(refused.cookies.map((c) => c.name).join(' ')).not.toContain('session_token');
+    expect(await db.select().from(users).where(eq(users.email, invitee.email))).toEqual([]);
+    // Without a body too: password sign-in is off, so there is nothing to ask for.
+    const bare = await acceptInvitation(app, invitation.id);
+    expect(expectError(bare, 403, 'FORBIDDEN').details.reason).toBe('PASSWORD_SIGN_IN_DISABLED');
+    const shown = await app.inject({ method: 'GET', url: `/api/auth/invitations/${invitation.id}` });
+    expect(shown.json().data).toMatchObject({ status: 'pending', accountExists: false });
+
+    // Signed in through the provider (the pending invitation lets it create the account): accepted.
+    oidc.nextIdentity(invitee);
+    const flow = await signInWithProvider(url, 'oidc', { redirectTo: `/invite/${invitation.id}` });
+    expect(flow.location).toBe(`${url}/invite/${invitation.id}`);
+    expect(flow.cookie).toContain('session_token=');
+    const accepted = await acceptInvitation(app, invitation.id, { user: { cookie: flow.cookie } });
+    expect(accepted.statusCode, accepted.body).toBe(201);
+    expect(accepted.json().data).toMatchObject({
+      user: { email: invitee.email, name: invitee.name },
+      team: { id: invitation.teamId, name: 'SSO Team' },
+      role: 'admin',
+    });
+    const userId = accepted.json().data.user.id as string;
+    const [membership] = await db.select().from(members).where(eq(members.userId, userId));
+    expect(membership).toMatchObject({ organizationId: invitation.teamId, role: 'admin' });
+    const me = await app.inject({
+      method: 'GET',
+      url: '/api/auth/me',
+      headers: sessionHeaders(app, { cookie: flow.cookie }),
+    });
+    expect(me.json().data).toMatchObject({ team: { id: invitation.teamId }, role: 'admin' });
   });
 });

@@ -1,8 +1,39 @@
+/** The PostgreSQL error (with SQLSTATE `code`) behind a Drizzle wrapper, or undefined. */
+function postgresError(error: unknown): { code: string; constraint?: unknown } | undefined {
+  for (let e: unknown = error; e && typeof e === 'object'; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
+      return e as { code: string; constraint?: unknown };
+  }
+  return undefined;
+}
+
 /** PostgreSQL SQLSTATE 23505 (unique_violation), looked up through Drizzle's error wrapper. */
 export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  for (let e: unknown = error; e && typeof e === 'object'; e = (e as { cause?: unknown }).cause) {
-    const pgError = e as { code?: unknown; constraint?: unknown };
-    if (pgError.code === '23505') return constraint === undefined || pgError.constraint === constraint;
-  }
-  return false;
+  const pgError = postgresError(error);
+  return pgError?.code === '23505' && (constraint === undefined || pgError.constraint === constraint);
+}
+
+/**
+ * True for PostgreSQL errors caused by the values a client sent, not by the server: SQLSTATE class
+ * 22 "data exception" (a NUL byte or an invalid Unicode escape in text or JSON, a number out of
+ * range, …) and 54001 "statement too complex" (JSON nested thousands deep). PostgreSQL docs,
+ * Appendix A "PostgreSQL Error Codes".
+ */
+export function isClientDataError(error: unknown): boolean {
+  const code = postgresError(error)?.code;
+  return code !== undefined && (code.startsWith('22') || code === '54001');
+}
+
+/**
+ * A database error without the statement's parameters, for logs: Drizzle puts the bound values
+ * (password hashes, recipients, variables) in its message after "params:".
+ */
+export function withoutQueryParameters(error: unknown): unknown {
+  if (!(error instanceof Error) || !error.message.includes('params:')) return error;
+  const redacted = new Error(error.message.replace(/params:[\s\S]*$/, 'params: [redacted]'));
+  redacted.name = error.name;
+  redacted.stack = redacted.message;
+  const code = postgresError(error)?.code;
+  return code ? Object.assign(redacted, { code }) : redacted;
 }

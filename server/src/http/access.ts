@@ -26,7 +26,10 @@ declare module 'fastify' {
 
 type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
-/** The guard enforcing `rule` (a preValidation hook: authentication comes before body validation). */
+/**
+ * The guard enforcing `rule`, run as an onRequest hook: it reads headers only, so an unauthenticated
+ * caller is refused before its body is read or parsed (and before validation, so 401/403 come first).
+ */
 function guardFor(rule: AccessRule): Hook | undefined {
   if (rule.kind === 'public') return undefined;
   if (rule.kind === 'apiKey') return requireApiKey(...rule.scopes);
@@ -44,9 +47,9 @@ function guardFor(rule: AccessRule): Hook | undefined {
  * Route options declaring and enforcing `rule`: spread into a route's options
  * (`app.get(url, { ...access({ kind: 'session', permission: 'logs:view' }), schema }, handler)`).
  */
-export function access(rule: AccessRule): Pick<RouteOptions, 'config' | 'preValidation'> {
+export function access(rule: AccessRule): Pick<RouteOptions, 'config' | 'onRequest'> {
   const guard = guardFor(rule);
-  return guard ? { config: { access: rule }, preValidation: guard } : { config: { access: rule } };
+  return guard ? { config: { access: rule }, onRequest: guard } : { config: { access: rule } };
 }
 
 /** One row of the route table: method, URL pattern and its access rule (undefined = undeclared). */

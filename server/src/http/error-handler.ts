@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { AppError, type ErrorCode } from './errors.ts';
+import { isClientDataError, withoutQueryParameters } from '../db/errors.ts';
+import { AppError, ERROR_STATUS, type ErrorCode } from './errors.ts';
 
 /** Fastify's own client-error codes and what the envelope says for each. */
 const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; message: string }> = {
@@ -55,12 +56,17 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
   if (error instanceof SyntaxError && (fastifyError.statusCode ?? 0) === 400) {
     return new AppError('INVALID_INPUT', 'Malformed JSON body', { reason: 'MALFORMED_JSON' });
   }
+  if (isClientDataError(error)) {
+    return new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
+      reason: 'UNSUPPORTED_DATA',
+    });
+  }
   const status = fastifyError.statusCode ?? 500;
   if (status >= 400 && status < 500) {
     const code: ErrorCode = status === 404 ? 'NOT_FOUND' : status === 429 ? 'RATE_LIMITED' : 'INVALID_INPUT';
     return new AppError(code, fastifyError.message ?? 'Bad request');
   }
-  request.log.error({ err: error, reqId: request.id }, 'unhandled error');
+  request.log.error({ err: withoutQueryParameters(error), reqId: request.id }, 'unhandled error');
   return new AppError('INTERNAL_ERROR', 'Internal server error', { requestId: request.id });
 }
 
@@ -81,12 +87,14 @@ export function installErrorHandling(app: FastifyInstance): void {
  */
 export function clientErrorHandler(error: NodeJS.ErrnoException, socket: import('node:net').Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, code, message] =
+  const status = ERROR_STATUS.INVALID_INPUT;
+  const code = 'INVALID_INPUT';
+  const message =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? ([408, 'INVALID_INPUT', 'Request timed out'] as const)
+      ? 'Request timed out'
       : error.code === 'HPE_HEADER_OVERFLOW'
-        ? ([431, 'INVALID_INPUT', 'Request headers too large'] as const)
-        : ([400, 'INVALID_INPUT', 'Malformed HTTP request'] as const);
+        ? 'Request headers too large'
+        : 'Malformed HTTP request';
   const body = JSON.stringify({
     success: false,
     error: { code, message, details: { reason: error.code ?? 'CLIENT_ERROR' } },

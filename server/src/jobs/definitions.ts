@@ -5,10 +5,23 @@ import type { RetryPolicy } from './queue.ts';
 /**
  * Every job the system runs: name, payload schema and retry policy in one place
  * (CONVENTIONS.md "Jobs are declared in one registry"). Handlers are bound in registry.ts.
+ * A `deadLetter` queue is declared before the queues that name it (definition order).
  */
+const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
+
 export const JOB_DEFINITIONS = {
+  /**
+   * Where `email.send` jobs go when they fail without the handler recording an outcome (the worker
+   * stopped or timed out on the last attempt, or the payload was unreadable): records `failed`.
+   */
+  'email.send.failed': {
+    payload: emailJobPayload,
+    deadLetter: undefined,
+    retry: (): RetryPolicy => ({ retryLimit: 5, retryDelaySeconds: 10, retryBackoff: true }),
+  },
   'email.send': {
-    payload: z.object({ emailId: z.string(), teamId: z.string() }),
+    payload: emailJobPayload,
+    deadLetter: 'email.send.failed',
     /** Transient provider errors retry with exponential backoff (30 s, 60 s, 120 s, … by default). */
     retry: (config: Config): RetryPolicy => ({
       retryLimit: config.SEND_RETRY_LIMIT,
@@ -21,3 +34,4 @@ export const JOB_DEFINITIONS = {
 export type JobName = keyof typeof JOB_DEFINITIONS;
 export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N]['payload']>;
 export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
+export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;

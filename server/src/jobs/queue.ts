@@ -9,6 +9,12 @@ export interface RetryPolicy {
   retryBackoff: boolean;
 }
 
+/**
+ * Thrown by a handler when retrying cannot help (e.g. an unreadable payload): the job skips its
+ * remaining retries and goes straight to its queue's dead-letter queue.
+ */
+export class PermanentJobError extends Error {}
+
 /** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
@@ -39,8 +45,9 @@ export class JobQueue {
   }
 
   /** Creates (or updates) a queue with its retry policy; idempotent. */
-  async declareQueue(name: string, retry: RetryPolicy): Promise<void> {
+  async declareQueue(name: string, retry: RetryPolicy, deadLetter?: string): Promise<void> {
     const options = {
+      ...(deadLetter ? { deadLetter } : {}),
       retryLimit: retry.retryLimit,
       retryDelay: retry.retryDelaySeconds,
       retryBackoff: retry.retryBackoff,
@@ -90,7 +97,7 @@ export class JobQueue {
           const reason: unknown = result.reason;
           return {
             id,
-            status: 'failed' as const,
+            status: reason instanceof PermanentJobError ? ('deadletter' as const) : ('failed' as const),
             output: { message: reason instanceof Error ? reason.message : String(reason) },
           };
         });

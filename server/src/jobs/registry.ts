@@ -1,8 +1,8 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
-import { createSendEmailHandler } from '../modules/emails/index.ts';
+import { createSendEmailHandler, createUndeliveredEmailHandler } from '../modules/emails/index.ts';
 import { JOB_DEFINITIONS, type JobName, type JobPayload } from './definitions.ts';
-import type { JobQueue, QueuedJob } from './queue.ts';
+import { type JobQueue, PermanentJobError, type QueuedJob } from './queue.ts';
 
 /** What job handlers may use. */
 export interface WorkerDeps {
@@ -15,19 +15,23 @@ type Handlers = { [N in JobName]: (job: QueuedJob<JobPayload<N>>) => Promise<voi
 
 /** Exactly one handler per job name (a missing one is a type error; checked again at start). */
 function bindHandlers(deps: WorkerDeps): Handlers {
-  return { 'email.send': createSendEmailHandler(deps) };
+  return {
+    'email.send': createSendEmailHandler(deps),
+    'email.send.failed': createUndeliveredEmailHandler(deps),
+  };
 }
 
 /** Creates every queue of {@link JOB_DEFINITIONS} with its retry policy (API and worker processes). */
 export async function declareQueues(queue: JobQueue, config: Config): Promise<void> {
   for (const [name, definition] of Object.entries(JOB_DEFINITIONS)) {
-    await queue.declareQueue(name, definition.retry(config));
+    await queue.declareQueue(name, definition.retry(config), definition.deadLetter);
   }
 }
 
 /**
- * Starts the workers: each job's payload is validated with its schema before its handler runs
- * (an unparseable payload fails the job). Batches of up to WORKER_CONCURRENCY jobs per poll.
+ * Starts the workers: each job's payload is validated with its schema before its handler runs (an
+ * unparseable payload goes straight to the dead-letter queue: retrying cannot fix it). Batches of up
+ * to WORKER_CONCURRENCY jobs per poll.
  */
 export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<void> {
   const handlers = bindHandlers(deps);
@@ -38,7 +42,12 @@ export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<v
     await queue.work<JobPayload<typeof name>>(
       name,
       { batchSize: deps.config.WORKER_CONCURRENCY, pollingIntervalSeconds: 0.5 },
-      async (job) => handler({ ...job, data: schema.parse(job.data) }),
+      async (job) => {
+        const parsed = schema.safeParse(job.data);
+        if (!parsed.success)
+          throw new PermanentJobError(`Unreadable ${name} payload: ${parsed.error.message}`);
+        await handler({ ...job, data: parsed.data });
+      },
     );
   }
 }

@@ -15,7 +15,7 @@ import {
   users,
   verifications,
 } from '../../db/schema/auth.ts';
-import { type IdKind, newId } from '../../ids.ts';
+import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
 import { loginUrl, setupIntentMiddleware } from './provider-sign-in.ts';
@@ -216,6 +216,8 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       disableOriginCheck: false,
       database: {
         generateId: ({ model }) => {
+          // Invitation ids are the only credential of the public invitation routes: unguessable.
+          if (model === 'invitation') return newUnguessableId('invitation');
           const kind = ID_KIND_OF_MODEL[model];
           return kind ? newId(kind) : randomUUID();
         },

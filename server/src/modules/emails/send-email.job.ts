@@ -24,17 +24,9 @@ export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buff
     const log = await emailRepository.findLog(deps.db, teamId, emailId);
     if (log?.status !== 'queued') return;
     const attempt = job.retryCount + 1;
+    let providerMessageId: string;
     try {
-      const providerMessageId = await deliver(deps, log);
-      await deps.db.transaction((tx) =>
-        emailRepository.recordStatus(
-          tx,
-          log,
-          'sent',
-          { providerMessageId, attemptCount: attempt, errorMessage: null },
-          { attempt, providerMessageId },
-        ),
-      );
+      providerMessageId = await deliver(deps, log);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const permanent =
@@ -56,6 +48,72 @@ export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buff
       await emailRepository.recordAttempt(deps.db, log.id, attempt, message);
       throw error;
     }
+    // The provider has the email now: the job must not go back to the queue, or a retry would send
+    // it twice. Recording `sent` gets its own short retries instead.
+    await recordSent(deps.db, log, providerMessageId, attempt);
+  };
+}
+
+/** Delays between tries of recording `sent` after a successful hand-off (ms). */
+const RECORD_SENT_DELAYS_MS = [200, 1_000, 3_000];
+
+/**
+ * Records `sent` for an email the provider accepted, trying again briefly on a database error.
+ * When the database stays unreachable it logs the loss of the status (the email itself went out)
+ * rather than failing the job, which would send the email again.
+ */
+async function recordSent(
+  db: Database,
+  log: EmailLogRow,
+  providerMessageId: string,
+  attempt: number,
+): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await db.transaction((tx) =>
+        emailRepository.recordStatus(
+          tx,
+          log,
+          'sent',
+          { providerMessageId, attemptCount: attempt, errorMessage: null },
+          { attempt, providerMessageId },
+        ),
+      );
+      return;
+    } catch (error) {
+      const delay = RECORD_SENT_DELAYS_MS[i];
+      if (delay === undefined) {
+        console.error(
+          `[email.send] ${log.id} was handed to the provider (${providerMessageId}) but its status could not be recorded:`,
+          error instanceof Error ? error.message : error,
+        );
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+/**
+ * The `email.send.failed` (dead-letter) handler: an `email.send` job ended without its handler
+ * recording an outcome — the worker stopped or timed out on the last attempt, or the job was
+ * unreadable. A still-`queued` email is recorded `failed`, so none stays queued for ever.
+ */
+export function createUndeliveredEmailHandler(deps: { db: Database }) {
+  return async function recordUndelivered(job: QueuedJob<JobPayload<'email.send.failed'>>): Promise<void> {
+    const { emailId, teamId } = job.data;
+    const log = await emailRepository.findLog(deps.db, teamId, emailId);
+    if (log?.status !== 'queued') return;
+    const message = 'Delivery did not complete: every attempt was interrupted (worker stopped or timed out)';
+    await deps.db.transaction((tx) =>
+      emailRepository.recordStatus(
+        tx,
+        log,
+        'failed',
+        { errorMessage: message },
+        { error: message, deadLetter: true },
+      ),
+    );
   };
 }
 

@@ -8,6 +8,13 @@ import { ensureOpenInvitation } from './teams.invitations.service.ts';
 import { type InvitationDetails, teamRepository } from './teams.repository.ts';
 import type { AcceptedInvitationView, NewAccountInput } from './teams.schema.ts';
 
+/** What accepting needs: `passwordSignIn` is config AUTH_PASSWORD (email + password sign-in on). */
+export interface AcceptInvitationDeps {
+  db: Database;
+  auth: Auth;
+  passwordSignIn: boolean;
+}
+
 /** Who accepts: the signed-in user, or nobody (the account is then created from `account`). */
 export interface AcceptInvitationInput {
   invitationId: string;
@@ -30,7 +37,9 @@ export interface AcceptInvitationResult {
  *   session's active team becomes the invitation's (better-auth `setActiveOrganization`);
  * - not signed in, with `{name, password}`: creates the account (email + password credential, as
  *   the first-run setup does: public sign-up stays disabled), the membership, and signs in
- *   (better-auth `signInEmail`); the new session starts in the team.
+ *   (better-auth `signInEmail`); the new session starts in the team. Refused when password
+ *   sign-in is off (AUTH_PASSWORD=false): the invitee then signs in through a provider (which may
+ *   create their account, see sign-up-policy) and accepts signed in.
  * The invitation is marked accepted in the same transaction as the membership, under the team's
  * lock and the invitation's row lock, so it is accepted at most once.
  * better-auth's own acceptInvitation is not used: with our TypeID ids it requires a verified email,
@@ -38,10 +47,12 @@ export interface AcceptInvitationResult {
  * @throws NOT_FOUND (404; reason EXPIRED when expired), CONFLICT (409, reason ALREADY_ACCEPTED),
  *   FORBIDDEN (403, reason WRONG_ACCOUNT) when signed in as another email, ALREADY_EXISTS (409,
  *   reason ALREADY_MEMBER), UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when not signed in but an
- *   account with the email exists, VALIDATION_ERROR (400) when name or password is missing.
+ *   account with the email exists, FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED) when not
+ *   signed in, no account with the email exists and password sign-in is off, VALIDATION_ERROR (400)
+ *   when name or password is missing.
  */
 export async function acceptInvitation(
-  deps: { db: Database; auth: Auth },
+  deps: AcceptInvitationDeps,
   input: AcceptInvitationInput,
   now: Date,
 ): Promise<AcceptInvitationResult> {
@@ -84,12 +95,22 @@ async function acceptAsSignedInUser(
 }
 
 async function acceptWithNewAccount(
-  deps: { db: Database; auth: Auth },
+  deps: AcceptInvitationDeps,
   input: AcceptInvitationInput,
   invitation: InvitationDetails,
   now: Date,
 ): Promise<AcceptInvitationResult> {
   if (await teamRepository.findUserIdByEmail(deps.db, invitation.email)) throw signInRequired();
+  // No password credential may be created (nor signed in with) when password sign-in is off.
+  if (!deps.passwordSignIn) {
+    throw new AppError(
+      'FORBIDDEN',
+      'Email and password sign-in is disabled; sign in with a provider to accept',
+      {
+        reason: 'PASSWORD_SIGN_IN_DISABLED',
+      },
+    );
+  }
   const account = input.account;
   if (!account) {
     throw validationError([

@@ -1,7 +1,7 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
-import { newId } from '../../ids.ts';
+import { newUnguessableId } from '../../ids.ts';
 import type { TeamRole } from '../auth/index.ts';
 import { sendInvitationEmail } from './invitation-email.ts';
 import { ownerRequired } from './member-rules.ts';
@@ -76,7 +76,8 @@ export async function createInvitation(
       return { id: pending.id, created: false };
     }
     const row = await teamRepository.insertInvitation(tx, {
-      id: newId('invitation'),
+      // The id is the link's only credential: random, not time-ordered.
+      id: newUnguessableId('invitation'),
       organizationId: teamId,
       email: input.email,
       role: input.role,

@@ -257,7 +257,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const result = await acceptInvitation(
-        { db: db(), auth: app.ctx.auth },
+        { db: db(), auth: app.ctx.auth, passwordSignIn: app.ctx.config.AUTH_PASSWORD },
         {
           invitationId: request.params.id,
           signedIn: await signedInUser(app, request),
