@@ -13,6 +13,7 @@ import { access, type RouteAccess } from './http/access.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
+import { redactUrl } from './http/log-redaction.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
@@ -54,7 +55,18 @@ export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
  */
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { level: deps.config.LOG_LEVEL },
+    logger: {
+      level: deps.config.LOG_LEVEL,
+      serializers: {
+        // Secrets that travel in URLs (setup token, invitation ids) stay out of the logs.
+        req: (request) => ({
+          method: request.method,
+          url: redactUrl(request.url),
+          host: request.host,
+          remoteAddress: request.ip,
+        }),
+      },
+    },
     bodyLimit: BODY_LIMIT_BYTES,
     trustProxy: deps.config.TRUST_PROXY,
     routerOptions: { ignoreTrailingSlash: true },

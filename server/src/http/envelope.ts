@@ -49,6 +49,3 @@ export const deletedEnvelope = z.object({ success: z.literal(true) });
 export function isoOrNull(date: Date | null | undefined): string | null {
   return date ? date.toISOString() : null;
 }
-
-/** Query-string boolean: "true"/"1" → true, "false"/"0" → false (never JS truthiness). */
-export const queryBoolean = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');

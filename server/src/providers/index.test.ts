@@ -84,3 +84,20 @@ describe('ProviderCache', () => {
     expect(cache.size).toBe(0);
   });
 });
+
+describe('ProviderCache versions', () => {
+  it('replaces and closes the provider of a key when its version changes', async () => {
+    const cache = new ProviderCache();
+    const config = { host: '127.0.0.1', port: 2525 };
+    const first = cache.get('adp_1', 'smtp', config, 'v1');
+    expect(cache.get('adp_1', 'smtp', config, 'v1')).toBe(first);
+    const second = cache.get('adp_1', 'smtp', config, 'v2');
+    expect(second).not.toBe(first);
+    expect(cache.size).toBe(1);
+    // A closed provider refuses to send (transient error), proving the old pool was closed.
+    await expect(
+      first.send({ from: 'a@b.co', to: ['c@d.co'], subject: 's', html: 'h', text: 't' }),
+    ).rejects.toThrow();
+    await cache.closeAll();
+  });
+});

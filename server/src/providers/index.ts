@@ -54,7 +54,7 @@ const MAX_CACHED_PROVIDERS = 100;
  * is the least recently used beyond {@link MAX_CACHED_PROVIDERS}.
  */
 export class ProviderCache {
-  readonly #providers = new Map<string, EmailProvider>();
+  readonly #providers = new Map<string, { version: string; provider: EmailProvider }>();
   readonly #max: number;
 
   constructor(max = MAX_CACHED_PROVIDERS) {
@@ -62,23 +62,29 @@ export class ProviderCache {
   }
 
   /**
-   * The provider cached under `key`, created with {@link createProvider} on first use.
+   * The provider cached under `key` (an adapter id) for `version` (e.g. the adapter's updatedAt),
+   * created with {@link createProvider} on first use. A new version replaces the entry and closes
+   * the old provider, so a changed config never leaves a pool open with old credentials.
    * @throws ProviderError as {@link createProvider} does (nothing is cached then).
    */
-  get(key: string, type: AdapterType, config: unknown): EmailProvider {
+  get(key: string, type: AdapterType, config: unknown, version = ''): EmailProvider {
     const cached = this.#providers.get(key);
-    if (cached) {
+    if (cached) this.#providers.delete(key);
+    if (cached?.version === version) {
       // Re-insert to mark as most recently used (Map keeps insertion order).
-      this.#providers.delete(key);
       this.#providers.set(key, cached);
-      return cached;
+      return cached.provider;
     }
+    if (cached) void cached.provider.close().catch(() => {});
     const provider = createProvider(type, config);
-    this.#providers.set(key, provider);
+    this.#providers.set(key, { version, provider });
     if (this.#providers.size > this.#max) {
-      const [oldestKey, oldest] = this.#providers.entries().next().value as [string, EmailProvider];
+      const [oldestKey, oldest] = this.#providers.entries().next().value as [
+        string,
+        { provider: EmailProvider },
+      ];
       this.#providers.delete(oldestKey);
-      void oldest.close().catch(() => {});
+      void oldest.provider.close().catch(() => {});
     }
     return provider;
   }
@@ -90,17 +96,17 @@ export class ProviderCache {
 
   /** Closes and forgets every cached provider (worker shutdown). */
   async closeAll(): Promise<void> {
-    const providers = [...this.#providers.values()];
+    const entries = [...this.#providers.values()];
     this.#providers.clear();
-    await Promise.allSettled(providers.map((provider) => provider.close()));
+    await Promise.allSettled(entries.map((entry) => entry.provider.close()));
   }
 }
 
 const defaultCache = new ProviderCache();
 
 /** {@link ProviderCache.get} on the process-wide cache the worker uses. */
-export function getProvider(key: string, type: AdapterType, config: unknown): EmailProvider {
-  return defaultCache.get(key, type, config);
+export function getProvider(key: string, type: AdapterType, config: unknown, version = ''): EmailProvider {
+  return defaultCache.get(key, type, config, version);
 }
 
 /** {@link ProviderCache.closeAll} on the process-wide cache; call on shutdown. */

@@ -77,6 +77,7 @@ export async function getAdapter(db: Executor, teamId: string, id: string): Prom
   return row;
 }
 
+/** The team's adapters, newest first, without their configs (spec: config only in get-one). */
 export async function listAdapters(db: Executor, teamId: string): Promise<AdapterView[]> {
   return (await adapterRepository.listByTeam(db, teamId)).map(presentAdapter);
 }

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import type { ApiKeyScope } from './api-keys.schema.ts';
-import { authenticateApiKey } from './api-keys.service.ts';
+import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
 
 /**
  * preValidation hook for public endpoints (before body validation): authenticates `X-API-Key`, requires one of `scopes`, then counts
@@ -15,7 +15,8 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
     const { database, rateLimiter } = request.server.ctx;
     const header = request.headers['x-api-key'];
     const secret = Array.isArray(header) ? header[0] : header;
-    const key = await authenticateApiKey(database.db, secret?.trim() || undefined, new Date());
+    const now = new Date();
+    const key = await authenticateApiKey(database.db, secret?.trim() || undefined, now);
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
       throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
         requiredScopes: scopes,
@@ -32,6 +33,7 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
         retryAfterSeconds: decision.resetSeconds,
       });
     }
+    await recordApiKeyUse(database.db, key, now);
     request.principal = { kind: 'apiKey', apiKeyId: key.id, teamId: key.teamId, scopes: key.scopes };
   };
 }

@@ -54,6 +54,7 @@ export async function createApiKey(
   return { ...presentApiKey(row), key };
 }
 
+/** The team's keys, newest first, without secrets. */
 export async function listApiKeys(db: Executor, teamId: string): Promise<ApiKeyView[]> {
   return (await apiKeyRepository.listByTeam(db, teamId)).map(presentApiKey);
 }
@@ -124,6 +125,14 @@ export async function authenticateApiKey(
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) {
     throw new AppError('TOKEN_EXPIRED', 'API key has expired', { expiresAt: row.expiresAt.toISOString() });
   }
-  await apiKeyRepository.touchLastUsed(db, row.id, now);
   return row;
+}
+
+/** lastUsedAt is written at most once per this many ms per key (a write per request is waste). */
+export const LAST_USED_GRANULARITY_MS = 60_000;
+
+/** Records that the key was used at `now`, unless it already was within the last minute. */
+export async function recordApiKeyUse(db: Executor, key: ApiKeyRow, now: Date): Promise<void> {
+  if (key.lastUsedAt && now.getTime() - key.lastUsedAt.getTime() < LAST_USED_GRANULARITY_MS) return;
+  await apiKeyRepository.touchLastUsed(db, key.id, now);
 }

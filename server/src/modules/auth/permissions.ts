@@ -40,6 +40,7 @@ export function permissionsOf(role: string): ReadonlySet<Permission> {
   return new Set((ROLE_PERMISSIONS as Record<string, readonly Permission[]>)[role] ?? []);
 }
 
+/** True when `value` is one of the four team roles. */
 export function isTeamRole(value: string): value is TeamRole {
   return (TEAM_ROLES as readonly string[]).includes(value);
 }

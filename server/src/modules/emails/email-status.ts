@@ -44,6 +44,7 @@ export const STATUS_TIMESTAMP = {
   spam: 'spamAt',
 } as const satisfies Record<EmailStatus, string>;
 
+/** True when `value` is one of the spec's email statuses. */
 export function isEmailStatus(value: string): value is EmailStatus {
   return (EMAIL_STATUSES as readonly string[]).includes(value);
 }

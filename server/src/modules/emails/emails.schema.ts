@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { paginationQuery } from '../../http/envelope.ts';
 import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
 
@@ -36,9 +37,7 @@ export const emailStatusView = z.object({
 
 const isoDate = z.iso.datetime({ offset: true });
 
-export const logListQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
-  pageSize: z.coerce.number().int().min(1).max(100).default(20),
+export const logListQuery = paginationQuery.extend({
   status: z.enum(EMAIL_STATUSES).optional(),
   templateId: z.string().min(1).optional(),
   from: isoDate.optional(),

@@ -124,9 +124,10 @@ async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: Email
   if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
   const rendered = await renderLoggedEmail(deps.db, log);
   const provider = getProvider(
-    `${adapter.id}:${adapter.updatedAt.toISOString()}`,
+    adapter.id,
     adapter.type as AdapterType,
     adapterConfig(adapter, deps.encryptionKey),
+    adapter.updatedAt.toISOString(),
   );
   const result = await provider.send({
     from: log.fromAddress,

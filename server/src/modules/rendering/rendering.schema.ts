@@ -121,6 +121,7 @@ export const BLOCK_DATA_SCHEMAS = {
 export type BlockType = keyof typeof BLOCK_DATA_SCHEMAS;
 export const BLOCK_TYPES = Object.keys(BLOCK_DATA_SCHEMAS) as BlockType[];
 
+/** True when `value` names one of the EmailBuilder block types we render. */
 export function isBlockType(value: unknown): value is BlockType {
   return typeof value === 'string' && Object.hasOwn(BLOCK_DATA_SCHEMAS, value);
 }

@@ -15,21 +15,22 @@ export const templateRepository = {
   },
 
   /**
-   * A template by id (`tpl_…`) or slug within the team. `forUpdate` locks the row until the
-   * transaction ends (version numbering and restore serialise on it).
+   * A template by id (`tpl_…`) or slug within the team. `lock: 'update'` locks the row until the
+   * transaction ends (edits, version numbering and restore serialise on it); `lock: 'key share'`
+   * only keeps it from being deleted meanwhile (a send referencing it).
    */
   async findByIdOrSlug(
     db: Executor,
     teamId: string,
     idOrSlug: string,
-    options: { forUpdate?: boolean } = {},
+    options: { lock?: 'update' | 'key share' } = {},
   ): Promise<TemplateRow | undefined> {
     const key = hasIdPrefix(idOrSlug, 'template') ? eq(templates.id, idOrSlug) : eq(templates.slug, idOrSlug);
     const query = db
       .select()
       .from(templates)
       .where(and(eq(templates.teamId, teamId), key));
-    const [row] = options.forUpdate ? await query.for('update') : await query;
+    const [row] = options.lock ? await query.for(options.lock) : await query;
     return row;
   },
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { paginationQuery } from '../../http/envelope.ts';
 import { SLUG_PATTERN } from '../../slug.ts';
 
 const name = z.string().trim().min(1).max(100);
@@ -45,9 +46,7 @@ export type CreateVersionInput = z.infer<typeof createVersionBody>;
 /** `POST /api/templates/:id/preview` (spec: variables object, required). */
 export const previewBody = z.object({ variables: z.record(z.string(), z.unknown()) });
 
-export const templateListQuery = z.object({
-  page: z.coerce.number().int().min(1).default(1),
-  pageSize: z.coerce.number().int().min(1).max(100).default(20),
+export const templateListQuery = paginationQuery.extend({
   search: z.string().max(200).optional(),
   isActive: z
     .enum(['true', 'false'])

@@ -121,34 +121,34 @@ export async function createTemplate(
   input: CreateTemplateInput,
 ): Promise<TemplateView> {
   const { design, variables, compiledHtml } = await compileContent(input.subject, input.designJson);
-  try {
-    return await db.transaction(async (tx) => {
-      const slug =
-        input.slug ??
-        firstFreeSlug(
-          slugify(input.name, 'template'),
-          await templateRepository.slugsLike(tx, teamId, slugify(input.name, 'template')),
-        );
-      const row = await templateRepository.insert(tx, {
-        id: newId('template'),
-        teamId,
-        name: input.name,
-        slug,
-        description: input.description ?? '',
-        subject: input.subject,
-        designJson: design,
-        compiledHtml,
-        variables,
-        generatePdf: input.generatePdf ?? false,
-        pdfFilename: input.pdfFilename ?? null,
-        createdBy: userId,
+  const base = slugify(input.name, 'template');
+  // A generated slug can lose a race with a concurrent create of the same name: pick the next one.
+  for (let attempt = 1; ; attempt++) {
+    let slug = input.slug;
+    try {
+      return await db.transaction(async (tx) => {
+        slug ??= firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
+        const row = await templateRepository.insert(tx, {
+          id: newId('template'),
+          teamId,
+          name: input.name,
+          slug,
+          description: input.description ?? '',
+          subject: input.subject,
+          designJson: design,
+          compiledHtml,
+          variables,
+          generatePdf: input.generatePdf ?? false,
+          pdfFilename: input.pdfFilename ?? null,
+          createdBy: userId,
+        });
+        const version = await snapshotVersion(tx, row, userId);
+        return presentTemplate({ ...row, currentVersionId: version.id });
       });
-      const version = await snapshotVersion(tx, row, userId);
-      return presentTemplate({ ...row, currentVersionId: version.id });
-    });
-  } catch (error) {
-    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? slugify(input.name, 'template'));
-    throw error;
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      if (input.slug !== undefined || attempt >= 20) throw slugTaken(slug ?? base);
+    }
   }
 }
 
@@ -182,26 +182,28 @@ export async function updateTemplate(
   idOrSlug: string,
   input: UpdateTemplateInput,
 ): Promise<TemplateRow> {
-  const current = await getTemplate(db, teamId, idOrSlug);
-  const changes: Partial<typeof templates.$inferInsert> = Object.fromEntries(
-    Object.entries(input).filter(([, value]) => value !== undefined),
-  );
-  if (input.designJson !== undefined || input.subject !== undefined) {
-    const compiled = await compileContent(
-      input.subject ?? current.subject,
-      input.designJson ?? current.designJson,
-    );
-    Object.assign(changes, {
-      designJson: compiled.design,
-      variables: compiled.variables,
-      compiledHtml: compiled.compiledHtml,
-    });
-  }
-  if (VERSIONED_FIELDS.some((field) => input[field] !== undefined)) changes.hasUnversionedChanges = true;
   try {
-    const row = await templateRepository.update(db, teamId, current.id, changes);
-    if (!row) throw notFound('Template');
-    return row;
+    return await db.transaction(async (tx) => {
+      // Locked, so a concurrent edit cannot be overwritten with content compiled from a stale read.
+      const current = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'update' });
+      if (!current) throw notFound('Template');
+      const { designJson, ...rest } = input;
+      const changes: Partial<typeof templates.$inferInsert> = Object.fromEntries(
+        Object.entries(rest).filter(([, value]) => value !== undefined),
+      );
+      if (designJson !== undefined || input.subject !== undefined) {
+        const compiled = await compileContent(
+          input.subject ?? current.subject,
+          designJson ?? current.designJson,
+        );
+        Object.assign(changes, { variables: compiled.variables, compiledHtml: compiled.compiledHtml });
+        if (designJson !== undefined) changes.designJson = compiled.design;
+      }
+      if (VERSIONED_FIELDS.some((field) => input[field] !== undefined)) changes.hasUnversionedChanges = true;
+      const row = await templateRepository.update(tx, teamId, current.id, changes);
+      if (!row) throw notFound('Template');
+      return row;
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? '');
     throw error;
@@ -225,7 +227,9 @@ export async function resolveTemplateForSend(
   teamId: string,
   idOrSlug: string,
 ): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
-  const template = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug);
+  // KEY SHARE: a concurrent delete waits for this send to commit instead of breaking its log's
+  // foreign key; edits are not blocked.
+  const template = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'key share' });
   if (!template)
     throw new AppError('INVALID_TEMPLATE', `Template "${idOrSlug}" not found`, { templateId: idOrSlug });
   if (!template.isActive) {

@@ -19,7 +19,7 @@ export function presentVersion(row: TemplateVersionRow): TemplateVersionView {
 
 /** The template (id or slug) locked for the rest of the transaction. @throws NOT_FOUND. */
 async function lockTemplate(tx: Executor, teamId: string, idOrSlug: string): Promise<TemplateRow> {
-  const row = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { forUpdate: true });
+  const row = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'update' });
   if (!row) throw notFound('Template');
   return row;
 }
