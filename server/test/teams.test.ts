@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { insertMember } from '../src/modules/auth/auth.repository.ts';
 import { PERMISSIONS } from '../src/modules/auth/permissions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, setupOwner, signIn, type TeamOwner } from './helpers/auth.ts';
@@ -209,7 +210,7 @@ describe('teams and members', () => {
     expect((await listMembers(app(), owner)).map((m) => m.role)).toEqual(['owner']);
   });
 
-  it('cuts a removed member off at once; with another team they land there and see 404 here', async () => {
+  it('cuts a removed member off at once, also when they belong to another team', async () => {
     const owner = await setupOwner(app());
     const key = await buildApiKey(app(), owner);
     const soloMember = await addTeamMember(app(), owner, 'admin');
@@ -241,12 +242,18 @@ describe('teams and members', () => {
     expect((await asUser(app(), owner, 'DELETE', `/api/team/members/${elsewhere.userId}`)).statusCode).toBe(
       200,
     );
-    expectError(await asUser(app(), elsewhere, 'GET', `/api/api-keys/${key.id}`), 404, 'NOT_FOUND');
-    const keys = await asUser(app(), elsewhere, 'GET', '/api/api-keys');
-    expect(keys.json().data.map((k: { id: string }) => k.id)).toEqual([ownKey.id]);
+    // Their session still points here: refused, never silently moved to their own team.
+    const refused = expectError(
+      await asUser(app(), elsewhere, 'GET', `/api/api-keys/${key.id}`),
+      403,
+      'FORBIDDEN',
+    );
+    expect(refused.details.reason).toBe('TEAM_ACCESS_REVOKED');
     expect((await me(elsewhere)).team.id).toBe(elsewhere.teamId);
-    // A fresh sign-in starts in the remaining team too.
+    // A fresh sign-in starts in the remaining team, with its own resources.
     const fresh = { cookie: await signIn(app(), elsewhere.email, elsewhere.password) };
+    const keys = await asUser(app(), fresh, 'GET', '/api/api-keys');
+    expect(keys.json().data.map((k: { id: string }) => k.id)).toEqual([ownKey.id]);
     expect((await me(fresh)).team.id).toBe(elsewhere.teamId);
   });
 
@@ -292,5 +299,50 @@ describe('teams and members', () => {
     expect(members.find((m) => m.userId === member.userId)?.role).toBe('member');
     const invitations = await asUser(app(), owner, 'GET', '/api/team/invitations');
     expect(invitations.json().data.map((i: { id: string }) => i.id)).toEqual([invitation.id]);
+  });
+});
+
+describe('a session whose active team was revoked', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await createTestContext('pglite');
+  });
+  afterAll(() => ctx?.close());
+
+  it('is refused on team resources instead of acting on another team, and can switch', async () => {
+    const ownerA = await setupOwner(ctx.app);
+    const ownerB = await setupOwner(ctx.app);
+    // The person belongs to team B first, then joins team A and works there.
+    const person = await addTeamMember(ctx.app, ownerB, 'admin');
+    await ctx.app.ctx.database.db.transaction((tx) =>
+      insertMember(tx, { teamId: ownerA.teamId, userId: person.userId, role: 'admin' }),
+    );
+    const switched = await asUser(ctx.app, person, 'POST', '/api/auth/switch-team', {
+      teamId: ownerA.teamId,
+    });
+    expect(switched.statusCode, switched.body).toBe(200);
+    const cookie = switched.cookies.length
+      ? switched.cookies.map((c) => `${c.name}=${c.value}`).join('; ')
+      : person.cookie;
+    const user = { cookie };
+    await buildApiKey(ctx.app, ownerA, { name: 'A key' });
+    expect(
+      (await asUser(ctx.app, user, 'GET', '/api/api-keys')).json().data.map((k: { name: string }) => k.name),
+    ).toContain('A key');
+
+    // Team A removes them: their next request must not silently land in team B.
+    const removed = await asUser(ctx.app, ownerA, 'DELETE', `/api/team/members/${person.userId}`);
+    expect(removed.statusCode, removed.body).toBe(200);
+    const refused = expectError(await asUser(ctx.app, user, 'GET', '/api/api-keys'), 403, 'FORBIDDEN');
+    expect(refused.details.reason).toBe('TEAM_ACCESS_REVOKED');
+    expectError(await asUser(ctx.app, user, 'POST', '/api/templates', { name: 'x' }), 403, 'FORBIDDEN');
+
+    // Team context routes still answer, and switching to a team they belong to restores access.
+    const teams = await asUser(ctx.app, user, 'GET', '/api/teams');
+    expect(teams.json().data.map((t: { id: string }) => t.id)).toEqual([ownerB.teamId]);
+    const back = await asUser(ctx.app, user, 'POST', '/api/auth/switch-team', { teamId: ownerB.teamId });
+    expect(back.statusCode, back.body).toBe(200);
+    const cookieB = back.cookies.length ? back.cookies.map((c) => `${c.name}=${c.value}`).join('; ') : cookie;
+    expect((await asUser(ctx.app, { cookie: cookieB }, 'GET', '/api/api-keys')).statusCode).toBe(200);
   });
 });

@@ -16,7 +16,14 @@ import { AppError } from './errors.ts';
 export type AccessRule =
   | { kind: 'public' }
   | { kind: 'apiKey'; scopes: readonly ApiKeyScope[] }
-  | { kind: 'session'; permission?: Permission; apiKeyScopes?: readonly ApiKeyScope[] };
+  | {
+      kind: 'session';
+      permission?: Permission;
+      apiKeyScopes?: readonly ApiKeyScope[];
+      /** Routes that manage the team context itself (list, create, switch) still answer when the
+       * session's active team was revoked, on the user's oldest remaining team. */
+      teamFallback?: boolean;
+    };
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -33,7 +40,7 @@ type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 function guardFor(rule: AccessRule): Hook | undefined {
   if (rule.kind === 'public') return undefined;
   if (rule.kind === 'apiKey') return requireApiKey(...rule.scopes);
-  const sessionGuard = requireSession(rule.permission);
+  const sessionGuard = requireSession(rule.permission, { teamFallback: rule.teamFallback ?? false });
   const keyGuard = rule.apiKeyScopes?.length ? requireApiKey(...rule.apiKeyScopes) : undefined;
   return async (request, reply) => {
     if (request.headers['x-api-key'] === undefined) return sessionGuard(request, reply);

@@ -151,7 +151,7 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     '/api/auth/me',
     {
       config: MEMBER,
-      onRequest: requireSession(),
+      onRequest: requireSession(undefined, { teamFallback: true }),
       schema: {
         tags: ['auth'],
         summary: 'The signed-in user, active team, role and permissions',

@@ -22,7 +22,7 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * 5. sets `request.principal` (kind 'session') with the role's permissions.
  * Without `permission` only membership is required. Refreshed session cookies are forwarded.
  */
-export function requireSession(permission?: Permission) {
+export function requireSession(permission?: Permission, options: { teamFallback?: boolean } = {}) {
   return async function sessionGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const { config, database } = request.server.ctx;
     const session = await readSession(request, reply);
@@ -40,8 +40,16 @@ export function requireSession(permission?: Permission) {
     let membership: Membership | null = activeTeamId
       ? await findMembership(database.db, userId, activeTeamId)
       : null;
+    if (!membership && activeTeamId && !options.teamFallback) {
+      // Removed from the team this session works on: refuse rather than act on another team the
+      // dashboard is not showing. Team listing, switching and /me still answer (teamFallback).
+      throw new AppError('FORBIDDEN', 'You are no longer a member of this team', {
+        reason: 'TEAM_ACCESS_REVOKED',
+        teamId: activeTeamId,
+      });
+    }
     if (!membership) {
-      // No active team, or the user was removed from it: fall back to their oldest membership.
+      // No active team yet (or, for team-context routes, a revoked one): the oldest membership.
       const firstTeamId = await findFirstTeamId(database.db, userId);
       membership = firstTeamId ? await findMembership(database.db, userId, firstTeamId) : null;
     }

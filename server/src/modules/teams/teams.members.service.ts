@@ -49,9 +49,10 @@ export async function updateMemberRole(
 /**
  * Removes the member `userId` from the caller's active team; removing oneself is leaving, which
  * needs no team:manage (issue #3, "Teams"). Rules in {@link checkMemberChange}: only an owner
- * removes an owner; the last owner can neither leave nor be removed. The removed user's sessions
- * that were active in the team are pointed at none, and since requireSession resolves the team
- * from memberships on every request, they lose access at once.
+ * removes an owner; the last owner can neither leave nor be removed. requireSession checks the
+ * membership on every request, so a removed member loses access at once: their sessions still point
+ * at the team and are refused (403 TEAM_ACCESS_REVOKED) until they switch teams, rather than acting
+ * on another team unseen. Someone who leaves by themself has their sessions pointed at no team.
  * @throws FORBIDDEN (403) without team:manage (checked before the member is looked up),
  *   NOT_FOUND (404), CONFLICT (409, reason LAST_OWNER).
  */
@@ -59,7 +60,7 @@ export async function removeMember(db: Database, principal: SessionPrincipal, us
   if (userId !== principal.userId && !principal.permissions.has('team:manage')) throw missingTeamManage();
   await changeMember(db, principal, userId, { kind: 'remove' }, async (tx) => {
     await teamRepository.deleteMember(tx, principal.teamId, userId);
-    await teamRepository.clearActiveTeam(tx, userId, principal.teamId);
+    if (userId === principal.userId) await teamRepository.clearActiveTeam(tx, userId, principal.teamId);
   });
 }
 

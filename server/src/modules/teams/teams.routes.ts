@@ -92,7 +92,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/teams',
     {
-      ...access({ kind: 'session' }),
+      ...access({ kind: 'session', teamFallback: true }),
       schema: { tags: ['Teams'], security, response: { 200: teamListResponse } },
     },
     async (request) => ok(await teams.listTeams(db(), sessionOf(request).userId)),
@@ -101,7 +101,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/teams',
     {
-      ...access({ kind: 'session' }),
+      ...access({ kind: 'session', teamFallback: true }),
       schema: { tags: ['Teams'], security, body: createTeamBody, response: { 201: teamResponse } },
     },
     async (request, reply) => {
@@ -117,7 +117,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   app.post(
     '/api/auth/switch-team',
     {
-      ...access({ kind: 'session' }),
+      ...access({ kind: 'session', teamFallback: true }),
       schema: { tags: ['Teams'], security, body: switchTeamBody, response: { 200: meResponse } },
     },
     async (request, reply) => {
