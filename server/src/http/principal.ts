@@ -50,3 +50,10 @@ export function actingUserIdOf(request: { principal: Principal | null }): string
   const principal = principalOf(request);
   return principal.kind === 'session' ? principal.userId : null;
 }
+
+/** The principal, narrowed to an API key (routes guarded by an apiKey access rule). */
+export function apiKeyOf(request: { principal: Principal | null }): ApiKeyPrincipal {
+  const principal = principalOf(request);
+  if (principal.kind !== 'apiKey') throw new Error('route expected an API key principal');
+  return principal;
+}

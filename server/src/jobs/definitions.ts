@@ -8,6 +8,7 @@ import type { RetryPolicy } from './queue.ts';
  * A `deadLetter` queue is declared before the queues that name it (definition order).
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
+const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 
 export const JOB_DEFINITIONS = {
   /**
@@ -29,9 +30,25 @@ export const JOB_DEFINITIONS = {
       retryBackoff: true,
     }),
   },
+  /**
+   * Sends a team invitation's email (issue #3) through the team's sending adapter; enqueued in the
+   * transaction that creates or renews the invitation. Retries transient provider errors as
+   * `email.send` does; a permanent error or the last attempt is logged (no dead letter: the
+   * invitation itself is unaffected and its link stays usable).
+   */
+  'invitation.send': {
+    payload: invitationJobPayload,
+    deadLetter: undefined,
+    retry: (config: Config): RetryPolicy => ({
+      retryLimit: config.SEND_RETRY_LIMIT,
+      retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
+      retryBackoff: true,
+    }),
+  },
 } as const;
 
 export type JobName = keyof typeof JOB_DEFINITIONS;
 export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N]['payload']>;
 export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
 export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;
+export const INVITATION_SEND_JOB = 'invitation.send' satisfies JobName;

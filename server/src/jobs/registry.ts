@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
 import { createSendEmailHandler, createUndeliveredEmailHandler } from '../modules/emails/index.ts';
+import { createSendInvitationHandler } from '../modules/teams/index.ts';
 import { JOB_DEFINITIONS, type JobName, type JobPayload } from './definitions.ts';
 import { type JobQueue, PermanentJobError, type QueuedJob } from './queue.ts';
 
@@ -18,6 +19,7 @@ function bindHandlers(deps: WorkerDeps): Handlers {
   return {
     'email.send': createSendEmailHandler(deps),
     'email.send.failed': createUndeliveredEmailHandler(deps),
+    'invitation.send': createSendInvitationHandler(deps),
   };
 }
 
@@ -36,7 +38,8 @@ export async function declareQueues(queue: JobQueue, config: Config): Promise<vo
 export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<void> {
   const handlers = bindHandlers(deps);
   for (const name of Object.keys(JOB_DEFINITIONS) as JobName[]) {
-    const handler = handlers[name];
+    // Each handler gets the payload its own job's schema parsed below, hence the widening.
+    const handler = handlers[name] as (job: QueuedJob<JobPayload<JobName>>) => Promise<void>;
     if (typeof handler !== 'function') throw new Error(`No handler registered for job "${name}"`);
     const schema = JOB_DEFINITIONS[name].payload;
     await queue.work<JobPayload<typeof name>>(

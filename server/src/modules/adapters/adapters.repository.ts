@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, ne } from 'drizzle-orm';
+import { and, asc, desc, eq, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { adapters } from '../../db/schema/index.ts';
 
@@ -36,6 +36,13 @@ export const adapterRepository = {
       .where(and(eq(adapters.teamId, teamId), eq(adapters.isDefault, true)))
       .limit(1);
     return rows.length > 0;
+  },
+  /**
+   * Serialises changes of a team's default adapter for the rest of the transaction (advisory lock),
+   * so two concurrent requests cannot both make an adapter the default.
+   */
+  async lockTeamDefault(db: Executor, teamId: string): Promise<void> {
+    await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`adapters-default:${teamId}`}))`);
   },
   async clearDefault(db: Executor, teamId: string, exceptId: string): Promise<void> {
     await db

@@ -55,10 +55,8 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
         response: { 200: envelopeOf(adapterWithConfigView) },
       },
     },
-    async (request) => {
-      const row = await service.getAdapter(db(), sessionOf(request).teamId, request.params.id);
-      return ok({ ...service.presentAdapter(row), config: service.adapterConfig(row, key()) });
-    },
+    async (request) =>
+      ok(await service.getAdapterWithConfig(db(), key(), sessionOf(request).teamId, request.params.id)),
   );
 
   app.post(

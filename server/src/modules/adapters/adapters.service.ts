@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -28,14 +27,6 @@ export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<st
 }
 
 /**
- * Serialises changes of a team's default adapter (transaction-scoped advisory lock), so two
- * concurrent requests cannot both make an adapter the default.
- */
-async function lockTeamDefault(tx: Executor, teamId: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`adapters-default:${teamId}`}))`);
-}
-
-/**
  * Creates an adapter with its config validated for its type and encrypted. The team's first
  * adapter becomes its default; `isDefault: true` moves the default to this one.
  * @throws VALIDATION_ERROR with issues under `config.` for a bad config.
@@ -54,7 +45,7 @@ export async function createAdapter(
 ): Promise<AdapterRow> {
   const config = parseAdapterConfig(input.type, input.config);
   return db.transaction(async (tx) => {
-    await lockTeamDefault(tx, teamId);
+    await adapterRepository.lockTeamDefault(tx, teamId);
     const id = newId('adapter');
     const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
     if (isDefault) await adapterRepository.clearDefault(tx, teamId, id);
@@ -75,6 +66,12 @@ export async function getAdapter(db: Executor, teamId: string, id: string): Prom
   const row = await adapterRepository.findInTeam(db, teamId, id);
   if (!row) throw notFound('Adapter');
   return row;
+}
+
+/** One adapter with its decrypted config (spec: only the single-adapter read returns it). @throws NOT_FOUND. */
+export async function getAdapterWithConfig(db: Executor, encryptionKey: Buffer, teamId: string, id: string) {
+  const row = await getAdapter(db, teamId, id);
+  return { ...presentAdapter(row), config: adapterConfig(row, encryptionKey) };
 }
 
 /** The team's adapters, newest first, without their configs (spec: config only in get-one). */
@@ -111,7 +108,7 @@ export async function updateAdapter(
       changes.configEncrypted = encryptConfig(encryptionKey, config);
     }
     if (input.isDefault) {
-      await lockTeamDefault(tx, teamId);
+      await adapterRepository.lockTeamDefault(tx, teamId);
       await adapterRepository.clearDefault(tx, teamId, id);
     }
     const row = await adapterRepository.update(tx, teamId, id, changes);

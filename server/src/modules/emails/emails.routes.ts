@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
-import { principalOf, teamIdOf } from '../../http/principal.ts';
+import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -32,8 +32,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, body: sendBody, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
-      const caller = principalOf(request);
-      if (caller.kind !== 'apiKey') throw new Error('send requires an API key principal');
+      const caller = apiKeyOf(request);
       const { database, queue, config } = app.ctx;
       const accepted = await acceptSend({ db: database.db, queue, config }, caller, request.body);
       return reply.code(202).send(ok(accepted));

@@ -1,2 +1,6 @@
-/** The teams module's public face (issue #3): teams, members, invitations and their routes. */
+/**
+ * The teams module's public face (issue #3): teams, members, invitations, their routes and the
+ * `invitation.send` job handler.
+ */
+export { createSendInvitationHandler } from './send-invitation.job.ts';
 export { teamRoutes } from './teams.routes.ts';

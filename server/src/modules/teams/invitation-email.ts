@@ -1,12 +1,10 @@
 import type { Executor } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
-import { createProvider, type EmailProvider, type OutgoingEmail } from '../../providers/index.ts';
-import {
-  type AdapterRow,
-  type AdapterType,
-  adapterConfig,
-  resolveSendingAdapter,
-} from '../adapters/index.ts';
+import { newJobId } from '../../ids.ts';
+import { INVITATION_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import type { OutgoingEmail } from '../../providers/index.ts';
+import { type AdapterRow, resolveSendingAdapter } from '../adapters/index.ts';
 import type { InvitationDelivery } from './teams.schema.ts';
 
 /** What an invitation email says. */
@@ -58,20 +56,23 @@ export function buildInvitationEmail(message: InvitationMessage, from: string): 
 }
 
 /**
- * Sends the invitation through the team's sending adapter (its default when active, else its
- * oldest active one: `resolveSendingAdapter`), from the adapter's defaultFrom, with a provider
- * opened for this one message and closed afterwards. Never throws for a delivery problem, since a
- * failed email must not fail the invitation (issue #3): returns `skipped` (reason
- * NO_ACTIVE_ADAPTER or NO_SENDER) or `failed` with the provider's message instead.
+ * Decides, inside the transaction `tx` that creates or renews invitation `invitationId`, whether
+ * its email can go out, and if so enqueues the `invitation.send` job in that same transaction (a
+ * fresh job id each time: a renewal sends the link again). No network I/O: the worker sends.
+ * `queued` when the team has a sending adapter (`resolveSendingAdapter`: its default when active,
+ * else its oldest active one) with a defaultFrom; otherwise `skipped` with reason
+ * NO_ACTIVE_ADAPTER or NO_SENDER and nothing is enqueued. Only `tx` is used (PGlite has one
+ * connection, so the root database would wait for this transaction).
  */
-export async function sendInvitationEmail(
-  deps: { db: Executor; encryptionKey: Buffer },
+export async function queueInvitationEmail(
+  tx: Executor,
+  queue: JobQueue,
   teamId: string,
-  message: InvitationMessage,
+  invitationId: string,
 ): Promise<InvitationDelivery> {
   let adapter: AdapterRow;
   try {
-    adapter = await resolveSendingAdapter(deps.db, teamId);
+    adapter = await resolveSendingAdapter(tx, teamId);
   } catch (error) {
     if (error instanceof AppError && error.details.reason === 'NO_ACTIVE_ADAPTER') {
       return { status: 'skipped', reason: 'NO_ACTIVE_ADAPTER' };
@@ -79,15 +80,7 @@ export async function sendInvitationEmail(
     throw error;
   }
   if (!adapter.defaultFrom) return { status: 'skipped', reason: 'NO_SENDER' };
-
-  let provider: EmailProvider | undefined;
-  try {
-    provider = createProvider(adapter.type as AdapterType, adapterConfig(adapter, deps.encryptionKey));
-    await provider.send(buildInvitationEmail(message, adapter.defaultFrom));
-    return { status: 'sent' };
-  } catch (error) {
-    return { status: 'failed', message: error instanceof Error ? error.message : String(error) };
-  } finally {
-    await provider?.close().catch(() => {});
-  }
+  const payload: JobPayload<'invitation.send'> = { invitationId, teamId };
+  await queue.enqueue(tx, INVITATION_SEND_JOB, payload, newJobId().uuid);
+  return { status: 'queued' };
 }

@@ -2,8 +2,9 @@ import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import { newUnguessableId } from '../../ids.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
 import type { TeamRole } from '../auth/index.ts';
-import { sendInvitationEmail } from './invitation-email.ts';
+import { queueInvitationEmail } from './invitation-email.ts';
 import { ownerRequired } from './member-rules.ts';
 import { type InvitationDetails, type InvitationRow, teamRepository } from './teams.repository.ts';
 import {
@@ -15,10 +16,13 @@ import {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** What invitation services need besides the database: links are `${baseUrl}/invite/<id>`. */
+/**
+ * What invitation services need besides the database: the job queue the invitation email goes
+ * through; links are `${baseUrl}/invite/<id>`.
+ */
 export interface InvitationDeps {
   db: Database;
-  encryptionKey: Buffer;
+  queue: JobQueue;
   baseUrl: string;
   log: { warn: (details: object, message: string) => void };
 }
@@ -44,8 +48,10 @@ function presentInvitation(baseUrl: string, row: InvitationRow, inviterName: str
  * Invites `email` into the caller's active team with `role` (issue #3, `POST /api/team/invitations`);
  * valid for {@link INVITATION_TTL_DAYS} days from `now`. A pending invitation for the same email is
  * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id (so links
- * already sent keep working); `created` says which happened. The link then goes by email through
- * the team's sending adapter; a delivery problem is logged and reported in `delivery`, never thrown.
+ * already sent keep working); `created` says which happened. The link goes by email through the
+ * team's sending adapter: the `invitation.send` job is enqueued in the transaction that writes the
+ * invitation (`delivery: queued`), and a worker sends it, so no SMTP wait happens here; `skipped`
+ * (logged) when the team has no active adapter or no sender. Nothing about delivery is thrown.
  * Only owners invite owners, or re-invite an email whose pending invitation is for owner.
  * @throws FORBIDDEN (403, reason OWNER_REQUIRED), ALREADY_EXISTS (409) when the email belongs to a
  *   member of the team.
@@ -56,53 +62,61 @@ export async function createInvitation(
   input: { email: string; role: TeamRole },
   now: Date,
 ): Promise<{ invitation: CreatedInvitationView; created: boolean }> {
-  const { teamId, userId } = principal;
+  const { teamId } = principal;
   if (input.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
   const expiresAt = new Date(now.getTime() + INVITATION_TTL_DAYS * DAY_MS);
 
-  const { id, created } = await deps.db.transaction(async (tx) => {
+  // Only `tx` inside: on PGlite (one connection) the root database would wait for this transaction.
+  const { id, created, delivery } = await deps.db.transaction(async (tx) => {
     await teamRepository.lockTeam(tx, teamId);
     if (await teamRepository.isMemberByEmail(tx, teamId, input.email)) {
       throw new AppError('ALREADY_EXISTS', `${input.email} is already a member of this team`);
     }
-    const pending = await teamRepository.findPendingInvitation(tx, teamId, input.email);
-    if (pending) {
-      if (pending.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
-      await teamRepository.updateInvitation(tx, pending.id, {
-        role: input.role,
-        expiresAt,
-        inviterId: userId,
-      });
-      return { id: pending.id, created: false };
-    }
-    const row = await teamRepository.insertInvitation(tx, {
-      // The id is the link's only credential: random, not time-ordered.
-      id: newUnguessableId('invitation'),
-      organizationId: teamId,
-      email: input.email,
-      role: input.role,
-      status: 'pending',
-      expiresAt,
-      inviterId: userId,
-      createdAt: now,
-    });
-    return { id: row.id, created: true };
+    const saved = await saveInvitation(tx, principal, input, expiresAt, now);
+    return { ...saved, delivery: await queueInvitationEmail(tx, deps.queue, teamId, saved.id) };
   });
 
-  const details = (await teamRepository.findInvitationDetails(deps.db, id))!;
-  const view = presentInvitation(deps.baseUrl, details, details.inviterName);
-  const delivery = await sendInvitationEmail(deps, teamId, {
-    to: view.email,
-    teamName: details.teamName,
-    inviterName: details.inviterName,
-    role: view.role,
-    url: view.url,
-    expiresAt: details.expiresAt,
-  });
-  if (delivery.status !== 'sent') {
+  if (delivery.status !== 'queued') {
     deps.log.warn({ invitationId: id, teamId, delivery }, 'invitation email not sent');
   }
+  const details = (await teamRepository.findInvitationDetails(deps.db, id))!;
+  const view = presentInvitation(deps.baseUrl, details, details.inviterName);
   return { invitation: { ...view, delivery }, created };
+}
+
+/**
+ * Renews the team's pending invitation for the email (new role, inviter, expiry; same id) or
+ * inserts a new one. @throws FORBIDDEN (OWNER_REQUIRED) when a non-owner renews an owner's invitation.
+ */
+async function saveInvitation(
+  tx: Executor,
+  principal: SessionPrincipal,
+  input: { email: string; role: TeamRole },
+  expiresAt: Date,
+  now: Date,
+): Promise<{ id: string; created: boolean }> {
+  const pending = await teamRepository.findPendingInvitation(tx, principal.teamId, input.email);
+  if (pending) {
+    if (pending.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
+    await teamRepository.updateInvitation(tx, pending.id, {
+      role: input.role,
+      expiresAt,
+      inviterId: principal.userId,
+    });
+    return { id: pending.id, created: false };
+  }
+  const row = await teamRepository.insertInvitation(tx, {
+    // The id is the link's only credential: random, not time-ordered.
+    id: newUnguessableId('invitation'),
+    organizationId: principal.teamId,
+    email: input.email,
+    role: input.role,
+    status: 'pending',
+    expiresAt,
+    inviterId: principal.userId,
+    createdAt: now,
+  });
+  return { id: row.id, created: true };
 }
 
 /** The team's pending, unexpired invitations, newest first (issue #3, `GET /api/team/invitations`). */

@@ -71,7 +71,8 @@ async function signedInUser(app: FastifyInstance, request: FastifyRequest) {
  * - `PUT /api/team/members/:userId {role}` (team:manage), `DELETE /api/team/members/:userId`
  *   (team:manage, or membership to remove oneself); owner rules in member-rules.ts;
  * - `POST /api/team/invitations {email, role}` (team:manage) → 201 new, 200 when a pending
- *   invitation for the email was renewed; `{id, email, role, url, expiresAt, createdAt, inviter, delivery}`;
+ *   invitation for the email was renewed; `{id, email, role, url, expiresAt, createdAt, inviter, delivery}`,
+ *   the email going out through the queue (`delivery.status` queued or skipped; no SMTP wait);
  * - `GET /api/team/invitations` (team:manage) → pending ones; `DELETE /api/team/invitations/:id` (team:manage);
  * - `GET /api/auth/invitations/:id` (public) → what the invitation is for;
  * - `POST /api/auth/invitations/:id/accept` (signed in, or `{name, password}`) → 201 `{user, team, role}`
@@ -82,7 +83,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   const db = () => app.ctx.database.db;
   const invitationDeps = (request: FastifyRequest) => ({
     db: db(),
-    encryptionKey: app.ctx.encryptionKey,
+    queue: app.ctx.queue,
     baseUrl: app.ctx.config.BASE_URL,
     log: request.log,
   });

@@ -69,14 +69,14 @@ export const invitationView = z.object({
 export type InvitationView = z.infer<typeof invitationView>;
 
 /**
- * What became of the invitation email: `sent` through the team's sending adapter, `skipped` when
- * there is nothing to send with (`NO_ACTIVE_ADAPTER`, `NO_SENDER`), or `failed` with the provider's
- * message. The invitation exists in every case.
+ * What happens to the invitation email, decided when the invitation is written (no network I/O in
+ * the request): `queued` for the `invitation.send` job, which a worker sends through the team's
+ * sending adapter (retrying transient provider errors); `skipped` when there is nothing to send
+ * with (`reason` NO_ACTIVE_ADAPTER or NO_SENDER). The invitation exists in every case.
  */
 export const invitationDelivery = z.object({
-  status: z.enum(['sent', 'skipped', 'failed']),
-  reason: z.string().optional(),
-  message: z.string().optional(),
+  status: z.enum(['queued', 'skipped']),
+  reason: z.enum(['NO_ACTIVE_ADAPTER', 'NO_SENDER']).optional(),
 });
 export type InvitationDelivery = z.infer<typeof invitationDelivery>;
 

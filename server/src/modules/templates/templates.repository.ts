@@ -84,6 +84,33 @@ export const templateRepository = {
     return row;
   },
 
+  /** Makes `versionId` the template's current version (its content is then fully versioned). */
+  async setCurrentVersion(db: Executor, teamId: string, id: string, versionId: string): Promise<void> {
+    await db
+      .update(templates)
+      .set({ currentVersionId: versionId, hasUnversionedChanges: false })
+      .where(and(eq(templates.teamId, teamId), eq(templates.id, id)));
+  },
+
+  /**
+   * Claims the snapshot of a template's unversioned changes: clears the flag only if it is still
+   * as `template` read it, so of concurrent sends exactly one gets the row back and snapshots.
+   */
+  async claimUnversionedChanges(db: Executor, template: TemplateRow): Promise<TemplateRow | undefined> {
+    const [row] = await db
+      .update(templates)
+      .set({ hasUnversionedChanges: false })
+      .where(
+        and(
+          eq(templates.teamId, template.teamId),
+          eq(templates.id, template.id),
+          eq(templates.hasUnversionedChanges, template.hasUnversionedChanges),
+        ),
+      )
+      .returning();
+    return row;
+  },
+
   async delete(db: Executor, teamId: string, id: string): Promise<boolean> {
     const rows = await db
       .delete(templates)

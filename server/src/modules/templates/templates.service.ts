@@ -1,7 +1,6 @@
-import { and, eq } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
-import { templates } from '../../db/schema/index.ts';
+import type { templates } from '../../db/schema/index.ts';
 import { type Page, page } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -102,10 +101,7 @@ export async function snapshotVersion(
     pdfFilename: template.pdfFilename,
     createdBy: userId,
   });
-  await tx
-    .update(templates)
-    .set({ currentVersionId: version.id, hasUnversionedChanges: false })
-    .where(eq(templates.id, template.id));
+  await templateRepository.setCurrentVersion(tx, template.teamId, template.id, version.id);
   return version;
 }
 
@@ -238,16 +234,7 @@ export async function resolveTemplateForSend(
     });
   }
   if (template.hasUnversionedChanges || !template.currentVersionId) {
-    const [claimed] = await tx
-      .update(templates)
-      .set({ hasUnversionedChanges: false })
-      .where(
-        and(
-          eq(templates.id, template.id),
-          eq(templates.hasUnversionedChanges, template.hasUnversionedChanges),
-        ),
-      )
-      .returning();
+    const claimed = await templateRepository.claimUnversionedChanges(tx, template);
     if (claimed) return { template: claimed, version: await snapshotVersion(tx, claimed, null) };
     return resolveTemplateForSend(tx, teamId, template.id);
   }

@@ -1,0 +1,90 @@
+import type { Database } from '../../db/client.ts';
+import { AppError } from '../../http/errors.ts';
+import type { JobPayload } from '../../jobs/definitions.ts';
+import type { QueuedJob } from '../../jobs/queue.ts';
+import { getProvider, ProviderError } from '../../providers/index.ts';
+import {
+  type AdapterRow,
+  type AdapterType,
+  adapterConfig,
+  resolveSendingAdapter,
+} from '../adapters/index.ts';
+import { buildInvitationEmail } from './invitation-email.ts';
+import { invitationUrl } from './teams.invitations.service.ts';
+import { teamRepository } from './teams.repository.ts';
+
+/** What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<id>`. */
+export interface SendInvitationDeps {
+  db: Database;
+  encryptionKey: Buffer;
+  config: { BASE_URL: string };
+}
+
+/**
+ * The `invitation.send` job handler (issue #3): emails an invitation's link through the team's
+ * sending adapter (resolved now, as when it was queued: its default when active, else its oldest
+ * active one), from the adapter's defaultFrom, with the provider the worker keeps per adapter
+ * (`getProvider`). The message reflects the invitation as it is now (role, inviter, expiry).
+ * Nothing is sent for an invitation that is gone, no longer pending or expired, nor when the team
+ * has lost its sending adapter or sender since (logged, completed: retrying cannot help).
+ * Transient provider errors are thrown back to the queue, which retries with backoff; a permanent
+ * error, or a transient one on the last attempt, is logged and the job completes — the invitation
+ * and its link are unaffected.
+ */
+export function createSendInvitationHandler(deps: SendInvitationDeps) {
+  return async function sendInvitation(job: QueuedJob<JobPayload<'invitation.send'>>): Promise<void> {
+    const { invitationId, teamId } = job.data;
+    const invitation = await teamRepository.findInvitationDetails(deps.db, invitationId);
+    if (
+      !invitation ||
+      invitation.organizationId !== teamId ||
+      invitation.status !== 'pending' ||
+      invitation.expiresAt.getTime() <= Date.now()
+    ) {
+      return;
+    }
+
+    let adapter: AdapterRow;
+    try {
+      adapter = await resolveSendingAdapter(deps.db, teamId);
+    } catch (error) {
+      if (error instanceof AppError && error.details.reason === 'NO_ACTIVE_ADAPTER') {
+        console.warn(`[invitation.send] ${invitationId} not sent: team ${teamId} has no active adapter`);
+        return;
+      }
+      throw error;
+    }
+    if (!adapter.defaultFrom) {
+      console.warn(`[invitation.send] ${invitationId} not sent: adapter ${adapter.id} has no defaultFrom`);
+      return;
+    }
+
+    const message = buildInvitationEmail(
+      {
+        to: invitation.email,
+        teamName: invitation.teamName,
+        inviterName: invitation.inviterName,
+        role: invitation.role ?? 'member',
+        url: invitationUrl(deps.config.BASE_URL, invitation.id),
+        expiresAt: invitation.expiresAt,
+      },
+      adapter.defaultFrom,
+    );
+    try {
+      const provider = getProvider(
+        adapter.id,
+        adapter.type as AdapterType,
+        adapterConfig(adapter, deps.encryptionKey),
+        adapter.updatedAt.toISOString(),
+      );
+      await provider.send(message);
+    } catch (error) {
+      const permanent = error instanceof AppError || (error instanceof ProviderError && error.permanent);
+      if (!permanent && job.retryCount < job.retryLimit) throw error;
+      console.error(
+        `[invitation.send] ${invitationId} not sent (attempt ${job.retryCount + 1}, ${permanent ? 'permanent' : 'retries exhausted'}):`,
+        error instanceof Error ? error.message : error,
+      );
+    }
+  };
+}
