@@ -1,16 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { addTeamMember, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
   buildApiKey,
   buildSmtpAdapter,
   buildTemplate,
+  dashboardCall,
+  dataOf,
   expectError,
+  restoreTemplateVersion,
   send,
   simpleDesign,
+  templateVersionsOf,
 } from './helpers/factories.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 type User = { cookie: string };
 
 /**
@@ -22,17 +27,12 @@ describe('re-rendering logs from their template version', () => {
   let owner: TeamOwner;
   let smtp: TestSmtpServer;
   let key: string;
-  const call = (user: User, method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: object) =>
-    ctx.app.inject({ method, url, headers: sessionHeaders(ctx.app, user), ...(payload ? { payload } : {}) });
-  const data = async (response: { statusCode: number; body: string; json: () => any }, status = 200) => {
-    expect(response.statusCode, response.body).toBe(status);
-    expect(response.json().success).toBe(true);
-    return response.json().data;
-  };
-  const versionsOf = async (user: User, ref: string) =>
-    data(await call(user, 'GET', `/api/templates/${ref}/versions`));
+  const call = (user: User, method: Method, url: string, payload?: object) =>
+    dashboardCall(ctx.app, user, method, url, payload);
+  const data = dataOf;
+  const versionsOf = (user: User, ref: string) => templateVersionsOf(ctx.app, user, ref);
   const restore = (user: User, ref: string, versionId: string) =>
-    call(user, 'PUT', `/api/templates/${ref}/versions/${versionId}/restore`);
+    restoreTemplateVersion(ctx.app, user, ref, versionId);
 
   beforeAll(async () => {
     ctx = await createTestContext('pglite');

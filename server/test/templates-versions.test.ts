@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildTemplate, expectError, simpleDesign } from './helpers/factories.ts';
+import { addTeamMember, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import {
+  buildTemplate,
+  dashboardCall,
+  dataOf,
+  expectError,
+  restoreTemplateVersion,
+  simpleDesign,
+  templateVersionsOf,
+} from './helpers/factories.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 type User = { cookie: string };
@@ -13,18 +21,13 @@ describe('template versions', () => {
   let ctx: TestContext;
   let owner: TeamOwner;
   const call = (user: User, method: Method, url: string, payload?: object) =>
-    ctx.app.inject({ method, url, headers: sessionHeaders(ctx.app, user), ...(payload ? { payload } : {}) });
-  const data = async (response: { statusCode: number; body: string; json: () => any }, status = 200) => {
-    expect(response.statusCode, response.body).toBe(status);
-    expect(response.json().success).toBe(true);
-    return response.json().data;
-  };
+    dashboardCall(ctx.app, user, method, url, payload);
+  const data = dataOf;
   const getTemplate = async (user: User, ref: string) =>
     data(await call(user, 'GET', `/api/templates/${ref}`));
-  const versionsOf = async (user: User, ref: string) =>
-    data(await call(user, 'GET', `/api/templates/${ref}/versions`));
+  const versionsOf = (user: User, ref: string) => templateVersionsOf(ctx.app, user, ref);
   const restore = (user: User, ref: string, versionId: string) =>
-    call(user, 'PUT', `/api/templates/${ref}/versions/${versionId}/restore`);
+    restoreTemplateVersion(ctx.app, user, ref, versionId);
 
   beforeAll(async () => {
     ctx = await createTestContext('pglite');

@@ -161,3 +161,38 @@ export function expectError(
   expect(typeof body.error.details).toBe('object');
   return body.error as { code: string; message: string; details: Record<string, any> };
 }
+
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/** A dashboard request by `user` (session cookie + our Origin) with an optional JSON body. */
+export function dashboardCall(
+  app: FastifyInstance,
+  user: { cookie: string },
+  method: Method,
+  url: string,
+  payload?: object,
+) {
+  return app.inject({ method, url, headers: sessionHeaders(app, user), ...(payload ? { payload } : {}) });
+}
+
+/** Asserts a success envelope with `status` and returns its `data`. */
+export async function dataOf(response: { statusCode: number; body: string; json: () => any }, status = 200) {
+  expect(response.statusCode, response.body).toBe(status);
+  expect(response.json().success).toBe(true);
+  return response.json().data;
+}
+
+/** GET /api/templates/:ref/versions as `user`; returns the versions (newest first). */
+export async function templateVersionsOf(app: FastifyInstance, user: { cookie: string }, ref: string) {
+  return dataOf(await dashboardCall(app, user, 'GET', `/api/templates/${ref}/versions`));
+}
+
+/** PUT /api/templates/:ref/versions/:versionId/restore as `user`; the raw response. */
+export function restoreTemplateVersion(
+  app: FastifyInstance,
+  user: { cookie: string },
+  ref: string,
+  versionId: string,
+) {
+  return dashboardCall(app, user, 'PUT', `/api/templates/${ref}/versions/${versionId}/restore`);
+}
