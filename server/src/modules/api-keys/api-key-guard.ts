@@ -4,7 +4,7 @@ import type { ApiKeyScope } from './api-keys.schema.ts';
 import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
 
 /**
- * preValidation hook for public endpoints (before body validation): authenticates `X-API-Key`, requires one of `scopes`, then counts
+ * onRequest hook for public endpoints (before the body is read): authenticates `X-API-Key`, requires one of `scopes`, then counts
  * the request against the key's per-minute limit, setting `RateLimit-Limit`, `RateLimit-Remaining`,
  * `RateLimit-Reset` (seconds) and, when refused, `Retry-After` (IETF RateLimit header fields draft).
  * @throws UNAUTHORIZED / INVALID_TOKEN / TOKEN_EXPIRED (401), FORBIDDEN (403) for a missing scope,

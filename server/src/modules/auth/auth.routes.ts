@@ -1,4 +1,3 @@
-import { fromNodeHeaders } from 'better-auth/node';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AccessRule } from '../../http/access.ts';
@@ -16,18 +15,11 @@ import {
   signInStartQuery,
 } from './auth.schema.ts';
 import { completeSetup, describeSession } from './auth.service.ts';
-import { CLIENT_IP_HEADER } from './better-auth.ts';
 import { SIGN_IN_STARTS_PER_MINUTE, startProviderSignIn } from './provider-sign-in.ts';
+import { authHeaders } from './request-auth.ts';
 import { requireSession } from './require-session.ts';
 import { isSetupRequired } from './setup-token.ts';
 import { enabledSignInMethods } from './sign-in-methods.ts';
-
-/** The caller's headers as better-auth expects them, with the client IP Fastify resolved. */
-function authHeaders(request: FastifyRequest): Headers {
-  const headers = fromNodeHeaders(request.headers);
-  headers.set(CLIENT_IP_HEADER, request.ip);
-  return headers;
-}
 
 /**
  * Access rules of these routes for the route table (http/access.ts). Declared as plain route

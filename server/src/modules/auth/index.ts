@@ -9,5 +9,6 @@ export { describeSession, type SessionDescription } from './auth.service.ts';
 export { authErrorToAppError } from './auth-error-envelope.ts';
 export { type Auth, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
 export { isTeamRole, type Permission, permissionsOf, TEAM_ROLES, type TeamRole } from './permissions.ts';
+export { assertSameOrigin, authHeaders, signedInUser } from './request-auth.ts';
 export { requireSession } from './require-session.ts';
 export { isSetupRequired, printSetupUrlIfNeeded, resolveSetupToken, setupUrl } from './setup-token.ts';

@@ -5,13 +5,14 @@ import { AppError } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import { findFirstTeamId, findMembership, type Membership } from './auth.repository.ts';
 import { isTeamRole, type Permission, permissionsOf } from './permissions.ts';
+import { assertSameOrigin } from './request-auth.ts';
 
 /** Methods that change state: cookie requests with them must come from our own origin. */
 const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * A Fastify preValidation hook for dashboard routes (runs before body validation, so an
- * unauthenticated caller gets 401, not a validation error) (session cookie). In order:
+ * A Fastify onRequest hook for dashboard routes (session cookie); it reads headers only, so an
+ * unauthenticated caller gets 401 before its body is read or validated. In order:
  * 1. reads the better-auth session from the request's cookies → 401 UNAUTHORIZED without a valid one;
  * 2. for POST/PUT/PATCH/DELETE requires `Origin` = the origin of BASE_URL → 403 FORBIDDEN otherwise
  *    (CSRF defence: browsers attach the cookie to cross-site requests, but never forge Origin);
@@ -24,16 +25,11 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  */
 export function requireSession(permission?: Permission, options: { teamFallback?: boolean } = {}) {
   return async function sessionGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const { config, database } = request.server.ctx;
+    const { database } = request.server.ctx;
     const session = await readSession(request, reply);
     if (!session) throw new AppError('UNAUTHORIZED', 'Authentication required');
 
-    if (
-      STATE_CHANGING_METHODS.has(request.method) &&
-      request.headers.origin !== new URL(config.BASE_URL).origin
-    ) {
-      throw new AppError('FORBIDDEN', 'Cross-origin request refused', { reason: 'INVALID_ORIGIN' });
-    }
+    if (STATE_CHANGING_METHODS.has(request.method)) assertSameOrigin(request);
 
     const userId = session.user.id;
     const activeTeamId = session.session.activeOrganizationId;

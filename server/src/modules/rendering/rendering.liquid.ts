@@ -17,6 +17,7 @@ import {
   toValue,
   toValueSync,
 } from 'liquidjs';
+import { escapeHtml } from '../../html-escape.ts';
 import type { ValidationIssue } from '../../http/errors.ts';
 import { invalidTemplate } from './rendering.design.ts';
 
@@ -57,15 +58,6 @@ function stringifyOutput(value: unknown): string {
   if (unwrapped === null || unwrapped === undefined) return '';
   if (Array.isArray(unwrapped)) return unwrapped.map(stringifyOutput).join('');
   return String(unwrapped);
-}
-
-function escapeHtml(text: string): string {
-  return text
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
 }
 
 /** Backslash-escapes what would start a link, an image or code, then escapes HTML. */

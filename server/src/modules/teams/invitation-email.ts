@@ -1,4 +1,5 @@
 import type { Executor } from '../../db/client.ts';
+import { escapeHtml } from '../../html-escape.ts';
 import { AppError } from '../../http/errors.ts';
 import { newJobId } from '../../ids.ts';
 import { INVITATION_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
@@ -16,18 +17,6 @@ export interface InvitationMessage {
   /** The link that accepts the invitation. */
   url: string;
   expiresAt: Date;
-}
-
-const HTML_ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
 }
 
 /**

@@ -1,12 +1,9 @@
-import { isAPIError } from 'better-auth/api';
-import { fromNodeHeaders } from 'better-auth/node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, ok } from '../../http/envelope.ts';
-import { AppError } from '../../http/errors.ts';
 import { sessionOf } from '../../http/principal.ts';
-import { CLIENT_IP_HEADER, meResponse } from '../auth/index.ts';
+import { assertSameOrigin, authHeaders, meResponse, signedInUser } from '../auth/index.ts';
 import { acceptInvitation } from './teams.accept-invitation.service.ts';
 import * as invitations from './teams.invitations.service.ts';
 import * as members from './teams.members.service.ts';
@@ -31,38 +28,9 @@ import * as teams from './teams.service.ts';
 
 const security = [{ session: [] }];
 
-/** The caller's headers as better-auth expects them, with the client IP Fastify resolved. */
-function authHeaders(request: FastifyRequest): Headers {
-  const headers = fromNodeHeaders(request.headers);
-  headers.set(CLIENT_IP_HEADER, request.ip);
-  return headers;
-}
-
 /**
- * preValidation hook of the invitation accept route, which has no requireSession: its cookie
- * requests must come from our own origin as every state-changing dashboard request must
- * (requireSession's CSRF rule). @throws FORBIDDEN (403, reason INVALID_ORIGIN).
- */
-async function requireSameOrigin(request: FastifyRequest): Promise<void> {
-  if (request.headers.origin !== new URL(request.server.ctx.config.BASE_URL).origin) {
-    throw new AppError('FORBIDDEN', 'Cross-origin request refused', { reason: 'INVALID_ORIGIN' });
-  }
-}
-
-/** The signed-in user behind the request's session cookie, or null (no, expired or revoked session). */
-async function signedInUser(app: FastifyInstance, request: FastifyRequest) {
-  try {
-    const session = await app.ctx.auth.api.getSession({ headers: authHeaders(request) });
-    return session ? { userId: session.user.id, email: session.user.email } : null;
-  } catch (error) {
-    if (isAPIError(error)) return null;
-    throw error;
-  }
-}
-
-/**
- * Teams, members and invitations (issue #3, "Teams"); all session routes run requireSession as
- * preValidation (401 before body validation):
+ * Teams, members and invitations (issue #3, "Teams"); all session routes run requireSession as an
+ * onRequest hook (401 before the body is read):
  * - `GET /api/teams` → the caller's teams `[{id, name, slug, role, createdAt}]`;
  * - `POST /api/teams {name}` → 201, a team owned by the caller (the active team stays);
  * - `POST /api/auth/switch-team {teamId}` → the session's active team; answers as `GET /api/auth/me`;
@@ -248,7 +216,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/auth/invitations/:id/accept',
     {
       ...access({ kind: 'public' }),
-      preValidation: requireSameOrigin,
+      onRequest: async (request) => assertSameOrigin(request),
       schema: {
         tags: ['Team invitations'],
         params: invitationParams,
@@ -261,7 +229,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
         { db: db(), auth: app.ctx.auth, passwordSignIn: app.ctx.config.AUTH_PASSWORD },
         {
           invitationId: request.params.id,
-          signedIn: await signedInUser(app, request),
+          signedIn: await signedInUser(request),
           account: request.body ?? undefined,
           headers: authHeaders(request),
         },
