@@ -1,15 +1,15 @@
 /**
  * Test factories for the rendering module: small EmailBuilder.js documents built in code, and
- * the real documents of the shared fixture folder (EmailBuilder.js samples, MIT, Waypoint).
+ * the real documents of `server/test/fixtures/emailbuilder/` (EmailBuilder.js samples, MIT, Waypoint;
+ * their licence is in that folder).
  * Used by the *.test.ts files beside it and by scripts/bench-render.ts; not part of index.ts.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-/** Folder of the sample documents; EMAILBUILDER_FIXTURES overrides the checkout's sibling `shared/`. */
+/** Folder of the sample documents (in the repository); EMAILBUILDER_FIXTURES overrides it. */
 export const FIXTURES_DIR =
-  process.env.EMAILBUILDER_FIXTURES ??
-  path.resolve(import.meta.dirname, '../../../../../shared/fixtures/emailbuilder');
+  process.env.EMAILBUILDER_FIXTURES ?? path.resolve(import.meta.dirname, '../../../test/fixtures/emailbuilder');
 
 /** Every sample document, by file name (`welcome.json`), freshly parsed on each call. */
 export function loadFixtures(): { name: string; design: Record<string, RawBlock> }[] {
