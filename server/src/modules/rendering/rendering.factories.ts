@@ -9,7 +9,8 @@ import path from 'node:path';
 
 /** Folder of the sample documents (in the repository); EMAILBUILDER_FIXTURES overrides it. */
 export const FIXTURES_DIR =
-  process.env.EMAILBUILDER_FIXTURES ?? path.resolve(import.meta.dirname, '../../../test/fixtures/emailbuilder');
+  process.env.EMAILBUILDER_FIXTURES ??
+  path.resolve(import.meta.dirname, '../../../test/fixtures/emailbuilder');
 
 /** Every sample document, by file name (`welcome.json`), freshly parsed on each call. */
 export function loadFixtures(): { name: string; design: Record<string, RawBlock> }[] {
