@@ -3,6 +3,7 @@
  * then React renders the document (ARCHITECTURE.md "Known traps": Liquid over rendered HTML
  * breaks on React's escaped quotes, e.g. `default: "y"` becoming `default: &quot;y&quot;`).
  */
+import { LRUCache } from 'lru-cache';
 import type { ValidationIssue } from '../../http/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { invalidTemplate, parseDesign } from './rendering.design.ts';
@@ -126,21 +127,15 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
 
 /** How many compiled templates `renderTemplate` keeps (least recently used go first). */
 export const COMPILED_TEMPLATE_CACHE_SIZE = 200;
-const compiledTemplates = new Map<string, CompiledTemplate>();
+const compiledTemplates = new LRUCache<string, CompiledTemplate>({ max: COMPILED_TEMPLATE_CACHE_SIZE });
 
 function compileCached(input: { subject: string; designJson: unknown; cacheKey?: string }): CompiledTemplate {
   const { cacheKey } = input;
   if (cacheKey === undefined) return compileTemplate(input);
-  const cached = compiledTemplates.get(cacheKey);
-  if (cached) {
-    compiledTemplates.delete(cacheKey); // re-insert: a Map iterates in insertion order
-    compiledTemplates.set(cacheKey, cached);
-    return cached;
-  }
-  const compiled = compileTemplate(input);
-  compiledTemplates.set(cacheKey, compiled);
-  if (compiledTemplates.size > COMPILED_TEMPLATE_CACHE_SIZE) {
-    compiledTemplates.delete(compiledTemplates.keys().next().value as string);
+  let compiled = compiledTemplates.get(cacheKey);
+  if (!compiled) {
+    compiled = compileTemplate(input); // throws for a broken template, which is then not cached
+    compiledTemplates.set(cacheKey, compiled);
   }
   return compiled;
 }

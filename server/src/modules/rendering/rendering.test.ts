@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compileDesignHtml, compileTemplate, parseDesign, renderTemplate } from './index.ts';
+import { COMPILED_TEMPLATE_CACHE_SIZE } from './rendering.compile.ts';
 import {
   buildDesign,
   buttonBlock,
@@ -177,5 +178,22 @@ describe('renderTemplate cache', () => {
     await expect(renderTemplate(broken, {})).rejects.toMatchObject({ code: 'INVALID_TEMPLATE' });
     const fixed = { ...broken, subject: 'ok' };
     expect((await renderTemplate(fixed, {})).subject).toBe('ok');
+  });
+
+  it(`keeps the ${COMPILED_TEMPLATE_CACHE_SIZE} most recently used templates and evicts the least recently used`, async () => {
+    const run = `lru_${Math.random()}`;
+    const input = (name: string) => ({
+      subject: `${name} {{ n }}`,
+      designJson: buildDesign([textBlock('x')]),
+    });
+    const subjectOf = async (key: string, name: string) =>
+      (await renderTemplate({ ...input(name), cacheKey: `${run}_${key}` }, { n: 0 })).subject;
+    await subjectOf('old', 'old');
+    await subjectOf('used', 'used');
+    for (let i = 1; i < COMPILED_TEMPLATE_CACHE_SIZE - 1; i++) await subjectOf(`filler${i}`, 'filler');
+    expect(await subjectOf('used', 'changed')).toBe('used 0'); // a hit makes "used" the most recent
+    await subjectOf('filler-last', 'filler'); // one over the size: the least recently used goes
+    expect(await subjectOf('old', 'recompiled')).toBe('recompiled 0'); // and evicts filler1, not "used"
+    expect(await subjectOf('used', 'changed')).toBe('used 0');
   });
 });
