@@ -8,6 +8,7 @@ export {
   type CompiledTemplate,
   compileDesignHtml,
   compileTemplate,
+  compileTemplateCached,
   extractVariables,
   type RenderedEmail,
   renderTemplate,

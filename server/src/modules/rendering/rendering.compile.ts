@@ -16,6 +16,7 @@ import {
 } from './rendering.html.ts';
 import {
   LIQUID_LIMITS,
+  missingVariables,
   type ParsedLiquid,
   parseLiquid,
   renderLiquid,
@@ -40,6 +41,12 @@ export interface CompiledTemplate {
   render(variables: Record<string, unknown>): Promise<RenderedEmail>;
   /** Variables the template reads, as returned by `extractVariables`. */
   variables: string[];
+  /**
+   * The entries of `variables` that `values` leaves undefined, so they render as '' (preview's
+   * `missingVariables`, issue #4 "Preview"): `user.name` is missing when `user` or `user.name`
+   * is. Looked up the way rendering looks them up; a computed index (`items[i]`) is not followed.
+   */
+  missingVariables(values: Record<string, unknown>): string[];
 }
 
 interface ParsedTemplate {
@@ -96,7 +103,7 @@ function toSubjectLine(subject: string): string {
  */
 export function extractVariables(subject: string, design: EmailDesign): string[] {
   const parsed = parseTemplate(requireSubject(subject), design);
-  return variablesOf([parsed.subject, ...parsed.parts]);
+  return variablesOf([parsed.subject, ...parsed.parts]).map((variable) => variable.path);
 }
 
 /**
@@ -116,7 +123,8 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
   const { subject: parsedSubject, strings, parts } = parseTemplate(subject, design);
   const variables = variablesOf([parsedSubject, ...parts]);
   return {
-    variables,
+    variables: variables.map((variable) => variable.path),
+    missingVariables: (values) => missingVariables(variables, values),
     async render(values) {
       const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
       const html = renderDesignHtml(withStrings(design, strings, renderedStrings));
@@ -129,7 +137,18 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
 export const COMPILED_TEMPLATE_CACHE_SIZE = 200;
 const compiledTemplates = new LRUCache<string, CompiledTemplate>({ max: COMPILED_TEMPLATE_CACHE_SIZE });
 
-function compileCached(input: { subject: string; designJson: unknown; cacheKey?: string }): CompiledTemplate {
+/**
+ * `compileTemplate(input)`, kept with `cacheKey` in an in-process LRU of
+ * {@link COMPILED_TEMPLATE_CACHE_SIZE} entries: the key must name immutable content (a template
+ * version id), as a later call with the same key reuses the first subject and design. Templates
+ * that fail to compile are not cached.
+ * @throws AppError INVALID_TEMPLATE as `compileTemplate` does.
+ */
+export function compileTemplateCached(input: {
+  subject: string;
+  designJson: unknown;
+  cacheKey?: string;
+}): CompiledTemplate {
   const { cacheKey } = input;
   if (cacheKey === undefined) return compileTemplate(input);
   let compiled = compiledTemplates.get(cacheKey);
@@ -141,17 +160,14 @@ function compileCached(input: { subject: string; designJson: unknown; cacheKey?:
 }
 
 /**
- * `compileTemplate(input).render(variables)`. With `cacheKey`, the compiled template is kept in
- * an in-process LRU of {@link COMPILED_TEMPLATE_CACHE_SIZE} entries: the key must name immutable
- * content (a template version id), as a later call with the same key reuses the first subject and
- * design. Templates that fail to compile are not cached.
+ * `compileTemplateCached(input).render(variables)` (without `cacheKey`, compiled for this call).
  * @throws (rejects with) AppError INVALID_TEMPLATE as `compileTemplate` and `render` do.
  */
 export async function renderTemplate(
   input: { subject: string; designJson: unknown; cacheKey?: string },
   variables: Record<string, unknown>,
 ): Promise<RenderedEmail> {
-  return compileCached(input).render(variables);
+  return compileTemplateCached(input).render(variables);
 }
 
 /**

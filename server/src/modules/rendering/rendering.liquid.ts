@@ -8,6 +8,7 @@
  * soon as it passes the cap instead of when the clock runs out.
  */
 import {
+  analyzeSync,
   Context,
   Drop,
   type Emitter,
@@ -16,6 +17,7 @@ import {
   type Template,
   toValue,
   toValueSync,
+  type Variable,
 } from 'liquidjs';
 import { escapeHtml } from '../../html-escape.ts';
 import type { ValidationIssue } from '../../http/errors.ts';
@@ -121,16 +123,58 @@ export function parseLiquid(path: string, source: string, mode: LiquidMode): Par
   }
 }
 
-/** Variables the strings read from the caller, with their paths (`user.name`), sorted, unique. */
-export function variablesOf(parts: ParsedLiquid[]): string[] {
-  const names = new Set<string>();
+/**
+ * A variable a template reads from the caller: `path` as liquidjs prints it (`user.name`,
+ * `order.items[0].sku`, `a['b c']`, `items[i].sku`) and its `segments` (`Variable.toArray()`:
+ * a property name, an index, or a nested array for a computed index: `items[i]` → `['items', ['i']]`).
+ */
+export interface TemplateVariable {
+  path: string;
+  segments: ReturnType<Variable['toArray']>;
+}
+
+/**
+ * Variables the strings read from the caller, sorted by path, unique. One liquidjs `analyzeSync`
+ * per string: its `globals` are what `globalFullVariablesSync` (the paths) and
+ * `globalVariableSegmentsSync` (the segments) both map from, taken here from the same `Variable`
+ * so a path and its segments cannot disagree. Loop locals and assigned names are not globals.
+ */
+export function variablesOf(parts: ParsedLiquid[]): TemplateVariable[] {
+  const byPath = new Map<string, TemplateVariable>();
   for (const part of parts) {
     if (!part.templates) continue;
-    for (const name of ENGINES[part.mode].globalFullVariablesSync(part.templates, { partials: false })) {
-      names.add(name);
+    const { globals } = analyzeSync(part.templates, { partials: false });
+    for (const variable of Object.values(globals).flat()) {
+      const path = String(variable);
+      if (!byPath.has(path)) byPath.set(path, { path, segments: variable.toArray() });
     }
   }
-  return [...names].sort();
+  return [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * The paths of `used` that `values` leaves undefined (the value, or a step before it, is
+ * undefined or null), looked up by liquidjs itself
+ * (`Context.getSync`, the lookup rendering does: own properties only, `size`/`first`/`last`,
+ * negative array indexes). A path with a computed index (`items[i].sku`) is looked up to
+ * before that index only, as its value depends on the template's own state.
+ */
+export function missingVariables(
+  used: readonly TemplateVariable[],
+  values: Record<string, unknown>,
+): string[] {
+  const context = new Context(values, ENGINES.plain.options, { sync: true });
+  return used
+    .filter(({ segments }) => {
+      const computedAt = segments.findIndex((segment) => Array.isArray(segment));
+      const known = (computedAt === -1 ? segments : segments.slice(0, computedAt)) as (string | number)[];
+      const value = context.getSync(known);
+      if (value !== null) return value === undefined;
+      // liquidjs reads any property of null as null: null here is either the value itself
+      // (present) or a step before it that was null (the path cannot be read: missing).
+      return known.length > 1 && context.getSync(known.slice(0, -1)) == null;
+    })
+    .map((variable) => variable.path);
 }
 
 /** Buffers one string's output while counting every string's output against one cap. */
