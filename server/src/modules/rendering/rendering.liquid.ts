@@ -10,18 +10,16 @@
 import {
   analyzeSync,
   Context,
-  Drop,
   type Emitter,
   Liquid,
   LiquidError,
   type Template,
-  toValue,
   toValueSync,
   type Variable,
 } from 'liquidjs';
-import { escapeHtml } from '../../html-escape.ts';
 import type { ValidationIssue } from '../../http/errors.ts';
 import { invalidTemplate } from './rendering.design.ts';
+import { builtinFilter, chargeArrayFilters } from './rendering.filters.ts';
 
 /** DoS limits of one template; the same figures apply to every render of it. */
 export const LIQUID_LIMITS = {
@@ -53,20 +51,16 @@ export interface ParsedLiquid {
 
 class OutputLimitError extends Error {}
 
-/** liquidjs's own output stringification (src/util/underscore.ts `stringify`). */
-function stringifyOutput(value: unknown): string {
-  const unwrapped = value instanceof Drop ? toValue(value) : value;
-  if (typeof unwrapped === 'string') return unwrapped;
-  if (unwrapped === null || unwrapped === undefined) return '';
-  if (Array.isArray(unwrapped)) return unwrapped.map(stringifyOutput).join('');
-  return String(unwrapped);
-}
+const escapeFilter = builtinFilter('escape');
+const appendFilter = builtinFilter('append');
 
-/** Backslash-escapes what would start a link, an image or code, then escapes HTML. */
-function escapeMarkdown(this: { context: Context }, value: unknown): string {
-  const text = stringifyOutput(value);
-  this.context.memoryLimit.use(text.length);
-  return escapeHtml(text.replace(/[\\`*[\]]/g, '\\$&'));
+/**
+ * Output escaping of `markdown` strings: liquidjs's own `escape` filter (which stringifies the
+ * value as Liquid prints it and charges its length), then a backslash before what would start a
+ * link, an image or code. HTML entities contain none of these characters, so the order is free.
+ */
+function escapeMarkdown(this: ThisParameterType<typeof escapeFilter>, value: unknown): string {
+  return (escapeFilter.call(this, value) as string).replace(/[\\`*[\]]/g, '\\$&');
 }
 
 function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
@@ -80,6 +74,7 @@ function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
     renderLimit: LIQUID_LIMITS.renderMs,
     memoryLimit: LIQUID_LIMITS.memory,
   });
+  chargeArrayFilters(engine);
   for (const tag of ['include', 'render', 'layout']) {
     engine.registerTag(tag, {
       parse() {
@@ -177,18 +172,33 @@ export function missingVariables(
     .map((variable) => variable.path);
 }
 
-/** Buffers one string's output while counting every string's output against one cap. */
+/**
+ * Buffers one string's output while counting every string's output against one cap. Values of
+ * `{{ }}` arrive unconverted in the `plain` mode (no output filter): they are printed as Liquid
+ * prints them by liquidjs's `append` filter with an empty suffix (`stringify(value) + ''`;
+ * liquidjs does not export `stringify` itself), which also charges their length to the budget.
+ */
 class CappedEmitter implements Emitter {
   buffer = '';
   private written = 0;
+  private readonly budget: Context;
+
+  constructor(budget: Context) {
+    this.budget = budget;
+  }
 
   write(html: unknown): void {
-    const text = stringifyOutput(html);
+    const text = typeof html === 'string' ? html : (appendFilter.call(this.filterThis(), html, '') as string);
     this.written += text.length;
     if (this.written > LIQUID_LIMITS.outputChars) {
       throw new OutputLimitError(`Liquid output exceeds ${LIQUID_LIMITS.outputChars} characters`);
     }
     this.buffer += text;
+  }
+
+  /** The `this` of a filter call: `append` reads only `context` (for its memory budget). */
+  private filterThis(): ThisParameterType<typeof appendFilter> {
+    return { context: this.budget } as ThisParameterType<typeof appendFilter>;
   }
 }
 
@@ -203,7 +213,7 @@ class CappedEmitter implements Emitter {
  */
 export function renderLiquid(parts: ParsedLiquid[], variables: Record<string, unknown>): string[] {
   const budget = new Context({}, ENGINES.plain.options, { sync: true });
-  const emitter = new CappedEmitter();
+  const emitter = new CappedEmitter(budget);
   return parts.map((part) => {
     if (!part.templates) return part.source;
     const engine = ENGINES[part.mode];
