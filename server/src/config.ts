@@ -38,6 +38,14 @@ const envSchema = z.object({
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
+  // Size limits of a send's or preview's `variables` (issue #8); read by modules/rendering.
+  SEND_VARIABLES_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(10 * 1024 * 1024)
+    .default(256 * 1024),
+  SEND_VARIABLES_MAX_ARRAY_LENGTH: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   TRUST_PROXY: booleanFromEnv.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
+import { variablesLimitsOf } from '../rendering/index.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -11,7 +12,7 @@ import {
   logListQuery,
   logView,
   renderedEmailView,
-  sendBody,
+  sendBodySchema,
   statsQuery,
   statsView,
 } from './emails.schema.ts';
@@ -24,6 +25,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Sending'];
   const security = [{ apiKey: [] }];
+  const sendBody = sendBodySchema(variablesLimitsOf(app.ctx.config));
 
   app.post(
     '/api/v1/send',

@@ -1,28 +1,36 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/envelope.ts';
 import { mailboxSchema } from '../../providers/mailbox-address.ts';
+import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
 
 /** Most recipients one send may address (common provider limit; SES and Postmark use 50). */
 export const MAX_RECIPIENTS = 50;
 
-export const sendBody = z.object({
-  templateId: z.string().min(1).max(200),
-  to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
-  variables: z.record(z.string(), z.unknown()).optional(),
-  from: mailboxSchema.optional(),
-  pdfAttachments: z
-    .array(
-      z.object({
-        templateId: z.string().min(1).max(200),
-        filename: z.string().trim().min(1).max(200),
-        variables: z.record(z.string(), z.unknown()).optional(),
-      }),
-    )
-    .max(10)
-    .optional(),
-});
-export type SendInput = z.infer<typeof sendBody>;
+/**
+ * Body of `POST /api/v1/send` (spec "Public API"). `variables` (also each PDF attachment's) is
+ * held to `limits` ({@link variablesSchema}): over them, 400 VALIDATION_ERROR naming the limit.
+ */
+export function sendBodySchema(limits: VariablesLimits) {
+  const variables = variablesSchema(limits);
+  return z.object({
+    templateId: z.string().min(1).max(200),
+    to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
+    variables: variables.optional(),
+    from: mailboxSchema.optional(),
+    pdfAttachments: z
+      .array(
+        z.object({
+          templateId: z.string().min(1).max(200),
+          filename: z.string().trim().min(1).max(200),
+          variables: variables.optional(),
+        }),
+      )
+      .max(10)
+      .optional(),
+  });
+}
+export type SendInput = z.infer<ReturnType<typeof sendBodySchema>>;
 
 export const acceptedSendView = z.object({ id: z.string(), jobId: z.string(), status: z.literal('queued') });
 

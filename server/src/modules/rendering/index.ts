@@ -16,3 +16,10 @@ export {
 export { parseDesign, type TemplateErrorReason } from './rendering.design.ts';
 export { LIQUID_LIMITS } from './rendering.liquid.ts';
 export type { EmailDesign } from './rendering.schema.ts';
+export {
+  checkVariablesLimits,
+  type VariablesLimitIssue,
+  type VariablesLimits,
+  variablesLimitsOf,
+  variablesSchema,
+} from './rendering.variables-limits.ts';

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { actingUserIdOf, teamIdOf } from '../../http/principal.ts';
+import { variablesLimitsOf } from '../rendering/index.ts';
 import { duplicateTemplate } from './templates.duplicate.service.ts';
 import { previewTemplate } from './templates.preview.service.ts';
 import {
@@ -10,7 +11,7 @@ import {
   createTemplateBody,
   createVersionBody,
   duplicatedTemplateView,
-  previewBody,
+  previewBodySchema,
   previewView,
   templateIdParams,
   templateListItem,
@@ -37,6 +38,7 @@ const security: { [scheme: string]: string[] }[] = [{ session: [] }, { apiKey: [
 export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
+  const previewBody = previewBodySchema(variablesLimitsOf(app.ctx.config));
 
   app.get(
     '/api/templates',

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/envelope.ts';
 import { SLUG_PATTERN } from '../../slug.ts';
+import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 
 const name = z.string().trim().min(1).max(100);
 const slug = z
@@ -43,8 +44,13 @@ export const templateVersionParams = z.object({ id: z.string().min(1), versionId
 export const createVersionBody = z.object({ name: name.optional() }).nullish();
 export type CreateVersionInput = z.infer<typeof createVersionBody>;
 
-/** `POST /api/templates/:id/preview` (spec: variables object, required). */
-export const previewBody = z.object({ variables: z.record(z.string(), z.unknown()) });
+/**
+ * `POST /api/templates/:id/preview` (spec: variables object, required), `variables` held to the
+ * limits of a send (a preview renders as a send would).
+ */
+export function previewBodySchema(limits: VariablesLimits) {
+  return z.object({ variables: variablesSchema(limits) });
+}
 
 export const templateListQuery = paginationQuery.extend({
   search: z.string().max(200).optional(),
