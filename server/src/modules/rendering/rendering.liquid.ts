@@ -5,7 +5,8 @@
  * Limits follow ARCHITECTURE.md "Known traps": parseLimit, renderLimit AND memoryLimit are all
  * set (renderLimit is only checked between nodes, so a `(1..100000000)` range is stopped by
  * memoryLimit), plus a cap on the characters Liquid writes, so a loop printing 10 MB stops as
- * soon as it passes the cap instead of when the clock runs out.
+ * soon as it passes the cap instead of when the clock runs out. A filter is one node, so array
+ * filters are charged to memoryLimit per element before they run (rendering.filters.ts).
  */
 import {
   analyzeSync,
@@ -27,7 +28,10 @@ export const LIQUID_LIMITS = {
   sourceChars: 1_000_000,
   /** Wall time of the Liquid part of one render, ms, all strings together. */
   renderMs: 50,
-  /** liquidjs allocation units (range items, characters built by filters) per render. */
+  /**
+   * liquidjs allocation units per render: range items, characters built by filters, and the
+   * per-element work of array filters (rendering.filters.ts: sorts n·log2 n, `where` 25 per item).
+   */
   memory: 1_000_000,
   /** Characters written by Liquid tags and outputs per render, all strings together. */
   outputChars: 1_000_000,
