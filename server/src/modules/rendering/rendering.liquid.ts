@@ -153,10 +153,10 @@ export function variablesOf(parts: ParsedLiquid[]): TemplateVariable[] {
 
 /**
  * The paths of `used` that `values` leaves undefined (the value, or a step before it, is
- * undefined or null), looked up by liquidjs itself
- * (`Context.getSync`, the lookup rendering does: own properties only, `size`/`first`/`last`,
- * negative array indexes). A path with a computed index (`items[i].sku`) is looked up to
- * before that index only, as its value depends on the template's own state.
+ * undefined or null), looked up by liquidjs itself (`Context.getSync`, the lookup rendering does:
+ * own properties only, `size`/`first`/`last`, negative array indexes). A path with a computed
+ * index (`items[i].sku`) is looked up to before that index only, as its value depends on the
+ * template's own state.
  */
 export function missingVariables(
   used: readonly TemplateVariable[],
