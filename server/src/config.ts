@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { trustProxySchema } from './http/trust-proxy.ts';
 
 /**
  * Every environment variable Postwright reads, parsed once with zod.
@@ -38,7 +39,8 @@ const envSchema = z.object({
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
-  TRUST_PROXY: booleanFromEnv.default(false),
+  // Hop count or proxy addresses/CIDRs; `true` is refused (http/trust-proxy.ts, issue #8).
+  TRUST_PROXY: trustProxySchema.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),
