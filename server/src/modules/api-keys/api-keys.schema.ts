@@ -4,7 +4,13 @@ import { z } from 'zod';
  * API key scopes (spec "API key"), plus `templates:delete` (issue #8): `templates:write` creates and
  * modifies templates but does not delete them, as a session needs `templates:delete` to delete.
  */
-export const API_KEY_SCOPES = ['send', 'templates:read', 'templates:write', 'templates:delete', 'logs:read'] as const;
+export const API_KEY_SCOPES = [
+  'send',
+  'templates:read',
+  'templates:write',
+  'templates:delete',
+  'logs:read',
+] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 /** Requests per minute when a key is created without rateLimit (issue #2). */
