@@ -96,7 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: AppContext = {
     ...deps,
     auth: createAuth(deps),
-    rateLimiter: createRateLimiter(deps.config),
+    rateLimiter: createRateLimiter(deps.config, app.log.child({ module: 'rate-limit' })),
     routes: [],
   };
   app.addHook('onRoute', (route) => {
