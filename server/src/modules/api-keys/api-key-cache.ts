@@ -25,14 +25,16 @@ export interface ApiKeyCache {
 }
 
 /**
- * A bounded LRU (lru-cache) of key rows with a TTL of {@link API_KEY_CACHE_TTL_MS}. A load that
- * started before an {@link ApiKeyCache.evict} is returned but not kept, so a row read just before a
- * change cannot be cached after it.
+ * A bounded LRU (lru-cache) of key rows, each kept until {@link API_KEY_CACHE_TTL_MS} after the
+ * start of the database read that produced it. A load that started before an
+ * {@link ApiKeyCache.evict} is returned but not kept, so a row read just before a change made by
+ * this process cannot be cached after it.
  */
 export function createApiKeyCache(options: { ttlMs?: number; maxKeys?: number } = {}): ApiKeyCache {
+  const ttlMs = options.ttlMs ?? API_KEY_CACHE_TTL_MS;
   const rows = new LRUCache<string, ApiKeyRow>({
     max: options.maxKeys ?? API_KEY_CACHE_MAX_KEYS,
-    ttl: options.ttlMs ?? API_KEY_CACHE_TTL_MS,
+    ttl: ttlMs,
     // The TTL counts from the database read, not from the last use.
     updateAgeOnGet: false,
   });
@@ -42,8 +44,11 @@ export function createApiKeyCache(options: { ttlMs?: number; maxKeys?: number } 
       const cached = rows.get(keyHash);
       if (cached) return cached;
       const evictionsBefore = evictions;
+      const loadStartedAt = Date.now();
       const row = await load();
-      if (row && evictions === evictionsBefore) rows.set(keyHash, row);
+      // The row is as old as the read's start: it may be served until ttlMs after that, no later.
+      const ttl = ttlMs - (Date.now() - loadStartedAt);
+      if (row && evictions === evictionsBefore && ttl > 0) rows.set(keyHash, row, { ttl });
       return row;
     },
     evict(id) {
