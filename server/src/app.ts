@@ -14,9 +14,16 @@ import { clientErrorHandler, installErrorHandling } from './http/error-handler.t
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
 import { redactUrl } from './http/log-redaction.ts';
+import { fastifyTrustProxy } from './http/trust-proxy.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
-import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
+import {
+  type ApiKeyCache,
+  apiKeyRoutes,
+  createApiKeyCache,
+  createRateLimiter,
+  type RateLimiter,
+} from './modules/api-keys/index.ts';
 import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
 import { teamRoutes } from './modules/teams/index.ts';
@@ -36,6 +43,8 @@ export interface AppDeps {
 export interface AppContext extends AppDeps {
   auth: Auth;
   rateLimiter: RateLimiter;
+  /** Verified API keys of this process, for at most API_KEY_CACHE_TTL_MS (issue #9). */
+  apiKeyCache: ApiKeyCache;
   /** Every route with its declared access rule, filled as routes register (the isolation matrix reads it). */
   routes: RouteAccess[];
 }
@@ -68,7 +77,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
     },
     bodyLimit: BODY_LIMIT_BYTES,
-    trustProxy: deps.config.TRUST_PROXY,
+    trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
@@ -95,7 +104,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: AppContext = {
     ...deps,
     auth: createAuth(deps),
-    rateLimiter: createRateLimiter(deps.config),
+    rateLimiter: createRateLimiter(deps.config, app.log.child({ module: 'rate-limit' })),
+    apiKeyCache: createApiKeyCache(),
     routes: [],
   };
   app.addHook('onRoute', (route) => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { trustProxySchema } from './http/trust-proxy.ts';
 
 /**
  * Every environment variable Postwright reads, parsed once with zod.
@@ -46,7 +47,8 @@ const envSchema = z.object({
     .max(10 * 1024 * 1024)
     .default(256 * 1024),
   SEND_VARIABLES_MAX_ARRAY_LENGTH: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
-  TRUST_PROXY: booleanFromEnv.default(false),
+  // Hop count or proxy addresses/CIDRs; `true` is refused (http/trust-proxy.ts, issue #8).
+  TRUST_PROXY: trustProxySchema.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

@@ -69,7 +69,7 @@ const EXPECTED: Record<string, string> = {
   'GET /api/templates/:id': 'member +templates:read',
   'POST /api/templates': 'templates:create +templates:write',
   'PUT /api/templates/:id': 'templates:update +templates:write',
-  'DELETE /api/templates/:id': 'templates:delete +templates:write',
+  'DELETE /api/templates/:id': 'templates:delete +templates:delete',
   'POST /api/templates/:id/duplicate': 'templates:create +templates:write',
   'GET /api/templates/:id/versions': 'member +templates:read',
   'POST /api/templates/:id/versions': 'templates:update +templates:write',

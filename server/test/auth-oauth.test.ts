@@ -65,7 +65,7 @@ async function startOAuthApp(kind: DatabaseKind): Promise<OAuthApp> {
   const url = `http://127.0.0.1:${port}`;
   const ctx = await createTestContext(kind, {
     BASE_URL: url,
-    TRUST_PROXY: 'true',
+    TRUST_PROXY: '1',
     GITHUB_CLIENT_ID: CLIENTS.github.clientId,
     GITHUB_CLIENT_SECRET: CLIENTS.github.clientSecret,
     GOOGLE_CLIENT_ID: CLIENTS.google.clientId,

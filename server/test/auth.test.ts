@@ -9,6 +9,7 @@ import { sessions, users } from '../src/db/schema/index.ts';
 import { ok } from '../src/http/envelope.ts';
 import { installErrorHandling } from '../src/http/error-handler.ts';
 import { sessionOf } from '../src/http/principal.ts';
+import { fastifyTrustProxy } from '../src/http/trust-proxy.ts';
 import { authRoutes, createAuth, requireSession, setupUrl } from '../src/modules/auth/index.ts';
 import { PERMISSIONS } from '../src/modules/auth/permissions.ts';
 import {
@@ -36,7 +37,10 @@ async function buildAuthTestApp(
   const database = await createTestDatabase(kind);
   const config = loadConfig({ BASE_URL, SETUP_TOKEN, LOG_LEVEL: 'silent' });
   const encryptionKey = randomBytes(32);
-  const app = Fastify({ logger: false, trustProxy: config.TRUST_PROXY }).withTypeProvider<ZodTypeProvider>();
+  const app = Fastify({
+    logger: false,
+    trustProxy: fastifyTrustProxy(config.TRUST_PROXY),
+  }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);

@@ -680,7 +680,7 @@ describe('team invitations with password sign-in off (PGlite)', () => {
     url = `http://127.0.0.1:${await freePort()}`;
     ctx = await createTestContext('pglite', {
       BASE_URL: url,
-      TRUST_PROXY: 'true',
+      TRUST_PROXY: '1',
       AUTH_PASSWORD: 'false',
       OIDC_ISSUER: oidc.issuer,
       OIDC_CLIENT_ID: 'postwright-test',

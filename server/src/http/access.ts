@@ -11,7 +11,8 @@ import { AppError } from './errors.ts';
  * - `apiKey`: the public API, an `X-API-Key` holding one of `scopes` (spec "Public API");
  * - `session`: dashboard endpoints, a session cookie whose role grants `permission` (membership
  *   only when absent); with `apiKeyScopes`, an API key holding one of them may call it too
- *   (issue #3: templates:read, templates:write, logs:read on the matching dashboard endpoints).
+ *   (issue #3: templates:read, templates:write, logs:read on the matching dashboard endpoints;
+ *   issue #8: templates:delete, not templates:write, on template delete).
  */
 export type AccessRule =
   | { kind: 'public' }

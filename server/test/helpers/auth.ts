@@ -516,7 +516,7 @@ export interface ProviderSignIn {
  * by hand with fetch: `GET /api/auth/sign-in/:provider` (keeps the state cookie) → the provider's
  * authorization URL (the fakes and oauth2-mock-server approve at once) → our callback with
  * `code` and `state` → the callback's redirect. Every request carries `X-Forwarded-For: clientIp`
- * (apps under test run with TRUST_PROXY=true), so each sign-in has its own rate-limit bucket.
+ * (apps under test run with TRUST_PROXY=1: one proxy hop), so each sign-in has its own rate-limit bucket.
  */
 export async function signInWithProvider(
   appUrl: string,

@@ -4,7 +4,8 @@ import type { ApiKeyScope } from './api-keys.schema.ts';
 import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
 
 /**
- * onRequest hook for public endpoints (before the body is read): authenticates `X-API-Key`, requires one of `scopes`, then counts
+ * onRequest hook for public endpoints (before the body is read): authenticates `X-API-Key` (through
+ * the app's key cache: no database read for a key verified in the last 5 s), requires one of `scopes`, then counts
  * the request against the key's per-minute limit, setting `RateLimit-Limit`, `RateLimit-Remaining`,
  * `RateLimit-Reset` (seconds) and, when refused, `Retry-After` (IETF RateLimit header fields draft).
  * @throws UNAUTHORIZED / INVALID_TOKEN / TOKEN_EXPIRED (401), FORBIDDEN (403) for a missing scope,
@@ -12,11 +13,11 @@ import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
  */
 export function requireApiKey(...scopes: ApiKeyScope[]) {
   return async function apiKeyGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const { database, rateLimiter } = request.server.ctx;
+    const { database, rateLimiter, apiKeyCache } = request.server.ctx;
     const header = request.headers['x-api-key'];
     const secret = Array.isArray(header) ? header[0] : header;
     const now = new Date();
-    const key = await authenticateApiKey(database.db, secret?.trim() || undefined, now);
+    const key = await authenticateApiKey(database.db, apiKeyCache, secret?.trim() || undefined, now);
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
       throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
         requiredScopes: scopes,

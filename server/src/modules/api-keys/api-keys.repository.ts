@@ -1,8 +1,24 @@
-import { and, desc, eq } from 'drizzle-orm';
+import { and, desc, eq, isNotNull, isNull, lt, or, type SQL } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
-import { apiKeys } from '../../db/schema/index.ts';
+import { apiKeys, members, users } from '../../db/schema/index.ts';
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+/** A key with who created it: the user's name and email (null once the account is deleted) and
+ * whether they are still a member of the key's team. */
+export interface ApiKeyWithCreator {
+  key: ApiKeyRow;
+  creatorName: string | null;
+  creatorEmail: string | null;
+  creatorIsMember: boolean;
+}
+
+/** Filters of the team's key list; `creatorStatus: 'removed'` also matches keys whose creator's account is gone. */
+export interface ApiKeyFilter {
+  id?: string | undefined;
+  createdBy?: string | undefined;
+  creatorStatus?: 'member' | 'removed' | undefined;
+}
 
 /** SQL for API keys; every query but the hash look-up is scoped by team. */
 export const apiKeyRepository = {
@@ -10,15 +26,28 @@ export const apiKeyRepository = {
     const [created] = await db.insert(apiKeys).values(row).returning();
     return created!;
   },
-  listByTeam(db: Executor, teamId: string): Promise<ApiKeyRow[]> {
-    return db.select().from(apiKeys).where(eq(apiKeys.teamId, teamId)).orderBy(desc(apiKeys.createdAt));
-  },
-  async findInTeam(db: Executor, teamId: string, id: string): Promise<ApiKeyRow | undefined> {
-    const [row] = await db
-      .select()
+  /** The team's keys matching `filter`, newest first, each with its creator and their membership. */
+  async listWithCreator(
+    db: Executor,
+    teamId: string,
+    filter: ApiKeyFilter = {},
+  ): Promise<ApiKeyWithCreator[]> {
+    const conditions: SQL[] = [eq(apiKeys.teamId, teamId)];
+    if (filter.id !== undefined) conditions.push(eq(apiKeys.id, filter.id));
+    if (filter.createdBy !== undefined) conditions.push(eq(apiKeys.createdBy, filter.createdBy));
+    if (filter.creatorStatus === 'member') conditions.push(isNotNull(members.id));
+    if (filter.creatorStatus === 'removed') conditions.push(isNull(members.id));
+    const rows = await db
+      .select({ key: apiKeys, creatorName: users.name, creatorEmail: users.email, memberId: members.id })
       .from(apiKeys)
-      .where(and(eq(apiKeys.teamId, teamId), eq(apiKeys.id, id)));
-    return row;
+      .leftJoin(users, eq(users.id, apiKeys.createdBy))
+      .leftJoin(
+        members,
+        and(eq(members.organizationId, apiKeys.teamId), eq(members.userId, apiKeys.createdBy)),
+      )
+      .where(and(...conditions))
+      .orderBy(desc(apiKeys.createdAt));
+    return rows.map(({ memberId, ...row }) => ({ ...row, creatorIsMember: memberId !== null }));
   },
   async findByHash(db: Executor, keyHash: string): Promise<ApiKeyRow | undefined> {
     const [row] = await db.select().from(apiKeys).where(eq(apiKeys.keyHash, keyHash));
@@ -44,7 +73,11 @@ export const apiKeyRepository = {
       .returning({ id: apiKeys.id });
     return rows.length > 0;
   },
-  async touchLastUsed(db: Executor, id: string, at: Date): Promise<void> {
-    await db.update(apiKeys).set({ lastUsedAt: at }).where(eq(apiKeys.id, id));
+  /** Sets lastUsedAt = `at` unless it is already later than `unlessAfter`. */
+  async touchLastUsed(db: Executor, id: string, at: Date, unlessAfter: Date): Promise<void> {
+    await db
+      .update(apiKeys)
+      .set({ lastUsedAt: at })
+      .where(and(eq(apiKeys.id, id), or(isNull(apiKeys.lastUsedAt), lt(apiKeys.lastUsedAt, unlessAfter))));
   },
 };

@@ -8,6 +8,7 @@ import {
   apiKeyView,
   createApiKeyBody,
   createdApiKeyView,
+  listApiKeysQuery,
   regeneratedApiKeyView,
   updateApiKeyBody,
   updatedApiKeyView,
@@ -17,18 +18,24 @@ import * as service from './api-keys.service.ts';
 const tags = ['API keys'];
 const security = [{ session: [] }];
 
-/** The six API-key endpoints of the spec ("API keys (session)"). */
+/** The six API-key endpoints of the spec ("API keys (session)"); the list filters by creator (issue #8). */
 export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
+  const cache = () => app.ctx.apiKeyCache;
 
   app.get(
     '/api/api-keys',
     {
       ...access({ kind: 'session', permission: 'api-keys:view' }),
-      schema: { tags, security, response: { 200: envelopeOf(apiKeyView.array()) } },
+      schema: {
+        tags,
+        security,
+        querystring: listApiKeysQuery,
+        response: { 200: envelopeOf(apiKeyView.array()) },
+      },
     },
-    async (request) => ok(await service.listApiKeys(db(), sessionOf(request).teamId)),
+    async (request) => ok(await service.listApiKeys(db(), sessionOf(request).teamId, request.query)),
   );
 
   app.get(
@@ -66,7 +73,9 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) =>
-      ok(await service.updateApiKey(db(), sessionOf(request).teamId, request.params.id, request.body)),
+      ok(
+        await service.updateApiKey(db(), cache(), sessionOf(request).teamId, request.params.id, request.body),
+      ),
   );
 
   app.delete(
@@ -76,7 +85,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: apiKeyIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
-      await service.deleteApiKey(db(), sessionOf(request).teamId, request.params.id);
+      await service.deleteApiKey(db(), cache(), sessionOf(request).teamId, request.params.id);
       return deleted;
     },
   );
@@ -92,6 +101,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
         response: { 200: envelopeOf(regeneratedApiKeyView) },
       },
     },
-    async (request) => ok(await service.regenerateApiKey(db(), sessionOf(request).teamId, request.params.id)),
+    async (request) =>
+      ok(await service.regenerateApiKey(db(), cache(), sessionOf(request).teamId, request.params.id)),
   );
 }

@@ -1,7 +1,16 @@
 import { z } from 'zod';
 
-/** API key scopes (spec "API key"). */
-export const API_KEY_SCOPES = ['send', 'templates:read', 'templates:write', 'logs:read'] as const;
+/**
+ * API key scopes (spec "API key"), plus `templates:delete` (issue #8): `templates:write` creates and
+ * modifies templates but does not delete them, as a session needs `templates:delete` to delete.
+ */
+export const API_KEY_SCOPES = [
+  'send',
+  'templates:read',
+  'templates:write',
+  'templates:delete',
+  'logs:read',
+] as const;
 export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 /** Requests per minute when a key is created without rateLimit (issue #2). */
@@ -12,7 +21,9 @@ const scopes = z
   .array(z.enum(API_KEY_SCOPES))
   .min(1)
   .transform((s) => [...new Set(s)]);
-const rateLimit = z.number().int().min(1).max(10_000);
+/** Requests per minute: 1 to 1,000,000 (issue #9 raises the spec's 10,000). */
+export const MAX_RATE_LIMIT = 1_000_000;
+const rateLimit = z.number().int().min(1).max(MAX_RATE_LIMIT);
 
 export const createApiKeyBody = z.object({
   name,
@@ -34,6 +45,25 @@ export const updateApiKeyBody = z.object({
 
 export const apiKeyIdParams = z.object({ id: z.string().min(1) });
 
+/** Filters of `GET /api/api-keys` (issue #8): by creator, and by whether the creator is still a member. */
+export const listApiKeysQuery = z.object({
+  createdBy: z.string().min(1).optional(),
+  creatorStatus: z.enum(['member', 'removed']).optional(),
+});
+
+/**
+ * Who created a key (issue #8): a key keeps working after its creator leaves the team, so the view
+ * says whether they are still a `member` or `removed`. Null when the user account no longer exists.
+ */
+export const apiKeyCreatorView = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    email: z.string(),
+    status: z.enum(['member', 'removed']),
+  })
+  .nullable();
+
 export const apiKeyView = z.object({
   id: z.string(),
   name: z.string(),
@@ -44,6 +74,7 @@ export const apiKeyView = z.object({
   lastUsedAt: z.string().nullable(),
   isActive: z.boolean(),
   createdBy: z.string().nullable(),
+  creator: apiKeyCreatorView,
   createdAt: z.string(),
   updatedAt: z.string(),
 });

@@ -2,12 +2,18 @@ import type { Executor } from '../../db/client.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
+import type { ApiKeyCache } from './api-key-cache.ts';
 import { apiKeyPrefix, generateApiKeySecret, hashApiKeySecret } from './api-key-secret.ts';
-import { type ApiKeyRow, apiKeyRepository } from './api-keys.repository.ts';
+import {
+  type ApiKeyFilter,
+  type ApiKeyRow,
+  type ApiKeyWithCreator,
+  apiKeyRepository,
+} from './api-keys.repository.ts';
 import { type ApiKeyScope, type ApiKeyView, DEFAULT_RATE_LIMIT } from './api-keys.schema.ts';
 
-/** The read shape of a key (spec "API key"); never includes the secret or its hash. */
-export function presentApiKey(row: ApiKeyRow): ApiKeyView {
+/** The read shape of a key (spec "API key") without its creator; never the secret or its hash. */
+export function presentApiKey(row: ApiKeyRow): Omit<ApiKeyView, 'creator'> {
   return {
     id: row.id,
     name: row.name,
@@ -21,6 +27,20 @@ export function presentApiKey(row: ApiKeyRow): ApiKeyView {
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/** The list/get shape: {@link presentApiKey} plus `creator` with their membership (issue #8). */
+function presentApiKeyWithCreator({ key, creatorName, creatorEmail, creatorIsMember }: ApiKeyWithCreator) {
+  const creator =
+    key.createdBy !== null && creatorName !== null && creatorEmail !== null
+      ? {
+          id: key.createdBy,
+          name: creatorName,
+          email: creatorEmail,
+          status: creatorIsMember ? ('member' as const) : ('removed' as const),
+        }
+      : null;
+  return { ...presentApiKey(key), creator };
 }
 
 /**
@@ -38,7 +58,7 @@ export async function createApiKey(
     rateLimit?: number | undefined;
     expiresAt?: string | null | undefined;
   },
-): Promise<ApiKeyView & { key: string }> {
+): Promise<Omit<ApiKeyView, 'creator'> & { key: string }> {
   const key = generateApiKeySecret();
   const row = await apiKeyRepository.insert(db, {
     id: newId('apiKey'),
@@ -54,21 +74,32 @@ export async function createApiKey(
   return { ...presentApiKey(row), key };
 }
 
-/** The team's keys, newest first, without secrets. */
-export async function listApiKeys(db: Executor, teamId: string): Promise<ApiKeyView[]> {
-  return (await apiKeyRepository.listByTeam(db, teamId)).map(presentApiKey);
+/**
+ * The team's keys, newest first, without secrets, each with its `creator` and whether they are still
+ * a member; `filter` narrows by `createdBy` (a user id) and `creatorStatus` (issue #8).
+ */
+export async function listApiKeys(
+  db: Executor,
+  teamId: string,
+  filter: Pick<ApiKeyFilter, 'createdBy' | 'creatorStatus'> = {},
+): Promise<ApiKeyView[]> {
+  return (await apiKeyRepository.listWithCreator(db, teamId, filter)).map(presentApiKeyWithCreator);
 }
 
-/** @throws NOT_FOUND when the key is not the team's. */
+/** One key with its `creator`. @throws NOT_FOUND when the key is not the team's. */
 export async function getApiKey(db: Executor, teamId: string, id: string): Promise<ApiKeyView> {
-  const row = await apiKeyRepository.findInTeam(db, teamId, id);
+  const [row] = await apiKeyRepository.listWithCreator(db, teamId, { id });
   if (!row) throw notFound('API key');
-  return presentApiKey(row);
+  return presentApiKeyWithCreator(row);
 }
 
-/** @throws NOT_FOUND when the key is not the team's. */
+/**
+ * Changes a key; this process stops serving the old state at once (`cache`), others within
+ * API_KEY_CACHE_TTL_MS. @throws NOT_FOUND when the key is not the team's.
+ */
 export async function updateApiKey(
   db: Executor,
+  cache: ApiKeyCache,
   teamId: string,
   id: string,
   changes: {
@@ -77,50 +108,64 @@ export async function updateApiKey(
     rateLimit?: number | undefined;
     isActive?: boolean | undefined;
   },
-): Promise<ApiKeyView> {
+): Promise<Omit<ApiKeyView, 'creator'>> {
   const defined = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
   const row = await apiKeyRepository.update(db, teamId, id, defined);
   if (!row) throw notFound('API key');
+  cache.evict(id);
   return presentApiKey(row);
 }
 
-/** Permanent delete. @throws NOT_FOUND when the key is not the team's. */
-export async function deleteApiKey(db: Executor, teamId: string, id: string): Promise<void> {
+/**
+ * Permanent delete; refused at once by this process, by others within API_KEY_CACHE_TTL_MS.
+ * @throws NOT_FOUND when the key is not the team's.
+ */
+export async function deleteApiKey(
+  db: Executor,
+  cache: ApiKeyCache,
+  teamId: string,
+  id: string,
+): Promise<void> {
   if (!(await apiKeyRepository.delete(db, teamId, id))) throw notFound('API key');
+  cache.evict(id);
 }
 
 /**
- * Replaces the secret of the same key record; the old secret fails from this moment
- * (spec "Authentication" 6). @throws NOT_FOUND when the key is not the team's.
+ * Replaces the secret of the same key record; the old secret fails from this moment in this process
+ * (spec "Authentication" 6), in others within API_KEY_CACHE_TTL_MS.
+ * @throws NOT_FOUND when the key is not the team's.
  */
 export async function regenerateApiKey(
   db: Executor,
+  cache: ApiKeyCache,
   teamId: string,
   id: string,
-): Promise<ApiKeyView & { key: string }> {
+): Promise<Omit<ApiKeyView, 'creator'> & { key: string }> {
   const key = generateApiKeySecret();
   const row = await apiKeyRepository.update(db, teamId, id, {
     keyHash: hashApiKeySecret(key),
     keyPrefix: apiKeyPrefix(key),
   });
   if (!row) throw notFound('API key');
+  cache.evict(id);
   return { ...presentApiKey(row), key };
 }
 
 /**
- * Resolves an `X-API-Key` secret to its key record (spec "Authentication" 1-3, case rule 2).
+ * Resolves an `X-API-Key` secret to its key record (spec "Authentication" 1-3, case rule 2), through
+ * `cache`: no database read for a key verified less than API_KEY_CACHE_TTL_MS ago (issue #9).
  * @throws UNAUTHORIZED when no key was sent, INVALID_TOKEN when it is unknown or inactive,
  *   TOKEN_EXPIRED when expiresAt is in the past.
  */
 export async function authenticateApiKey(
   db: Executor,
+  cache: ApiKeyCache,
   secret: string | undefined,
   now: Date,
 ): Promise<ApiKeyRow> {
   if (!secret) throw new AppError('UNAUTHORIZED', 'Missing X-API-Key header');
-  const row = secret.startsWith('svc_')
-    ? await apiKeyRepository.findByHash(db, hashApiKeySecret(secret))
-    : undefined;
+  const keyHash = secret.startsWith('svc_') ? hashApiKeySecret(secret) : undefined;
+  const row = keyHash ? await cache.get(keyHash, () => apiKeyRepository.findByHash(db, keyHash)) : undefined;
   if (!row?.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) {
     throw new AppError('TOKEN_EXPIRED', 'API key has expired', { expiresAt: row.expiresAt.toISOString() });
@@ -131,8 +176,13 @@ export async function authenticateApiKey(
 /** lastUsedAt is written at most once per this many ms per key (a write per request is waste). */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 
-/** Records that the key was used at `now`, unless it already was within the last minute. */
+/**
+ * Records that the key was used at `now`, unless it already was within the last minute: `key` is the
+ * cached row, so its lastUsedAt is updated too, and the SQL skips the write when another process
+ * recorded a use within the minute.
+ */
 export async function recordApiKeyUse(db: Executor, key: ApiKeyRow, now: Date): Promise<void> {
   if (key.lastUsedAt && now.getTime() - key.lastUsedAt.getTime() < LAST_USED_GRANULARITY_MS) return;
-  await apiKeyRepository.touchLastUsed(db, key.id, now);
+  key.lastUsedAt = now;
+  await apiKeyRepository.touchLastUsed(db, key.id, now, new Date(now.getTime() - LAST_USED_GRANULARITY_MS));
 }

@@ -3,11 +3,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createRateLimiter, type RateLimiter } from './rate-limit.ts';
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const silentLog = { warn: () => {}, info: () => {} };
 
 describe('rate limiter', () => {
   const opened: RateLimiter[] = [];
   const open = (redis: boolean) => {
-    const limiter = createRateLimiter({ REDIS_URL: redis ? REDIS_URL : undefined });
+    const limiter = createRateLimiter({ REDIS_URL: redis ? REDIS_URL : undefined }, silentLog);
     opened.push(limiter);
     return limiter;
   };

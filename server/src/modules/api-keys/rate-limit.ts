@@ -21,34 +21,105 @@ export interface RateLimitDecision {
 /** Per-key fixed-window limiter: `limit` requests per 60 s window (spec "Limits": per minute, per key). */
 export interface RateLimiter {
   consume(key: string, limit: number): Promise<RateLimitDecision>;
+  /**
+   * Redis outages seen since start: each time requests began to be counted in process because the
+   * Redis store failed (0 without REDIS_URL). The figure for a metrics endpoint.
+   */
+  readonly redisOutages: number;
   close(): Promise<void>;
 }
 
+/** Where the limiter reports a Redis outage and its end (Fastify's pino logger fits). */
+export interface RateLimitLog {
+  warn(details: object, message: string): void;
+  info(details: object, message: string): void;
+}
+
 const WINDOW_SECONDS = 60;
+/** A Redis command slower than this counts in process instead of holding the request (ms). */
+const REDIS_COMMAND_TIMEOUT_MS = 1_000;
+/** Requests wait at most this long for the first connection at start-up before counting in process (ms). */
+const FIRST_CONNECTION_WAIT_MS = 2_000;
+
+/** Per-call options handed through rate-limiter-flexible to the insurance limiter, which marks them. */
+interface ConsumeOptions {
+  countedInProcess?: boolean;
+}
+
+/**
+ * The in-process store that rate-limiter-flexible's `insuranceLimiter` option switches to when a
+ * Redis command fails (or Redis is not ready). The library gives no hook for that moment, so this
+ * store marks the call's options, which the library passes through unchanged.
+ */
+class InsuranceLimiter extends RateLimiterMemory {
+  override consume(key: string | number, points = 1, options: ConsumeOptions = {}): Promise<RateLimiterRes> {
+    options.countedInProcess = true;
+    return super.consume(key, points, options);
+  }
+}
 
 /**
  * Creates the limiter: in memory by default, in Redis when REDIS_URL is set so that every API
  * process shares one count per key (ARCHITECTURE.md "Runtime shape").
- * A Redis outage fails open for that request (logged by ioredis) rather than refusing all sends.
+ *
+ * When Redis fails (down, unreachable, slower than 1 s) each request is counted by an in-process
+ * limiter with the same limit instead (rate-limiter-flexible's `insuranceLimiter`), so the limit
+ * keeps holding per process; the first such request of an outage logs one warning and adds one to
+ * {@link RateLimiter.redisOutages}, the first request Redis counts again logs the end (issue #8).
  */
-export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>): RateLimiter {
+export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLimitLog): RateLimiter {
   const redis = config.REDIS_URL
-    ? new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: false })
+    ? new Redis(config.REDIS_URL, {
+        // Fail fast to the in-process count rather than queue requests behind a reconnect.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      })
     : undefined;
-  redis?.on('error', () => {});
+  let lastRedisError = 'not connected';
+  // Every reconnect attempt emits 'error'; the outage is reported once, by the requests (below).
+  redis?.on('error', (error: Error) => {
+    lastRedisError = error.message;
+  });
+  // Requests arriving while the first connection is being made wait for it rather than count as an outage.
+  const firstConnection = redis
+    ? new Promise<void>((resolve) => {
+        redis.once('ready', resolve);
+        redis.once('error', resolve);
+        setTimeout(resolve, FIRST_CONNECTION_WAIT_MS).unref();
+      })
+    : Promise.resolve();
+
+  let inOutage = false;
+  let redisOutages = 0;
+  const noteStore = (countedInProcess: boolean) => {
+    if (countedInProcess === inOutage) return;
+    inOutage = countedInProcess;
+    if (countedInProcess) {
+      redisOutages++;
+      log.warn(
+        { reason: lastRedisError, redisOutages },
+        'Redis unavailable: API-key rate limits are counted in this process until it is back',
+      );
+    } else {
+      log.info({ redisOutages }, 'Redis is back: API-key rate limits are shared between processes again');
+    }
+  };
+
   // rate-limiter-flexible fixes `points` per instance; keys with the same limit share one instance.
   const limiters = new Map<number, RateLimiterAbstract>();
   const limiterFor = (limit: number): RateLimiterAbstract => {
     let limiter = limiters.get(limit);
     if (!limiter) {
+      const options = { points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' };
       limiter = redis
         ? new RateLimiterRedis({
+            ...options,
             storeClient: redis,
-            points: limit,
-            duration: WINDOW_SECONDS,
-            keyPrefix: 'pw:rl',
+            rejectIfRedisNotReady: true,
+            insuranceLimiter: new InsuranceLimiter(options),
           })
-        : new RateLimiterMemory({ points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' });
+        : new RateLimiterMemory(options);
       limiters.set(limit, limiter);
     }
     return limiter;
@@ -56,18 +127,27 @@ export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>): RateLimite
 
   return {
     async consume(key, limit) {
+      await firstConnection;
       const toDecision = (res: RateLimiterRes, allowed: boolean): RateLimitDecision => ({
         allowed,
         limit,
         remaining: Math.max(0, res.remainingPoints),
         resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
       });
+      const options: ConsumeOptions = {};
+      let decision: RateLimitDecision;
       try {
-        return toDecision(await limiterFor(limit).consume(key), true);
+        decision = toDecision(await limiterFor(limit).consume(key, 1, options), true);
       } catch (error) {
-        if (error instanceof RateLimiterRes) return toDecision(error, false);
-        return { allowed: true, limit, remaining: limit, resetSeconds: WINDOW_SECONDS };
+        // Anything but "over the limit" would be a failure of the in-process store itself: no fail-open.
+        if (!(error instanceof RateLimiterRes)) throw error;
+        decision = toDecision(error, false);
       }
+      if (redis) noteStore(options.countedInProcess === true);
+      return decision;
+    },
+    get redisOutages() {
+      return redisOutages;
     },
     async close() {
       if (redis) await redis.quit().catch(() => redis.disconnect());

@@ -99,7 +99,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   app.delete(
     '/api/templates/:id',
     {
-      ...access({ kind: 'session', permission: 'templates:delete', apiKeyScopes: ['templates:write'] }),
+      ...access({ kind: 'session', permission: 'templates:delete', apiKeyScopes: ['templates:delete'] }),
       schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {

@@ -1,0 +1,166 @@
+import { eq } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.ts';
+import { apiKeys } from '../src/db/schema/index.ts';
+import { API_KEY_CACHE_TTL_MS } from '../src/modules/api-keys/api-key-cache.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, expectError } from './helpers/factories.ts';
+
+/** The README's bound, plus a margin for the polling requests themselves (ms). */
+const REVOCATION_BOUND_MS = API_KEY_CACHE_TTL_MS + 1_000;
+
+/**
+ * Issue #9: a verified API key is served from the process's memory for at most API_KEY_CACHE_TTL_MS
+ * (5 s): no database round trip on the hot path, and a key revoked anywhere stops working within that
+ * bound, at once in the process that revoked it. "Another process" is a second app built on the same
+ * database (its own key cache), or a change made in SQL.
+ */
+describe('API key cache', () => {
+  let ctx: TestContext;
+  let here: FastifyInstance;
+  let elsewhere: FastifyInstance;
+  let owner: TeamOwner;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    here = ctx.app;
+    const { config, database, queue, encryptionKey } = ctx.app.ctx;
+    elsewhere = await buildApp({ config, database, queue, encryptionKey });
+    await elsewhere.ready();
+    owner = await setupOwner(here);
+  });
+  afterAll(async () => {
+    await elsewhere?.close();
+    await ctx?.close();
+  });
+
+  const statusOf = (app: FastifyInstance, key: string) =>
+    app.inject({ method: 'GET', url: '/api/v1/eml_none/status', headers: { 'x-api-key': key } });
+  /** 404 = the key was accepted (the email does not exist); 401 = refused. */
+  const codeOf = async (app: FastifyInstance, key: string) => (await statusOf(app, key)).statusCode;
+  const manage = (app: FastifyInstance, method: 'PUT' | 'DELETE' | 'POST', url: string, payload?: object) =>
+    app.inject({ method, url, headers: sessionHeaders(app, owner), ...(payload ? { payload } : {}) });
+
+  const changes: Array<[string, (id: string) => Promise<unknown>]> = [
+    ['deleted through another app', (id) => manage(elsewhere, 'DELETE', `/api/api-keys/${id}`)],
+    [
+      'deactivated through another app',
+      (id) => manage(elsewhere, 'PUT', `/api/api-keys/${id}`, { isActive: false }),
+    ],
+    ['regenerated through another app', (id) => manage(elsewhere, 'POST', `/api/api-keys/${id}/regenerate`)],
+    [
+      'deactivated in SQL',
+      (id) => here.ctx.database.db.update(apiKeys).set({ isActive: false }).where(eq(apiKeys.id, id)),
+    ],
+  ];
+
+  it.each(changes)(
+    'a key %s still works here at once, and is refused within the bound',
+    async (_label, change) => {
+      const created = await buildApiKey(here, owner);
+      expect(await codeOf(here, created.key)).toBe(404);
+      const response = (await change(created.id)) as { statusCode?: number; body?: string } | undefined;
+      if (response?.statusCode !== undefined) expect(response.statusCode, response.body).toBe(200);
+      const changedAt = Date.now();
+
+      // Served from this process's cache: the change is not seen yet (the cache is real).
+      expect(await codeOf(here, created.key)).toBe(404);
+      // Another process that had not cached it refuses at once.
+      expectError(await statusOf(elsewhere, created.key), 401, 'INVALID_TOKEN');
+      await expect
+        .poll(() => codeOf(here, created.key), { timeout: REVOCATION_BOUND_MS, interval: 100 })
+        .toBe(401);
+      expect(Date.now() - changedAt).toBeLessThanOrEqual(REVOCATION_BOUND_MS);
+    },
+  );
+
+  it.each([
+    ['deleted', (id: string) => manage(here, 'DELETE', `/api/api-keys/${id}`)],
+    ['deactivated', (id: string) => manage(here, 'PUT', `/api/api-keys/${id}`, { isActive: false })],
+    ['regenerated', (id: string) => manage(here, 'POST', `/api/api-keys/${id}/regenerate`)],
+  ])('a key %s through this process is refused by it at once', async (_label, change) => {
+    const created = await buildApiKey(here, owner);
+    expect(await codeOf(here, created.key)).toBe(404);
+    const response = await change(created.id);
+    expect(response.statusCode, response.body).toBe(200);
+    expectError(await statusOf(here, created.key), 401, 'INVALID_TOKEN');
+  });
+
+  it('applies new scopes and a new rate limit set through this process at once', async () => {
+    const created = await buildApiKey(here, owner, { scopes: ['logs:read'], rateLimit: 50 });
+    expect(await codeOf(here, created.key)).toBe(404);
+    expect((await manage(here, 'PUT', `/api/api-keys/${created.id}`, { rateLimit: 7 })).statusCode).toBe(200);
+    expect((await statusOf(here, created.key)).headers['ratelimit-limit']).toBe('7');
+    expect((await manage(here, 'PUT', `/api/api-keys/${created.id}`, { scopes: ['send'] })).statusCode).toBe(
+      200,
+    );
+    expect(await codeOf(here, created.key)).toBe(404); // send also reads status
+    expect(
+      (await manage(here, 'PUT', `/api/api-keys/${created.id}`, { scopes: ['templates:read'] })).statusCode,
+    ).toBe(200);
+    expectError(await statusOf(here, created.key), 403, 'FORBIDDEN');
+  });
+
+  /** Runs `action`, returning the SQL texts sent through the app's pool meanwhile. */
+  async function statementsDuring(action: () => Promise<void>): Promise<string[]> {
+    const handle = here.ctx.database;
+    if (handle.kind !== 'postgres') throw new Error('this test needs PostgreSQL');
+    const pool = handle.pool as unknown as { query: (...args: unknown[]) => unknown };
+    const statements: string[] = [];
+    const query = pool.query;
+    pool.query = function (this: unknown, ...args: unknown[]) {
+      const first = args[0] as string | { text?: string };
+      statements.push(typeof first === 'string' ? first : (first?.text ?? ''));
+      return query.apply(this, args);
+    };
+    try {
+      await action();
+    } finally {
+      pool.query = query;
+    }
+    return statements;
+  }
+  const readsApiKeys = (statements: string[]) => statements.filter((sql) => sql.includes('"api_keys"'));
+
+  it('serves a cached key and its rate limit without reading the api_keys table', async () => {
+    const created = await buildApiKey(here, owner, { rateLimit: 1_000 });
+    expect(await codeOf(here, created.key)).toBe(404); // loads the key, records lastUsedAt
+    const warm = await statementsDuring(async () => {
+      for (let i = 0; i < 20; i++) expect(await codeOf(here, created.key)).toBe(404);
+    });
+    expect(readsApiKeys(warm)).toEqual([]);
+    // The spy sees the look-up of a key that is not cached: the empty list above means something.
+    const other = await buildApiKey(here, owner);
+    const cold = await statementsDuring(async () => {
+      expect(await codeOf(here, other.key)).toBe(404);
+    });
+    expect(readsApiKeys(cold).length).toBeGreaterThan(0);
+  });
+
+  it('writes lastUsedAt at most once a minute, across processes too', async () => {
+    const created = await buildApiKey(here, owner);
+    const lastUsedAt = async () =>
+      (await here.ctx.database.db.select().from(apiKeys).where(eq(apiKeys.id, created.id)))[0]?.lastUsedAt;
+    expect(await codeOf(here, created.key)).toBe(404);
+    const first = await lastUsedAt();
+    expect(first).toBeInstanceOf(Date);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await codeOf(here, created.key)).toBe(404);
+    expect(await codeOf(elsewhere, created.key)).toBe(404);
+    expect((await lastUsedAt())?.getTime()).toBe(first!.getTime());
+  });
+
+  it('accepts a per-key rate limit up to 1,000,000 per minute', async () => {
+    const created = await buildApiKey(here, owner, { rateLimit: 1_000_000 });
+    expect((await statusOf(here, created.key)).headers['ratelimit-limit']).toBe('1000000');
+    const tooHigh = await here.inject({
+      method: 'POST',
+      url: '/api/api-keys',
+      headers: sessionHeaders(here, owner),
+      payload: { name: 'too much', rateLimit: 1_000_001 },
+    });
+    expectError(tooHigh, 400, 'VALIDATION_ERROR');
+  });
+});
