@@ -19,7 +19,7 @@ import { adapterRoutes } from './modules/adapters/index.ts';
 import { apiKeyRoutes, createRateLimiter, type RateLimiter } from './modules/api-keys/index.ts';
 import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
-import { teamRoutes } from './modules/teams/index.ts';
+import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
 
@@ -94,7 +94,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const ctx: AppContext = {
     ...deps,
-    auth: createAuth(deps),
+    auth: createAuth({
+      ...deps,
+      log: app.log,
+      joinInvitedTeams: (user) => joinInvitedTeams(deps.database.db, user, new Date()),
+    }),
     rateLimiter: createRateLimiter(deps.config),
     routes: [],
   };
