@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import scalar from '@scalar/fastify-api-reference';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
 import {
   jsonSchemaTransform,
   serializerCompiler,
@@ -30,6 +31,8 @@ export interface AppDeps {
   queue: JobQueue;
   /** 32-byte key for adapter configs at rest (AES-256-GCM). */
   encryptionKey: Buffer;
+  /** Where the logger writes; stdout when absent (tests read the logs through it). */
+  logStream?: DestinationStream;
 }
 
 /** Services the app builds once from its deps and shares with every route. */
@@ -66,6 +69,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           remoteAddress: request.ip,
         }),
       },
+      ...(deps.logStream ? { stream: deps.logStream } : {}),
     },
     bodyLimit: BODY_LIMIT_BYTES,
     trustProxy: deps.config.TRUST_PROXY,
