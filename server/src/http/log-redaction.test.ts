@@ -33,18 +33,21 @@ describe('errorForLog', () => {
         cause,
       },
     );
-    const logged = errorForLog(error);
-    expect(JSON.stringify(logged)).not.toContain('hunter2-secret');
-    expect(logged).toEqual({
-      type: 'Error',
-      message: 'Failed query: insert into "users" values ($1, $2)\nparams: [redacted]',
-      code: '23505',
-    });
+    const logged = errorForLog(error) as Error & { code?: string };
+    expect(logged).toBeInstanceOf(Error);
+    expect(logged.message).toBe('Failed query: insert into "users" values ($1, $2)\nparams: [redacted]');
+    expect(logged.code).toBe('23505');
+    expect(logged.cause).toBeUndefined();
+    expect(JSON.stringify({ ...logged, message: logged.message, stack: logged.stack })).not.toContain(
+      'hunter2-secret',
+    );
   });
 
   it('keeps message and stack of other errors, and passes non-errors through', () => {
-    const error = new TypeError('boom');
-    expect(errorForLog(error)).toMatchObject({ type: 'TypeError', message: 'boom', stack: error.stack });
+    const error = new TypeError('boom', { cause: new Error('params: secret') });
+    const logged = errorForLog(error) as Error;
+    expect(logged).toMatchObject({ name: 'TypeError', message: 'boom', stack: error.stack });
+    expect(logged.cause).toBeUndefined();
     expect(errorForLog('text')).toBe('text');
   });
 });

@@ -32,18 +32,18 @@ export function redactUrl(url: string): string {
 }
 
 /**
- * An error as logs may show it: name, message (a database error's statement parameters cut off,
- * `withoutQueryParameters`), SQLSTATE code and stack; the causes that Drizzle chains (which repeat
- * the parameters) are left out. Anything else is returned unchanged.
+ * An error as logs may show it: a fresh Error with the same name, message (a database error's
+ * statement parameters cut off, `withoutQueryParameters`), SQLSTATE `code` and stack, but without
+ * the causes Drizzle chains to it (they repeat the parameters). Pino's `err` serializer renders it
+ * as usual. Anything that is not an Error is returned unchanged.
  */
 export function errorForLog(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
-  const redacted = withoutQueryParameters(error) as Error & { code?: unknown };
-  const code = redacted.code ?? (error as { code?: unknown }).code;
-  return {
-    type: redacted.name,
-    message: redacted.message,
-    ...(typeof code === 'string' ? { code } : {}),
-    ...(redacted === error ? { stack: error.stack } : {}),
-  };
+  const redacted = withoutQueryParameters(error);
+  if (redacted !== error) return redacted;
+  const copy = new Error(error.message);
+  copy.name = error.name;
+  copy.stack = error.stack;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' ? Object.assign(copy, { code }) : copy;
 }

@@ -19,12 +19,20 @@ function authLogLevel(level: Config['LOG_LEVEL']): AuthLogLevel | undefined {
   return 'warn';
 }
 
+/** An error as a plain object (name, message, code, stack), which pino writes out in full. */
+function plainError(value: unknown): unknown {
+  const error = errorForLog(value);
+  if (!(error instanceof Error)) return error;
+  const { code } = error as { code?: unknown };
+  return { type: error.name, message: error.message, ...(code ? { code } : {}), stack: error.stack };
+}
+
 /** A logged argument with its errors (also one level down, `{providerId, error}`) redacted. */
 function redactArgument(value: unknown): unknown {
   if (value instanceof Error || value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return errorForLog(value);
+    return plainError(value);
   }
-  return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, errorForLog(inner)]));
+  return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, plainError(inner)]));
 }
 
 /**
