@@ -165,7 +165,6 @@ describe('logs of a full invitation flow (PostgreSQL, LOG_LEVEL=trace)', () => {
       lines.some((l) => l.includes('better-auth handler failed')) ? true : undefined,
     );
     const logs = lines.join('\n');
-    (await import('node:fs')).writeFileSync('/tmp/auth-logs.txt', logs);
     // The logs are there and at trace level (not silently empty).
     expect(logs).toContain('incoming request');
     expect(logs).toContain('/api/auth/invitations/[redacted]');
