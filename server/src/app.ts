@@ -7,6 +7,7 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import type { DestinationStream } from 'pino';
 import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess } from './http/access.ts';
@@ -26,7 +27,7 @@ import {
 } from './modules/api-keys/index.ts';
 import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
-import { teamRoutes } from './modules/teams/index.ts';
+import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
 
@@ -37,6 +38,8 @@ export interface AppDeps {
   queue: JobQueue;
   /** 32-byte key for adapter configs at rest (AES-256-GCM). */
   encryptionKey: Buffer;
+  /** Where the logger writes; stdout when absent (tests read the logs through it). */
+  logStream?: DestinationStream;
 }
 
 /** Services the app builds once from its deps and shares with every route. */
@@ -75,6 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           remoteAddress: request.ip,
         }),
       },
+      ...(deps.logStream ? { stream: deps.logStream } : {}),
     },
     bodyLimit: BODY_LIMIT_BYTES,
     trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
@@ -103,7 +107,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const ctx: AppContext = {
     ...deps,
-    auth: createAuth(deps),
+    auth: createAuth({
+      ...deps,
+      log: app.log,
+      joinInvitedTeams: (user) => joinInvitedTeams(deps.database.db, user, new Date()),
+    }),
     rateLimiter: createRateLimiter(deps.config, app.log.child({ module: 'rate-limit' })),
     apiKeyCache: createApiKeyCache(),
     routes: [],

@@ -33,11 +33,10 @@ export function newId(kind: IdKind): string {
 
 /**
  * A new TypeID of `kind` that cannot be guessed: the same `inv_…` spelling as {@link newId}, but
- * built from a random UUIDv4 (122 random bits) instead of a UUIDv7. Use it for ids that are the
- * only credential of a public route, such as invitation ids (`GET /api/auth/invitations/:id` and
- * `POST …/accept`, which can create the invitee's account): a UUIDv7 is time-ordered and, given
- * another id from the same process, leaves only about 43 unpredictable bits. These ids are not
- * time-sortable.
+ * built from a random UUIDv4 (122 random bits) instead of a UUIDv7, which is time-ordered and,
+ * given another id from the same process, leaves only about 43 unpredictable bits. Invitation ids
+ * use it (though since issue #8 they accept nothing: links carry a separate token). These ids are
+ * not time-sortable.
  */
 export function newUnguessableId(kind: IdKind): string {
   return TypeID.fromUUID(ID_PREFIX[kind], randomUUID()).toString();

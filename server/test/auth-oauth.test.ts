@@ -281,9 +281,13 @@ describe.each(['pglite', 'postgres'] as const)('sign-in with providers on %s', (
     const user = await userByEmail(invitee.email);
     expect(user).toMatchObject({ name: invitee.name, emailVerified: true });
     expect(await providersOf(user!.id)).toEqual(['google']);
-    // Signed in; accepting the invitation (and so joining the team) is the invitation flow's step.
+    // Signed in, and in the inviting team with the invited role (the invitation was accepted).
     const session = await fetch(`${app.url}/api/auth/get-session`, { headers: { cookie: flow.cookie } });
     expect((await session.json()).user).toMatchObject({ id: user!.id, email: invitee.email });
+    expect((await (await me(app, flow.cookie)).json()).data).toMatchObject({
+      team: { id: owner.teamId },
+      role: 'member',
+    });
 
     const late = newIdentity();
     await invite(late.email, new Date(Date.now() - 1000));
@@ -293,9 +297,14 @@ describe.each(['pglite', 'postgres'] as const)('sign-in with providers on %s', (
     expect(await userByEmail(late.email)).toBeUndefined();
   });
 
-  it('links GitHub to an existing user whose email GitHub verified', async () => {
+  it('links GitHub to an existing user whose email GitHub verified, and theirs is verified too', async () => {
     const { userCount, providersOf } = queries(app);
     const member = await addTeamMember(app.ctx.app, owner, 'member');
+    // As if they had accepted an emailed invitation: ownership of the address proven.
+    await app.ctx.app.ctx.database.db
+      .update(users)
+      .set({ emailVerified: true })
+      .where(eq(users.id, member.userId));
     const before = await userCount();
     fakes.nextIdentity('github', newIdentity({ email: member.email, emailVerified: true }));
     const flow = await signInWithProvider(app.url, 'github', { redirectTo: '/logs' });

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
@@ -21,10 +22,12 @@ export interface TestContext {
 /**
  * Boots the real app on a fresh database of `kind` (in-memory PGlite or a new PostgreSQL database),
  * with the real queue. Workers are not started until asked, so tests can look at queued state.
+ * `options.logStream` receives the app's log lines (set LOG_LEVEL in `env` too).
  */
 export async function createTestContext(
   kind: DatabaseKind,
   env: Record<string, string> = {},
+  options: { logStream?: DestinationStream } = {},
 ): Promise<TestContext> {
   const { handle, drop } = await createTestDatabase(kind);
   const config = loadConfig({
@@ -39,7 +42,7 @@ export async function createTestContext(
   const queue = new JobQueue(handle);
   await queue.start();
   await declareQueues(queue, config);
-  const app = await buildApp({ config, database: handle, queue, encryptionKey });
+  const app = await buildApp({ config, database: handle, queue, encryptionKey, ...options });
   await app.ready();
   return {
     app,

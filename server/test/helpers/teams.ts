@@ -33,7 +33,10 @@ export function invite(app: FastifyInstance, manager: User, body: { email: strin
   return asUser(app, manager, 'POST', '/api/team/invitations', body);
 }
 
-/** POST /api/team/invitations expecting 201; returns `data` ({id, email, role, url, expiresAt, …}). */
+/**
+ * POST /api/team/invitations expecting 201; returns `data` ({id, email, role, expiresAt, delivery,
+ * …}, and `url` when the team has no adapter to email the link: then the delivery is skipped).
+ */
 export async function buildInvitation(
   app: FastifyInstance,
   manager: User,
@@ -41,21 +44,35 @@ export async function buildInvitation(
 ) {
   const response = await invite(app, manager, { email: inviteeEmail(), role: 'member', ...body });
   expect(response.statusCode, response.body).toBe(201);
-  return response.json().data as { id: string; email: string; role: string; url: string; expiresAt: string };
+  return response.json().data as {
+    id: string;
+    email: string;
+    role: string;
+    url?: string;
+    expiresAt: string;
+    delivery: { status: string; reason?: string };
+  };
+}
+
+/** The acceptance token at the end of an invitation link (`BASE_URL/invite/<token>`). */
+export function tokenOf(url: string | undefined): string {
+  const match = /\/invite\/([^/?#\s"<]+)/.exec(url ?? '');
+  if (!match?.[1]) throw new Error(`no invitation link in ${url}`);
+  return decodeURIComponent(match[1]);
 }
 
 /**
- * POST /api/auth/invitations/:id/accept, signed in as `user` when given, else anonymous with
+ * POST /api/auth/invitations/:token/accept, signed in as `user` when given, else anonymous with
  * `body` ({name, password}); Origin set as the dashboard's browser sends it.
  */
 export function acceptInvitation(
   app: FastifyInstance,
-  id: string,
+  token: string,
   options: { user?: User; body?: Record<string, unknown> } = {},
 ) {
   return app.inject({
     method: 'POST',
-    url: `/api/auth/invitations/${id}/accept`,
+    url: `/api/auth/invitations/${encodeURIComponent(token)}/accept`,
     headers: options.user ? sessionHeaders(app, options.user) : ORIGIN_HEADERS(app),
     remoteAddress: randomClientIp(),
     ...(options.body === undefined ? {} : { payload: options.body }),

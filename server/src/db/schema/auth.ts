@@ -113,6 +113,16 @@ export const invitations = pgTable(
     inviterId: text('inviter_id')
       .notNull()
       .references(() => users.id, { onDelete: 'cascade' }),
+    // Ours, not better-auth's (its invitation endpoints are closed). The acceptance token of the
+    // link is never stored, only its SHA-256 (hex); null until a link has been made.
+    tokenHash: text('token_hash'),
+    // True when the current token went only into the invitation email (so accepting with it proves
+    // the mailbox), false when it was shown to the inviter.
+    tokenEmailed: boolean('token_emailed').notNull().default(false),
   },
-  (t) => [index('invitations_team_id_idx').on(t.organizationId), index('invitations_email_idx').on(t.email)],
+  (t) => [
+    index('invitations_team_id_idx').on(t.organizationId),
+    index('invitations_email_idx').on(t.email),
+    uniqueIndex('invitations_token_hash_idx').on(t.tokenHash),
+  ],
 );

@@ -1,6 +1,7 @@
 import { toNodeHandler } from 'better-auth/node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
+import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
 import { CLIENT_IP_HEADER } from './better-auth.ts';
 import { loginUrl } from './provider-sign-in.ts';
@@ -48,7 +49,8 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
       const response = await presentAuthResponse(await app.ctx.auth.handler(request));
       return presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config));
     } catch (error) {
-      app.log.error({ err: error }, 'better-auth handler failed');
+      // Its errors can be database errors whose message carries the statement's parameters.
+      app.log.error({ err: errorForLog(error) }, 'better-auth handler failed');
       return envelopeResponse(new AppError('INTERNAL_ERROR', 'Internal server error'));
     }
   });
@@ -66,7 +68,7 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
       try {
         await handler(request.raw, reply.raw);
       } catch (error) {
-        request.log.error({ err: error, reqId: request.id }, 'better-auth response failed');
+        request.log.error({ err: errorForLog(error), reqId: request.id }, 'better-auth response failed');
         if (!reply.raw.headersSent) reply.raw.writeHead(500).end();
         else reply.raw.destroy();
       }

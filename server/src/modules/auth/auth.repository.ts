@@ -1,6 +1,6 @@
 import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
-import { accounts, members, teams, users } from '../../db/schema/index.ts';
+import { accounts, members, sessions, teams, users } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 
 /** One membership of a user: the team and the user's role in it. */
@@ -28,15 +28,18 @@ export async function lockSetup(tx: Executor): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(${SETUP_LOCK_KEY})`);
 }
 
-/** Inserts a user with an email+password credential account (better-auth's `credential` provider). */
+/**
+ * Inserts a user with an email+password credential account (better-auth's `credential` provider).
+ * `emailVerified` (default false) only when ownership of the email was proven (issue #8).
+ */
 export async function insertUserWithPassword(
   tx: Executor,
-  input: { name: string; email: string; passwordHash: string },
+  input: { name: string; email: string; passwordHash: string; emailVerified?: boolean },
 ): Promise<{ id: string; name: string; email: string }> {
   const id = newId('user');
   const [user] = await tx
     .insert(users)
-    .values({ id, name: input.name, email: input.email, emailVerified: false })
+    .values({ id, name: input.name, email: input.email, emailVerified: input.emailVerified ?? false })
     .returning({ id: users.id, name: users.name, email: users.email });
   // better-auth finds the credential account by providerId 'credential' and accountId = user id.
   await tx.insert(accounts).values({
@@ -135,4 +138,50 @@ export async function deleteUser(db: Executor, userId: string): Promise<void> {
 export async function teamSlugTaken(db: Executor, slug: string): Promise<boolean> {
   const rows = await db.select({ id: teams.id }).from(teams).where(eq(teams.slug, slug)).limit(1);
   return rows.length > 0;
+}
+
+/** Records that ownership of the user's email was proven (a secret that went only to it). */
+export async function markEmailVerified(db: Executor, userId: string): Promise<void> {
+  await db.update(users).set({ emailVerified: true, updatedAt: new Date() }).where(eq(users.id, userId));
+}
+
+/**
+ * Locks the user with `email` (case-insensitive) for the rest of the transaction `tx` and returns
+ * their id, or null when none exists or their email is already verified.
+ */
+export async function lockUnverifiedUserByEmail(tx: Executor, email: string): Promise<string | null> {
+  const [row] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(sql`lower(${users.email})`, email.toLowerCase()), eq(users.emailVerified, false)))
+    .limit(1)
+    .for('update');
+  return row?.id ?? null;
+}
+
+/**
+ * Hands an account whose email was never verified to the person who just proved they own that
+ * email (issue #8): whoever set its password is shut out. In `tx`: the password credential is
+ * removed, or replaced by `owner.passwordHash` (and the name by `owner.name`) when the new owner
+ * chose them; every session of the user is deleted; the email is marked verified. Memberships and
+ * other data stay with the account.
+ */
+export async function reclaimUnverifiedUser(
+  tx: Executor,
+  userId: string,
+  owner?: { name: string; passwordHash: string },
+): Promise<void> {
+  await tx.delete(accounts).where(and(eq(accounts.userId, userId), eq(accounts.providerId, 'credential')));
+  if (owner) {
+    await tx.insert(accounts).values({
+      id: newId('account'),
+      accountId: userId,
+      providerId: 'credential',
+      userId,
+      password: owner.passwordHash,
+    });
+    await tx.update(users).set({ name: owner.name }).where(eq(users.id, userId));
+  }
+  await tx.delete(sessions).where(eq(sessions.userId, userId));
+  await markEmailVerified(tx, userId);
 }

@@ -18,9 +18,11 @@ import {
 import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
+import { type AuthLog, betterAuthLogger } from './auth-logger.ts';
 import { loginUrl, setupIntentMiddleware } from './provider-sign-in.ts';
 import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
-import { signUpHooks } from './sign-up-policy.ts';
+import { type JoinInvitedTeams, signUpHooks } from './sign-up-policy.ts';
+import { verifiedEmailReclaim } from './verified-email-reclaim.ts';
 
 /**
  * The request header through which the mount hands better-auth the client IP as Fastify
@@ -51,13 +53,6 @@ const ID_KIND_OF_MODEL: Record<string, IdKind> = {
 export function deriveAuthSecret(encryptionKey: Buffer): string {
   const derived = hkdfSync('sha256', encryptionKey, 'postwright', 'better-auth secret v1', 32);
   return Buffer.from(derived).toString('base64url');
-}
-
-function authLogLevel(level: Config['LOG_LEVEL']): 'error' | 'warn' | 'info' | 'debug' | undefined {
-  if (level === 'silent') return undefined;
-  if (level === 'fatal' || level === 'error') return 'error';
-  if (level === 'debug' || level === 'trace') return 'debug';
-  return 'warn';
 }
 
 /**
@@ -131,9 +126,19 @@ function oidcPlugins(config: Config) {
   ];
 }
 
-function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionKey: Buffer }) {
+/** What better-auth is built from; `log` and `joinInvitedTeams` come from the app (app.ts). */
+export interface AuthDeps {
+  config: Config;
+  database: DatabaseHandle;
+  encryptionKey: Buffer;
+  /** The app's logger: better-auth's messages go there, redacted. Without it, to the console. */
+  log?: AuthLog | undefined;
+  /** Puts a new invitee into the teams that invited them (sign-up-policy.ts). */
+  joinInvitedTeams?: JoinInvitedTeams | undefined;
+}
+
+function buildAuth(deps: AuthDeps) {
   const { config, database } = deps;
-  const logLevel = authLogLevel(config.LOG_LEVEL);
   // The sign-up hooks read through the auth context's adapter when no request context is at hand.
   let contextOf: () => Promise<{ adapter: unknown }> = async () => {
     throw new Error('better-auth is not built yet');
@@ -141,6 +146,7 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
   const userCreation = signUpHooks({
     db: database.db,
     defaultAdapter: async () => (await contextOf()).adapter as never,
+    joinInvitedTeams: deps.joinInvitedTeams,
   });
   const teamsPlugin = organization({
     ac: accessControl,
@@ -169,14 +175,16 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       modelName: 'accounts',
       // OAuth tokens are not used after sign-in; keep them encrypted at rest all the same.
       encryptOAuthTokens: true,
-      // A provider identity joins an existing user only when the provider verified the email and it
-      // equals the user's (no trusted providers: trust would skip that check). Local emails are
-      // never verified by mail here (setup and invitations set them), so that is not required.
+      // A provider identity joins an existing user only when the provider verified the email, it
+      // equals the user's (no trusted providers: trust would skip that check), and the user's own
+      // email is verified too (issue #8): otherwise whoever set that account's password would share
+      // it with the address's owner. verified-email-reclaim.ts first takes such an account back
+      // from whoever set its password, so the owner of the address is not locked out either.
       accountLinking: {
         enabled: true,
         trustedProviders: [],
         allowDifferentEmails: false,
-        requireLocalEmailVerified: false,
+        requireLocalEmailVerified: true,
       },
     },
     verification: { modelName: 'verifications' },
@@ -191,7 +199,7 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
     hooks: { before: setupIntentMiddleware(config) },
     rateLimit: { enabled: true, storage: 'memory' },
     telemetry: { enabled: false },
-    logger: logLevel ? { level: logLevel } : { disabled: true },
+    logger: betterAuthLogger(config.LOG_LEVEL, deps.log),
     databaseHooks: {
       user: { create: userCreation },
       session: {
@@ -216,7 +224,8 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       disableOriginCheck: false,
       database: {
         generateId: ({ model }) => {
-          // Invitation ids are the only credential of the public invitation routes: unguessable.
+          // Random like our own invitation ids (teams.invitations.service.ts), though since issue #8
+          // an id accepts nothing: the link carries a separate token.
           if (model === 'invitation') return newUnguessableId('invitation');
           const kind = ID_KIND_OF_MODEL[model];
           return kind ? newId(kind) : randomUUID();
@@ -225,7 +234,8 @@ function buildAuth(deps: { config: Config; database: DatabaseHandle; encryptionK
       // better-auth reads the client IP from headers only; the mount always sets this one.
       ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
     },
-    plugins: [teamsPlugin, ...oidcPlugins(config)],
+    // The reclaim wraps every provider, so it comes after genericOAuth has added its own.
+    plugins: [teamsPlugin, ...oidcPlugins(config), verifiedEmailReclaim({ db: database.db, log: deps.log })],
   });
   contextOf = async () => auth.$context;
   return auth;
@@ -243,9 +253,11 @@ export type Auth = ReturnType<typeof buildAuth>;
  *   sessions start in the user's first team.
  * - GitHub and Google (social providers) and OpenID Connect (`oidc`, genericOAuth) when configured
  *   (sign-in-methods.ts); every provider returns to `/api/auth/callback/:providerId`. New
- *   identities get an account only by invitation or through setup (sign-up-policy.ts); existing
- *   users are linked by a matching email the provider verified. Failed callbacks redirect to
- *   `BASE_URL/login?error=<code>`.
+ *   identities get an account only by invitation or through setup (sign-up-policy.ts), and an
+ *   invitee joins the inviting teams at once; existing users are linked by a matching email the
+ *   provider verified, only when their own email is verified as well (an unverified one is first
+ *   reclaimed, verified-email-reclaim.ts). Failed callbacks redirect to `BASE_URL/login?error=<code>`.
+ * - Its log messages go to `log` (the app's pino logger), errors without SQL parameters.
  * - The organization plugin as teams, with the roles owner/admin/member/viewer of
  *   `permissions.ts` built with its access control (its invitation/member rights merged in).
  * - `secret` derived from `encryptionKey` (HKDF-SHA256); `baseURL` and the only trusted origin
@@ -253,6 +265,6 @@ export type Auth = ReturnType<typeof buildAuth>;
  * - Its own rate limiter (memory) keyed by the client IP that the mount passes in
  *   {@link CLIENT_IP_HEADER}.
  */
-export function createAuth(deps: { config: Config; database: DatabaseHandle; encryptionKey: Buffer }): Auth {
+export function createAuth(deps: AuthDeps): Auth {
   return buildAuth(deps);
 }

@@ -2,13 +2,20 @@
  * The auth module's public face: better-auth, its routes, the session guard and first-run setup;
  * for the teams module also memberships, password accounts, the session description and errors.
  */
-export { findMembership, insertUserWithPassword } from './auth.repository.ts';
+export {
+  findMembership,
+  insertUserWithPassword,
+  lockUnverifiedUserByEmail,
+  markEmailVerified,
+  reclaimUnverifiedUser,
+} from './auth.repository.ts';
 export { authRoutes } from './auth.routes.ts';
 export { meResponse } from './auth.schema.ts';
 export { describeSession, type SessionDescription } from './auth.service.ts';
 export { authErrorToAppError } from './auth-error-envelope.ts';
-export { type Auth, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
+export { type Auth, type AuthDeps, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
 export { isTeamRole, type Permission, permissionsOf, TEAM_ROLES, type TeamRole } from './permissions.ts';
 export { assertSameOrigin, authHeaders, signedInUser } from './request-auth.ts';
 export { requireSession } from './require-session.ts';
 export { isSetupRequired, printSetupUrlIfNeeded, resolveSetupToken, setupUrl } from './setup-token.ts';
+export type { JoinInvitedTeams } from './sign-up-policy.ts';

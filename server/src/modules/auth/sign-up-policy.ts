@@ -91,6 +91,12 @@ interface NewUser {
   emailVerified?: boolean | null;
 }
 
+/**
+ * Accepts every pending, unexpired invitation for a new user's provider-verified email (the teams
+ * module's `joinInvitedTeams`, injected so that auth does not import teams).
+ */
+export type JoinInvitedTeams = (user: { id: string; email: string }) => Promise<void>;
+
 /** True when the current OAuth flow was started with the valid setup token (see provider-sign-in.ts). */
 async function isSetupFlow(): Promise<boolean> {
   try {
@@ -134,8 +140,14 @@ async function gatherFacts(adapter: AdapterReader, user: NewUser): Promise<SignU
  *   and creates the team "<name>'s team" with the owner membership, so the session that follows
  *   starts in it. When a concurrent setup won the race, it deletes the user it was called for and
  *   refuses with `setup_already_done`: exactly one first owner, as with `POST /api/auth/setup`.
+ *   For an invitee it calls `joinInvitedTeams` (the teams module accepts their pending invitations),
+ *   so they land in the team with the invited role (issue #8) rather than in no team at all.
  */
-export function signUpHooks(deps: { db: Database; defaultAdapter: () => Promise<AdapterReader> }) {
+export function signUpHooks(deps: {
+  db: Database;
+  defaultAdapter: () => Promise<AdapterReader>;
+  joinInvitedTeams?: JoinInvitedTeams | undefined;
+}) {
   return {
     before: async (user: NewUser, context: { context: { adapter: unknown } } | null): Promise<void> => {
       const fallback = context ? (context.context.adapter as AdapterReader) : await deps.defaultAdapter();
@@ -144,9 +156,14 @@ export function signUpHooks(deps: { db: Database; defaultAdapter: () => Promise<
       if (!decision.admitted) throw signUpRefused(decision.reason);
     },
     after: async (user: NewUser): Promise<void> => {
-      if (!user.id || !(await isSetupFlow())) return;
-      const outcome = await makeFirstOwner(deps.db, { ...user, id: user.id });
-      if (outcome === 'lost-race') throw signUpRefused('setup_already_done');
+      if (!user.id) return;
+      if (await isSetupFlow()) {
+        const outcome = await makeFirstOwner(deps.db, { ...user, id: user.id });
+        if (outcome === 'lost-race') throw signUpRefused('setup_already_done');
+        return;
+      }
+      // `before` admitted only invitees whose email the provider verified.
+      if (user.emailVerified === true) await deps.joinInvitedTeams?.({ id: user.id, email: user.email });
     },
   };
 }

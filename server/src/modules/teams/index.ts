@@ -3,4 +3,5 @@
  * `invitation.send` job handler.
  */
 export { createSendInvitationHandler } from './send-invitation.job.ts';
+export { joinInvitedTeams } from './teams.accept-invitation.service.ts';
 export { teamRoutes } from './teams.routes.ts';

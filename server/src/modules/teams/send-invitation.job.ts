@@ -10,10 +10,10 @@ import {
   resolveSendingAdapter,
 } from '../adapters/index.ts';
 import { buildInvitationEmail } from './invitation-email.ts';
-import { invitationUrl } from './teams.invitations.service.ts';
+import { invitationUrl, newInvitationToken } from './invitation-token.ts';
 import { teamRepository } from './teams.repository.ts';
 
-/** What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<id>`. */
+/** What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<token>`. */
 export interface SendInvitationDeps {
   db: Database;
   encryptionKey: Buffer;
@@ -25,6 +25,12 @@ export interface SendInvitationDeps {
  * sending adapter (resolved now, as when it was queued: its default when active, else its oldest
  * active one), from the adapter's defaultFrom, with the provider the worker keeps per adapter
  * (`getProvider`). The message reflects the invitation as it is now (role, inviter, expiry).
+ *
+ * The link's acceptance token is made here, right before sending (issue #8): its SHA-256 replaces
+ * the invitation's previous one (`tokenEmailed`: it goes to the mailbox only), and the token itself
+ * exists only in this handler's memory and in the email. So it is in no job payload (pg-boss keeps
+ * those in its tables), no response and no log. The cost: each attempt and each renewal sends a new
+ * link and the earlier ones stop working; the latest email always holds a working one.
  * Nothing is sent for an invitation that is gone, no longer pending or expired, nor when the team
  * has lost its sending adapter or sender since (logged, completed: retrying cannot help).
  * Transient provider errors are thrown back to the queue, which retries with backoff; a permanent
@@ -59,13 +65,22 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
       return;
     }
 
+    const { token, tokenHash } = newInvitationToken();
+    const open = await teamRepository.replaceInvitationToken(
+      deps.db,
+      invitationId,
+      { tokenHash, tokenEmailed: true },
+      new Date(),
+    );
+    if (!open) return; // accepted, canceled or expired meanwhile
+
     const message = buildInvitationEmail(
       {
         to: invitation.email,
         teamName: invitation.teamName,
         inviterName: invitation.inviterName,
         role: invitation.role ?? 'member',
-        url: invitationUrl(deps.config.BASE_URL, invitation.id),
+        url: invitationUrl(deps.config.BASE_URL, token),
         expiresAt: invitation.expiresAt,
       },
       adapter.defaultFrom,

@@ -2,8 +2,15 @@ import type { Database, Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
 import { AppError, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import { type Auth, insertUserWithPassword } from '../auth/index.ts';
+import {
+  type Auth,
+  insertUserWithPassword,
+  lockUnverifiedUserByEmail,
+  markEmailVerified,
+  reclaimUnverifiedUser,
+} from '../auth/index.ts';
 import { callAuthApi } from './auth-api.ts';
+import { hashInvitationToken } from './invitation-token.ts';
 import { ensureOpenInvitation } from './teams.invitations.service.ts';
 import { type InvitationDetails, teamRepository } from './teams.repository.ts';
 import type { AcceptedInvitationView, NewAccountInput } from './teams.schema.ts';
@@ -17,7 +24,8 @@ export interface AcceptInvitationDeps {
 
 /** Who accepts: the signed-in user, or nobody (the account is then created from `account`). */
 export interface AcceptInvitationInput {
-  invitationId: string;
+  /** The acceptance token from the link (invitation-token.ts); an invitation id finds nothing. */
+  token: string;
   signedIn: { userId: string; email: string } | null;
   account: NewAccountInput | undefined;
   /** The caller's request headers (session cookie, client IP) for better-auth. */
@@ -32,14 +40,19 @@ export interface AcceptInvitationResult {
 }
 
 /**
- * Accepts an invitation (issue #3, `POST /api/auth/invitations/:id/accept`):
+ * Accepts an invitation by the token of its link (issue #3, `POST /api/auth/invitations/:token/accept`):
  * - signed in as the invited email: the user becomes a member with the invited role and the
  *   session's active team becomes the invitation's (better-auth `setActiveOrganization`);
  * - not signed in, with `{name, password}`: creates the account (email + password credential, as
  *   the first-run setup does: public sign-up stays disabled), the membership, and signs in
  *   (better-auth `signInEmail`); the new session starts in the team. Refused when password
- *   sign-in is off (AUTH_PASSWORD=false): the invitee then signs in through a provider (which may
- *   create their account, see sign-up-policy) and accepts signed in.
+ *   sign-in is off (AUTH_PASSWORD=false): the invitee then signs in through a provider (which
+ *   creates their account and puts them in the team, see sign-up-policy) and accepts signed in.
+ * Proof of the mailbox (issue #8): when the token went only into the invitation email
+ * (`tokenEmailed`), accepting with it proves the email, so the account is marked verified, and an
+ * existing account whose email was never verified is reclaimed by the new `{name, password}`
+ * (auth `reclaimUnverifiedUser`: the old password and every session removed). A token shown to the
+ * inviter (no adapter could send it) proves nothing: the account it creates stays unverified.
  * The invitation is marked accepted in the same transaction as the membership, under the team's
  * lock and the invitation's row lock, so it is accepted at most once.
  * better-auth's own acceptInvitation is not used: with our TypeID ids it requires a verified email,
@@ -47,7 +60,7 @@ export interface AcceptInvitationResult {
  * @throws NOT_FOUND (404; reason EXPIRED when expired), CONFLICT (409, reason ALREADY_ACCEPTED),
  *   FORBIDDEN (403, reason WRONG_ACCOUNT) when signed in as another email, ALREADY_EXISTS (409,
  *   reason ALREADY_MEMBER), UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when not signed in but an
- *   account with the email exists, FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED) when not
+ *   account with the email exists (and is not reclaimed, see above), FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED) when not
  *   signed in, no account with the email exists and password sign-in is off, VALIDATION_ERROR (400)
  *   when name or password is missing.
  */
@@ -56,7 +69,8 @@ export async function acceptInvitation(
   input: AcceptInvitationInput,
   now: Date,
 ): Promise<AcceptInvitationResult> {
-  const invitation = await teamRepository.findInvitationDetails(deps.db, input.invitationId);
+  const tokenHash = hashInvitationToken(input.token);
+  const invitation = await teamRepository.findInvitationDetailsByTokenHash(deps.db, tokenHash);
   ensureOpenInvitation(invitation, now);
   return input.signedIn
     ? acceptAsSignedInUser(deps, input, input.signedIn, invitation, now)
@@ -82,6 +96,7 @@ async function acceptAsSignedInUser(
         reason: 'ALREADY_MEMBER',
       });
     }
+    if (open.tokenEmailed) await markEmailVerified(tx, user.userId);
     return addMember(tx, open, user.userId);
   });
   const switched = await callAuthApi(() =>
@@ -100,7 +115,9 @@ async function acceptWithNewAccount(
   invitation: InvitationDetails,
   now: Date,
 ): Promise<AcceptInvitationResult> {
-  if (await teamRepository.findUserIdByEmail(deps.db, invitation.email)) throw signInRequired();
+  const existing = await teamRepository.findUserByEmail(deps.db, invitation.email);
+  // Only the owner of the mailbox may take over an account nobody proved the email of.
+  if (existing && (existing.emailVerified || !invitation.tokenEmailed)) throw signInRequired();
   // No password credential may be created (nor signed in with) when password sign-in is off.
   if (!deps.passwordSignIn) {
     throw new AppError(
@@ -124,8 +141,24 @@ async function acceptWithNewAccount(
   try {
     accepted = await deps.db.transaction(async (tx) => {
       const open = await lockOpenInvitation(tx, invitation, now);
-      const user = await insertUserWithPassword(tx, { name: account.name, email: open.email, passwordHash });
-      return addMember(tx, open, user.id);
+      if (!existing) {
+        const user = await insertUserWithPassword(tx, {
+          name: account.name,
+          email: open.email,
+          passwordHash,
+          emailVerified: open.tokenEmailed,
+        });
+        return addMember(tx, open, user.id);
+      }
+      const unverifiedId = await lockUnverifiedUserByEmail(tx, open.email);
+      if (unverifiedId !== existing.id || !open.tokenEmailed) throw signInRequired();
+      await reclaimUnverifiedUser(tx, unverifiedId, { name: account.name, passwordHash });
+      if (await teamRepository.findMember(tx, open.organizationId, unverifiedId)) {
+        // Already in the team: the invitation is used up all the same.
+        await teamRepository.updateInvitation(tx, open.id, { status: 'accepted' });
+        return describeMembership(tx, open, unverifiedId);
+      }
+      return addMember(tx, open, unverifiedId);
     });
   } catch (error) {
     // Someone created an account with this email since the check above.
@@ -139,17 +172,48 @@ async function acceptWithNewAccount(
       returnHeaders: true,
     }),
   );
-  return { accepted, setCookie: signedIn.headers.getSetCookie(), accountCreated: true };
+  return { accepted, setCookie: signedIn.headers.getSetCookie(), accountCreated: !existing };
 }
 
-/** Takes the team's lock and the invitation's row lock, then checks again that it is open. */
+/**
+ * Puts a user whom a provider sign-in just created into every team that invited their email (issue
+ * #8; called by auth's sign-up hook, which admitted them because such an invitation exists and the
+ * provider verified the email, so the mailbox is theirs): each pending, unexpired invitation for
+ * the email is accepted with its role, oldest first, so their first session starts in the team
+ * that invited them first. Each one in its own transaction under the team's lock and the
+ * invitation's row lock; one that closed meanwhile, or whose team they already belong to, is
+ * skipped. Nothing is thrown for those.
+ */
+export async function joinInvitedTeams(
+  db: Database,
+  user: { id: string; email: string },
+  now: Date,
+): Promise<void> {
+  for (const id of await teamRepository.listOpenInvitationIdsForEmail(db, user.email, now)) {
+    await db.transaction(async (tx) => {
+      const teamId = (await teamRepository.findInvitationDetails(tx, id))?.organizationId;
+      if (!teamId) return;
+      await teamRepository.lockTeam(tx, teamId);
+      const open = await teamRepository.findInvitationDetails(tx, id, { forUpdate: true });
+      if (open?.status !== 'pending' || open.expiresAt.getTime() <= now.getTime()) return;
+      if (await teamRepository.findMember(tx, teamId, user.id)) return;
+      await addMember(tx, open, user.id);
+    });
+  }
+}
+
+/**
+ * Takes the team's lock and the invitation's row lock, then checks again that it is open and that
+ * its token is still the one it was found by (a new email replaces the token).
+ */
 async function lockOpenInvitation(
   tx: Executor,
   invitation: InvitationDetails,
   now: Date,
 ): Promise<InvitationDetails> {
   await teamRepository.lockTeam(tx, invitation.organizationId);
-  const locked = await teamRepository.findInvitationDetails(tx, invitation.id, { forUpdate: true });
+  const found = await teamRepository.findInvitationDetails(tx, invitation.id, { forUpdate: true });
+  const locked = found?.tokenHash === invitation.tokenHash ? found : undefined;
   ensureOpenInvitation(locked, now);
   return locked;
 }
@@ -168,11 +232,20 @@ async function addMember(
     role,
   });
   await teamRepository.updateInvitation(tx, invitation.id, { status: 'accepted' });
+  return describeMembership(tx, invitation, userId);
+}
+
+/** The user's membership of the invitation's team, as the accept answer shows it. */
+async function describeMembership(
+  tx: Executor,
+  invitation: InvitationDetails,
+  userId: string,
+): Promise<AcceptedInvitationView> {
   const member = (await teamRepository.findMember(tx, invitation.organizationId, userId))!;
   return {
     user: { id: member.userId, name: member.name, email: member.email },
     team: { id: invitation.organizationId, name: invitation.teamName, slug: invitation.teamSlug },
-    role,
+    role: member.role,
   };
 }
 

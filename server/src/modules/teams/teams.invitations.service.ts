@@ -5,6 +5,7 @@ import { newUnguessableId } from '../../ids.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import type { TeamRole } from '../auth/index.ts';
 import { queueInvitationEmail } from './invitation-email.ts';
+import { hashInvitationToken, invitationUrl, newInvitationToken } from './invitation-token.ts';
 import { ownerRequired } from './member-rules.ts';
 import { type InvitationDetails, type InvitationRow, teamRepository } from './teams.repository.ts';
 import {
@@ -18,7 +19,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
  * What invitation services need besides the database: the job queue the invitation email goes
- * through; links are `${baseUrl}/invite/<id>`.
+ * through; links are `${baseUrl}/invite/<token>`.
  */
 export interface InvitationDeps {
   db: Database;
@@ -27,17 +28,11 @@ export interface InvitationDeps {
   log: { warn: (details: object, message: string) => void };
 }
 
-/** The link an invitee opens: the dashboard's `/invite/<id>` page. */
-export function invitationUrl(baseUrl: string, id: string): string {
-  return `${baseUrl}/invite/${encodeURIComponent(id)}`;
-}
-
-function presentInvitation(baseUrl: string, row: InvitationRow, inviterName: string): InvitationView {
+function presentInvitation(row: InvitationRow, inviterName: string): InvitationView {
   return {
     id: row.id,
     email: row.email,
     role: row.role ?? 'member',
-    url: invitationUrl(baseUrl, row.id),
     expiresAt: row.expiresAt.toISOString(),
     createdAt: row.createdAt.toISOString(),
     inviter: { id: row.inviterId, name: inviterName },
@@ -47,11 +42,13 @@ function presentInvitation(baseUrl: string, row: InvitationRow, inviterName: str
 /**
  * Invites `email` into the caller's active team with `role` (issue #3, `POST /api/team/invitations`);
  * valid for {@link INVITATION_TTL_DAYS} days from `now`. A pending invitation for the same email is
- * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id (so links
- * already sent keep working); `created` says which happened. The link goes by email through the
- * team's sending adapter: the `invitation.send` job is enqueued in the transaction that writes the
- * invitation (`delivery: queued`), and a worker sends it, so no SMTP wait happens here; `skipped`
- * (logged) when the team has no active adapter or no sender. Nothing about delivery is thrown.
+ * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id; `created`
+ * says which happened. The link goes by email through the team's sending adapter: the
+ * `invitation.send` job is enqueued in the transaction that writes the invitation
+ * (`delivery: queued`), and a worker makes the link's token and sends it, so no SMTP wait happens
+ * here and the token is in no response, job payload or log (issue #8). When the team has no active
+ * adapter or no sender (`skipped`, logged), a token is made here and its link returned in `url`,
+ * this once; it replaces the invitation's previous token. Nothing about delivery is thrown.
  * Only owners invite owners, or re-invite an email whose pending invitation is for owner.
  * @throws FORBIDDEN (403, reason OWNER_REQUIRED), ALREADY_EXISTS (409) when the email belongs to a
  *   member of the team.
@@ -67,21 +64,27 @@ export async function createInvitation(
   const expiresAt = new Date(now.getTime() + INVITATION_TTL_DAYS * DAY_MS);
 
   // Only `tx` inside: on PGlite (one connection) the root database would wait for this transaction.
-  const { id, created, delivery } = await deps.db.transaction(async (tx) => {
+  const { id, created, delivery, token } = await deps.db.transaction(async (tx) => {
     await teamRepository.lockTeam(tx, teamId);
     if (await teamRepository.isMemberByEmail(tx, teamId, input.email)) {
       throw new AppError('ALREADY_EXISTS', `${input.email} is already a member of this team`);
     }
     const saved = await saveInvitation(tx, principal, input, expiresAt, now);
-    return { ...saved, delivery: await queueInvitationEmail(tx, deps.queue, teamId, saved.id) };
+    const delivery = await queueInvitationEmail(tx, deps.queue, teamId, saved.id);
+    if (delivery.status === 'queued') return { ...saved, delivery, token: undefined };
+    // Nothing can email the link: the inviter gets it (so it proves nothing about the mailbox).
+    const fresh = newInvitationToken();
+    await teamRepository.updateInvitation(tx, saved.id, { tokenHash: fresh.tokenHash, tokenEmailed: false });
+    return { ...saved, delivery, token: fresh.token };
   });
 
   if (delivery.status !== 'queued') {
     deps.log.warn({ invitationId: id, teamId, delivery }, 'invitation email not sent');
   }
   const details = (await teamRepository.findInvitationDetails(deps.db, id))!;
-  const view = presentInvitation(deps.baseUrl, details, details.inviterName);
-  return { invitation: { ...view, delivery }, created };
+  const view = presentInvitation(details, details.inviterName);
+  const url = token === undefined ? {} : { url: invitationUrl(deps.baseUrl, token) };
+  return { invitation: { ...view, delivery, ...url }, created };
 }
 
 /**
@@ -106,7 +109,7 @@ async function saveInvitation(
     return { id: pending.id, created: false };
   }
   const row = await teamRepository.insertInvitation(tx, {
-    // The id is the link's only credential: random, not time-ordered.
+    // Random (no creation time to read off it), though it accepts nothing: the link has a token.
     id: newUnguessableId('invitation'),
     organizationId: principal.teamId,
     email: input.email,
@@ -119,15 +122,13 @@ async function saveInvitation(
   return { id: row.id, created: true };
 }
 
-/** The team's pending, unexpired invitations, newest first (issue #3, `GET /api/team/invitations`). */
-export async function listInvitations(
-  db: Executor,
-  baseUrl: string,
-  teamId: string,
-  now: Date,
-): Promise<InvitationView[]> {
+/**
+ * The team's pending, unexpired invitations, newest first (issue #3, `GET /api/team/invitations`);
+ * without links (issue #8: the token is never listed).
+ */
+export async function listInvitations(db: Executor, teamId: string, now: Date): Promise<InvitationView[]> {
   const rows = await teamRepository.listPendingInvitations(db, teamId, now);
-  return rows.map((row) => presentInvitation(baseUrl, row.invitation, row.inviterName));
+  return rows.map((row) => presentInvitation(row.invitation, row.inviterName));
 }
 
 /**
@@ -164,18 +165,18 @@ export function ensureOpenInvitation(
 }
 
 /**
- * What an invitation is for (issue #3, `GET /api/auth/invitations/:id`, no authentication: the id
- * is the secret the link carries): the invited email and role, the team, the inviter's name, the
- * expiry, the status (`pending` or `accepted`) and whether an account with that email exists (the
- * dashboard then asks to sign in rather than for a name and password).
+ * What an invitation is for (issue #3, `GET /api/auth/invitations/:token`, no authentication: the
+ * token the link carries is the credential; an invitation id finds nothing): the invited email and
+ * role, the team, the inviter's name, the expiry and the status (`pending` or `accepted`). Not
+ * whether an account exists for the email (issue #8).
  * @throws NOT_FOUND (404) as {@link ensureOpenInvitation} (expired: reason EXPIRED).
  */
 export async function describeInvitation(
   db: Executor,
-  id: string,
+  token: string,
   now: Date,
 ): Promise<InvitationSummaryView> {
-  const invitation = await teamRepository.findInvitationDetails(db, id);
+  const invitation = await teamRepository.findInvitationDetailsByTokenHash(db, hashInvitationToken(token));
   ensureOpenInvitation(invitation, now, { allowAccepted: true });
   return {
     id: invitation.id,
@@ -185,6 +186,5 @@ export async function describeInvitation(
     inviterName: invitation.inviterName,
     expiresAt: invitation.expiresAt.toISOString(),
     status: invitation.status,
-    accountExists: (await teamRepository.findUserIdByEmail(db, invitation.email)) !== undefined,
   };
 }

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, like, or, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, like, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { invitations, members, sessions, teams, users } from '../../db/schema/index.ts';
 
@@ -134,13 +134,17 @@ export const teamRepository = {
       .where(and(eq(sessions.userId, userId), eq(sessions.activeOrganizationId, teamId)));
   },
 
-  async findUserIdByEmail(db: Executor, email: string): Promise<string | undefined> {
+  /** The user with this email (case-insensitive): id and whether ownership of the email was proven. */
+  async findUserByEmail(
+    db: Executor,
+    email: string,
+  ): Promise<{ id: string; emailVerified: boolean } | undefined> {
     const [row] = await db
-      .select({ id: users.id })
+      .select({ id: users.id, emailVerified: users.emailVerified })
       .from(users)
       .where(eq(sql`lower(${users.email})`, email.toLowerCase()))
       .limit(1);
-    return row?.id;
+    return row;
   },
 
   // ---- invitations -----------------------------------------------------------------------------
@@ -174,7 +178,9 @@ export const teamRepository = {
   async updateInvitation(
     db: Executor,
     id: string,
-    changes: Partial<Pick<InvitationRow, 'role' | 'expiresAt' | 'inviterId' | 'status'>>,
+    changes: Partial<
+      Pick<InvitationRow, 'role' | 'expiresAt' | 'inviterId' | 'status' | 'tokenHash' | 'tokenEmailed'>
+    >,
   ): Promise<InvitationRow> {
     const [row] = await db.update(invitations).set(changes).where(eq(invitations.id, id)).returning();
     return row!;
@@ -212,31 +218,78 @@ export const teamRepository = {
     return rows.length > 0;
   },
 
+  /**
+   * Gives a pending, unexpired invitation a new acceptance token (its SHA-256), replacing the
+   * previous one, whose link stops working. False when the invitation is no longer open.
+   */
+  async replaceInvitationToken(
+    db: Executor,
+    id: string,
+    token: { tokenHash: string; tokenEmailed: boolean },
+    now: Date,
+  ): Promise<boolean> {
+    const rows = await db
+      .update(invitations)
+      .set(token)
+      .where(and(eq(invitations.id, id), eq(invitations.status, 'pending'), gt(invitations.expiresAt, now)))
+      .returning({ id: invitations.id });
+    return rows.length > 0;
+  },
+
+  /** Ids of the pending, unexpired invitations for `email` across teams, oldest first. */
+  async listOpenInvitationIdsForEmail(db: Executor, email: string, now: Date): Promise<string[]> {
+    const rows = await db
+      .select({ id: invitations.id })
+      .from(invitations)
+      .where(
+        and(
+          eq(sql`lower(${invitations.email})`, email.toLowerCase()),
+          eq(invitations.status, 'pending'),
+          gt(invitations.expiresAt, now),
+        ),
+      )
+      .orderBy(asc(invitations.createdAt), asc(invitations.id));
+    return rows.map((r) => r.id);
+  },
+
   /** An invitation with its team and inviter; `forUpdate` locks the invitation row. */
-  async findInvitationDetails(
+  findInvitationDetails(
     db: Executor,
     id: string,
     options: { forUpdate?: boolean } = {},
   ): Promise<InvitationDetails | undefined> {
-    const query = db
-      .select({
-        invitation: invitations,
-        teamName: teams.name,
-        teamSlug: teams.slug,
-        inviterName: users.name,
-      })
-      .from(invitations)
-      .innerJoin(teams, eq(teams.id, invitations.organizationId))
-      .innerJoin(users, eq(users.id, invitations.inviterId))
-      .where(eq(invitations.id, id));
-    const [row] = options.forUpdate ? await query.for('update', { of: invitations }) : await query;
-    return (
-      row && {
-        ...row.invitation,
-        teamName: row.teamName,
-        teamSlug: row.teamSlug,
-        inviterName: row.inviterName,
-      }
-    );
+    return findDetails(db, eq(invitations.id, id), options);
+  },
+
+  /** The invitation whose acceptance token hashes to `tokenHash`, with its team and inviter. */
+  findInvitationDetailsByTokenHash(db: Executor, tokenHash: string): Promise<InvitationDetails | undefined> {
+    return findDetails(db, eq(invitations.tokenHash, tokenHash));
   },
 };
+
+async function findDetails(
+  db: Executor,
+  condition: SQL,
+  options: { forUpdate?: boolean } = {},
+): Promise<InvitationDetails | undefined> {
+  const query = db
+    .select({
+      invitation: invitations,
+      teamName: teams.name,
+      teamSlug: teams.slug,
+      inviterName: users.name,
+    })
+    .from(invitations)
+    .innerJoin(teams, eq(teams.id, invitations.organizationId))
+    .innerJoin(users, eq(users.id, invitations.inviterId))
+    .where(condition);
+  const [row] = options.forUpdate ? await query.for('update', { of: invitations }) : await query;
+  return (
+    row && {
+      ...row.invitation,
+      teamName: row.teamName,
+      teamSlug: row.teamSlug,
+      inviterName: row.inviterName,
+    }
+  );
+}

@@ -16,6 +16,7 @@ import {
   invitationListResponse,
   invitationParams,
   invitationSummaryResponse,
+  invitationTokenParams,
   memberListResponse,
   memberParams,
   memberResponse,
@@ -39,12 +40,15 @@ const security = [{ session: [] }];
  * - `PUT /api/team/members/:userId {role}` (team:manage), `DELETE /api/team/members/:userId`
  *   (team:manage, or membership to remove oneself); owner rules in member-rules.ts;
  * - `POST /api/team/invitations {email, role}` (team:manage) → 201 new, 200 when a pending
- *   invitation for the email was renewed; `{id, email, role, url, expiresAt, createdAt, inviter, delivery}`,
- *   the email going out through the queue (`delivery.status` queued or skipped; no SMTP wait);
- * - `GET /api/team/invitations` (team:manage) → pending ones; `DELETE /api/team/invitations/:id` (team:manage);
- * - `GET /api/auth/invitations/:id` (public) → what the invitation is for;
- * - `POST /api/auth/invitations/:id/accept` (signed in, or `{name, password}`) → 201 `{user, team, role}`
- *   with the session cookie.
+ *   invitation for the email was renewed; `{id, email, role, expiresAt, createdAt, inviter, delivery}`,
+ *   the email with the link going out through the queue (`delivery.status` queued or skipped; no
+ *   SMTP wait), and `url` (the link) only when skipped;
+ * - `GET /api/team/invitations` (team:manage) → pending ones, without links;
+ *   `DELETE /api/team/invitations/:id` (team:manage);
+ * - `GET /api/auth/invitations/:token` (public; the token of the link, never the id) → what the
+ *   invitation is for;
+ * - `POST /api/auth/invitations/:token/accept` (signed in, or `{name, password}`) → 201
+ *   `{user, team, role}` with the session cookie.
  */
 export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -171,15 +175,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'team:manage' }),
       schema: { tags: ['Team invitations'], security, response: { 200: invitationListResponse } },
     },
-    async (request) =>
-      ok(
-        await invitations.listInvitations(
-          db(),
-          app.ctx.config.BASE_URL,
-          sessionOf(request).teamId,
-          new Date(),
-        ),
-      ),
+    async (request) => ok(await invitations.listInvitations(db(), sessionOf(request).teamId, new Date())),
   );
 
   app.delete(
@@ -200,26 +196,26 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   );
 
   app.get(
-    '/api/auth/invitations/:id',
+    '/api/auth/invitations/:token',
     {
       ...access({ kind: 'public' }),
       schema: {
         tags: ['Team invitations'],
-        params: invitationParams,
+        params: invitationTokenParams,
         response: { 200: invitationSummaryResponse },
       },
     },
-    async (request) => ok(await invitations.describeInvitation(db(), request.params.id, new Date())),
+    async (request) => ok(await invitations.describeInvitation(db(), request.params.token, new Date())),
   );
 
   app.post(
-    '/api/auth/invitations/:id/accept',
+    '/api/auth/invitations/:token/accept',
     {
       ...access({ kind: 'public' }),
       onRequest: async (request) => assertSameOrigin(request),
       schema: {
         tags: ['Team invitations'],
-        params: invitationParams,
+        params: invitationTokenParams,
         body: acceptInvitationBody,
         response: { 201: acceptedInvitationResponse },
       },
@@ -228,7 +224,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       const result = await acceptInvitation(
         { db: db(), auth: app.ctx.auth, passwordSignIn: app.ctx.config.AUTH_PASSWORD },
         {
-          invitationId: request.params.id,
+          token: request.params.token,
           signedIn: await signedInUser(request),
           account: request.body ?? undefined,
           headers: authHeaders(request),

@@ -45,7 +45,11 @@ export type MemberView = z.infer<typeof memberView>;
 
 // ---- invitations -------------------------------------------------------------------------------
 
+/** `DELETE /api/team/invitations/:id`: the invitation's id, which identifies it and accepts nothing. */
 export const invitationParams = z.object({ id: z.string().min(1).max(100) });
+
+/** `/api/auth/invitations/:token[/accept]`: the acceptance token of the link (invitation-token.ts). */
+export const invitationTokenParams = z.object({ token: z.string().min(1).max(200) });
 
 /** Body of `POST /api/team/invitations`; the email is stored lowercased. */
 export const createInvitationBody = z.object({
@@ -56,12 +60,14 @@ export const createInvitationBody = z.object({
   role,
 });
 
-/** A pending invitation as its team's managers see it. `url`: the link the invitee opens. */
+/**
+ * A pending invitation as its team's managers see it. No link: its token goes to the invitee's
+ * mailbox only (or, once, into the create response; see {@link createdInvitationView}).
+ */
 export const invitationView = z.object({
   id: z.string(),
   email: z.string(),
   role: z.string(),
-  url: z.string(),
   expiresAt: z.string(),
   createdAt: z.string(),
   inviter: z.object({ id: z.string(), name: z.string() }),
@@ -80,10 +86,21 @@ export const invitationDelivery = z.object({
 });
 export type InvitationDelivery = z.infer<typeof invitationDelivery>;
 
-export const createdInvitationView = invitationView.extend({ delivery: invitationDelivery });
+/**
+ * The answer of `POST /api/team/invitations`. `url` (`BASE_URL/invite/<token>`) only when the
+ * delivery is `skipped`: nothing can email the link, so the inviter gets it this once to pass on
+ * (accepting with it then proves nothing about the mailbox). A queued email carries its own link.
+ */
+export const createdInvitationView = invitationView.extend({
+  delivery: invitationDelivery,
+  url: z.string().optional(),
+});
 export type CreatedInvitationView = z.infer<typeof createdInvitationView>;
 
-/** `GET /api/auth/invitations/:id`: what an invitation is for, shown to anyone holding its link. */
+/**
+ * `GET /api/auth/invitations/:token`: what an invitation is for, shown to anyone holding its link.
+ * Whether an account exists for the email is not said (issue #8).
+ */
 export const invitationSummaryView = z.object({
   id: z.string(),
   email: z.string(),
@@ -92,12 +109,11 @@ export const invitationSummaryView = z.object({
   inviterName: z.string(),
   expiresAt: z.string(),
   status: z.string(),
-  accountExists: z.boolean(),
 });
 export type InvitationSummaryView = z.infer<typeof invitationSummaryView>;
 
 /**
- * Body of `POST /api/auth/invitations/:id/accept` when not signed in: the new account's name and
+ * Body of `POST /api/auth/invitations/:token/accept` when not signed in: the new account's name and
  * password (8-128 characters, better-auth's limits as in the first-run setup). Ignored when signed in.
  */
 export const acceptInvitationBody = z
