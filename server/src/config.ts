@@ -39,6 +39,8 @@ const envSchema = z.object({
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   TRUST_PROXY: booleanFromEnv.default(false),
+  // Outbound connections (SMTP adapters) may reach loopback/private addresses (issue #8); metadata never.
+  SMTP_ALLOW_PRIVATE: booleanFromEnv.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

@@ -1,6 +1,7 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
+import type { OutboundPolicy } from '../../outbound/index.ts';
 import { createProvider, type EmailProvider } from '../../providers/index.ts';
 import { decryptConfig, encryptConfig } from './adapter-crypto.ts';
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
@@ -124,19 +125,22 @@ export async function deleteAdapter(db: Executor, teamId: string, id: string): P
 
 /**
  * Opens a connection with the adapter's settings (spec "POST /api/adapters/:id/test"): a failing
- * connection is a result `{success: false, message}`, not an error.
+ * connection is a result `{success: false, message}`, not an error. The connection obeys the
+ * outbound policy (a refused address names SMTP_ALLOW_PRIVATE) and the message is a fixed one of
+ * ours, never the remote server's bytes (issue #8).
  * @throws NOT_FOUND when the adapter is not the team's.
  */
 export async function testAdapter(
   db: Executor,
   encryptionKey: Buffer,
+  outbound: OutboundPolicy,
   teamId: string,
   id: string,
 ): Promise<{ success: boolean; message: string }> {
   const row = await getAdapter(db, teamId, id);
   let provider: EmailProvider | undefined;
   try {
-    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey));
+    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey), { outbound });
     return await provider.verify();
   } catch (error) {
     return { success: false, message: error instanceof Error ? error.message : String(error) };

@@ -13,11 +13,14 @@ import { buildInvitationEmail } from './invitation-email.ts';
 import { invitationUrl } from './teams.invitations.service.ts';
 import { teamRepository } from './teams.repository.ts';
 
-/** What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<id>`. */
+/**
+ * What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<id>`;
+ * SMTP_ALLOW_PRIVATE sets the provider's outbound policy.
+ */
 export interface SendInvitationDeps {
   db: Database;
   encryptionKey: Buffer;
-  config: { BASE_URL: string };
+  config: { BASE_URL: string; SMTP_ALLOW_PRIVATE: boolean };
 }
 
 /**
@@ -76,6 +79,7 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
         adapter.type as AdapterType,
         adapterConfig(adapter, deps.encryptionKey),
         adapter.updatedAt.toISOString(),
+        { outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE } },
       );
       await provider.send(message);
     } catch (error) {
