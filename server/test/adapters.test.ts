@@ -227,6 +227,7 @@ describe('adapters', () => {
       secure: false,
       username: false,
       password: false,
+      tls: false,
     });
     const cloud = types.find((t) => t.type === 'mailapi_cloud')!.configFields as { name: string }[];
     expect(cloud.map((f) => f.name).sort()).toEqual(['accessKeyId', 'region', 'secretAccessKey']);

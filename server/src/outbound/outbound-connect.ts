@@ -37,6 +37,8 @@ export async function connectOutbound(
   const deadline = (options.startedAt ?? Date.now()) + options.timeoutMs;
   const timedOut = () =>
     Object.assign(new Error(`Connection to ${host}:${port} timed out`), { code: 'ETIMEDOUT' });
+  // A caller whose budget is already spent (e.g. nodemailer's connection phase) gets no socket.
+  if (deadline <= Date.now()) throw timedOut();
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(timedOut()), Math.max(deadline - Date.now(), 0));

@@ -98,10 +98,11 @@ function describeFailure(err: SmtpErrorLike & { message?: string }, target: Smtp
   if (system === 'ECONNREFUSED') return `Connection refused by ${where}`;
   if (system === 'EHOSTUNREACH' || system === 'ENETUNREACH') return `No route to ${where}`;
   if (code === 'ETIMEDOUT' || system === 'ETIMEDOUT') {
-    if (err.timeoutType === 'GREETING_TIMEOUT') return `${where} sent no SMTP greeting in time`;
     if (err.timeoutType === 'UPGRADE_TIMEOUT') return `TLS handshake with ${where} timed out`;
     if (err.timeoutType === 'SOCKET_TIMEOUT') return `The SMTP server at ${where} stopped responding`;
-    return `Timed out connecting to ${where}`;
+    // One sentence for a port that never answers (filtered) and one that accepts but stays silent:
+    // telling them apart would map firewalls for whoever configures an adapter.
+    return `Timed out waiting for the SMTP server at ${where}`;
   }
   if (code === 'ETLS' || (system && CERTIFICATE_CODE.test(system)) || system?.startsWith('ERR_SSL')) {
     if (err.command === 'STARTTLS' && err.responseCode)

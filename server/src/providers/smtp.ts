@@ -42,11 +42,15 @@ function pickProviderMessageId(info: {
  * the policy checked; nodemailer layers TLS on it with the configured host as certificate name.
  * nodemailer passes when its connection phase started, so connectionTimeout covers both.
  */
-function outboundSocket(config: SmtpConfig, policy: OutboundPolicy): SMTPPoolOptions['getSocket'] {
+function outboundSocket(
+  config: SmtpConfig,
+  policy: OutboundPolicy,
+  timeoutMs: number,
+): SMTPPoolOptions['getSocket'] {
   return (socketOptions, callback) => {
     const startedAt = (socketOptions as { connectStartedAt?: number }).connectStartedAt;
     connectOutbound(config.host, config.port, policy, {
-      timeoutMs: SMTP_TIMEOUTS_MS.connection,
+      timeoutMs,
       ...(startedAt ? { startedAt } : {}),
     }).then(
       (connection) => callback(null, { connection }),
@@ -61,6 +65,8 @@ export interface SmtpProviderOptions {
   rejectUnauthorized?: boolean;
   /** Which addresses may be reached (default: public only; `SMTP_ALLOW_PRIVATE` widens it). */
   outbound?: OutboundPolicy;
+  /** Shorter timeouts than {@link SMTP_TIMEOUTS_MS}, in ms; for tests that wait for one to fire. */
+  timeouts?: Partial<Record<keyof typeof SMTP_TIMEOUTS_MS, number>>;
 }
 
 /**
@@ -91,6 +97,7 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
   const policy = options.outbound ?? DEFAULT_OUTBOUND_POLICY;
   const target = { host: config.host, port: config.port };
   const plaintextOnly = config.tls === 'none';
+  const timeouts = { ...SMTP_TIMEOUTS_MS, ...options.timeouts };
   const transporter = createTransport({
     pool: true,
     maxMessages: Number.POSITIVE_INFINITY,
@@ -100,10 +107,10 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
     ...(plaintextOnly ? { ignoreTLS: true } : auth ? { requireTLS: true } : { opportunisticTLS: !secure }),
     tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
     ...(auth ? { auth } : {}),
-    connectionTimeout: SMTP_TIMEOUTS_MS.connection,
-    greetingTimeout: SMTP_TIMEOUTS_MS.greeting,
-    socketTimeout: SMTP_TIMEOUTS_MS.socket,
-    getSocket: outboundSocket(config, policy),
+    connectionTimeout: timeouts.connection,
+    greetingTimeout: timeouts.greeting,
+    socketTimeout: timeouts.socket,
+    getSocket: outboundSocket(config, policy, timeouts.connection),
   });
   let closed = false;
 
