@@ -20,7 +20,14 @@ const allowPrivate: SmtpProviderOptions = { outbound: { allowPrivate: true } };
 
 /** A provider for 127.0.0.1 (by default), closed after the test so its pooled connection ends. */
 function provider(
-  config: { host?: string; port: number; username?: string; password?: string; tls?: 'auto' | 'none' },
+  config: {
+    host?: string;
+    port: number;
+    secure?: boolean;
+    username?: string;
+    password?: string;
+    tls?: 'auto' | 'none';
+  },
   options: SmtpProviderOptions = allowPrivate,
 ): EmailProvider {
   const created = createSmtpProvider({ host: '127.0.0.1', ...config }, options);
@@ -192,6 +199,27 @@ describe('smtp provider: failures in our words, not the server’s', () => {
     expect(error.message).toBe(
       `SMTP authentication failed at 127.0.0.1:${server.port}: 535 authentication credentials invalid`,
     );
+  });
+});
+
+describe('smtp provider: implicit TLS over the policy-checked socket', () => {
+  it('speaks TLS from the first byte with secure: true', async () => {
+    const server = await smtpServer({ secure: true });
+    await provider({ port: server.port, secure: true }, { ...allowPrivate, rejectUnauthorized: false }).send(
+      email,
+    );
+    expect(server.messages).toHaveLength(1);
+  });
+
+  it("still verifies the server's certificate, and says so in a fixed sentence", async () => {
+    const server = await smtpServer({ secure: true });
+    const error = await sendError(provider({ port: server.port, secure: true }));
+    expect(error.message).toMatch(
+      new RegExp(
+        `^TLS with 127\\.0\\.0\\.1:${server.port} failed: the server's certificate is not trusted \\([A-Z_]+\\)$`,
+      ),
+    );
+    expect(server.messages).toHaveLength(0);
   });
 });
 
