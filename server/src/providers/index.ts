@@ -9,17 +9,19 @@ import { type EmailProvider, ProviderError } from './types.ts';
 
 export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
 
+export type { EmailProvider, OutgoingAttachment, OutgoingEmail, SendResult } from './types.ts';
+export { ProviderError } from './types.ts';
+
 /** What a provider needs beyond its adapter's config. */
 export interface ProviderOptions {
   /** Which addresses it may connect to (default: public only); from `SMTP_ALLOW_PRIVATE`. */
   outbound?: OutboundPolicy;
 }
-export type { EmailProvider, OutgoingAttachment, OutgoingEmail, SendResult } from './types.ts';
-export { ProviderError } from './types.ts';
 
 /**
  * Creates the provider for one adapter. `config` is the decrypted adapter config; it is
  * validated again here against the type's schema (spec, "Adapter"), since rows outlive code.
+ * `options.outbound` is the outbound policy its connections obey (public addresses only when omitted).
  * @throws ProviderError (permanent) for an invalid config or a type not implemented yet
  *   (`mailapi_a`, `mailapi_b`, `mailapi_domain`, `mailapi_cloud`, `mailapi_server`).
  */
