@@ -32,6 +32,7 @@ describe('loadConfig', () => {
     [{ LOG_LEVEL: 'loud' }, /^Invalid LOG_LEVEL: /],
     [{ REDIS_URL: 'http://x' }, /^Invalid REDIS_URL: /],
     [{ SETUP_TOKEN: 'short' }, /^Invalid SETUP_TOKEN: /],
+    [{ SMTP_ALLOW_PRIVATE: 'yes' }, /^Invalid SMTP_ALLOW_PRIVATE: /],
   ])('refuses %o with a one-line message naming the variable', (env, message) => {
     let error: unknown;
     try {
@@ -42,6 +43,12 @@ describe('loadConfig', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).not.toContain('\n');
+  });
+
+  it('refuses private SMTP destinations unless SMTP_ALLOW_PRIVATE is true (issue #8)', () => {
+    expect(loadConfig({}).SMTP_ALLOW_PRIVATE).toBe(false);
+    expect(loadConfig({ SMTP_ALLOW_PRIVATE: '' }).SMTP_ALLOW_PRIVATE).toBe(false);
+    expect(loadConfig({ SMTP_ALLOW_PRIVATE: 'true' }).SMTP_ALLOW_PRIVATE).toBe(true);
   });
 
   it('requires ENCRYPTION_KEY with DATABASE_URL', () => {

@@ -49,6 +49,8 @@ const envSchema = z.object({
   SEND_VARIABLES_MAX_ARRAY_LENGTH: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   // Hop count or proxy addresses/CIDRs; `true` is refused (http/trust-proxy.ts, issue #8).
   TRUST_PROXY: trustProxySchema.default(false),
+  // Outbound connections (SMTP adapters) may reach loopback/private addresses (issue #8); metadata never.
+  SMTP_ALLOW_PRIVATE: booleanFromEnv.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

@@ -5,6 +5,7 @@ import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.
 import { resolveEncryptionKey } from './encryption-key.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { declareQueues, startWorkers } from './jobs/registry.ts';
+import { upgradeLegacyAdapterConfigs } from './modules/adapters/index.ts';
 import { printSetupUrlIfNeeded } from './modules/auth/index.ts';
 import { closeAllProviders } from './providers/index.ts';
 
@@ -26,6 +27,8 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   const encryptionKey = resolveEncryptionKey(config);
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   await migrateDatabase(database);
+  // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
+  await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
   const queue = new JobQueue(database);
   await queue.start();
   await declareQueues(queue, config);

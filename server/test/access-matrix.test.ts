@@ -10,6 +10,7 @@ import {
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, ORIGIN_HEADERS, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 import { buildInvitation } from './helpers/teams.ts';
 import { PNG_1X1, pathOf, uploadImage } from './helpers/uploads.ts';
 
@@ -143,7 +144,7 @@ describe('access matrix over every route', () => {
       .key;
 
     // This team's resources, addressed by the route parameters below.
-    const adapter = await buildSmtpAdapter(ctx.app, owner, 2525);
+    const adapter = await buildSmtpAdapter(ctx.app, owner, await closedPort());
     const template = await buildTemplate(ctx.app, owner, { name: 'Matrix' });
     const sendKey = (await buildApiKey(ctx.app, owner, { scopes: ['send'] })).key;
     const sent = await send(ctx.app, sendKey, { templateId: template.id, to: 'matrix@example.test' });

@@ -10,7 +10,7 @@ import {
   type TeamOwner,
 } from './helpers/auth.ts';
 import { buildSmtpAdapter, expectError } from './helpers/factories.ts';
-import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+import { closedPort, startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -18,6 +18,8 @@ describe('adapters', () => {
   let ctx: TestContext;
   let owner: TeamOwner;
   let smtp: TestSmtpServer;
+  /** A port nothing listens on, for adapters that are never connected to. */
+  let deadPort: number;
   const call = (user: { cookie: string } | undefined, method: Method, url: string, payload?: object) =>
     ctx.app.inject({
       method,
@@ -28,7 +30,7 @@ describe('adapters', () => {
   const smtpBody = (overrides: Record<string, unknown> = {}) => ({
     name: 'Relay',
     type: 'smtp',
-    config: { host: '127.0.0.1', port: 2525, secure: false },
+    config: { host: '127.0.0.1', port: deadPort, secure: false },
     defaultFrom: 'sender@postwright.test',
     ...overrides,
   });
@@ -37,6 +39,7 @@ describe('adapters', () => {
     ctx = await createTestContext('pglite');
     owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
+    deadPort = await closedPort();
   });
   afterAll(async () => {
     await ctx?.close();
@@ -61,9 +64,9 @@ describe('adapters', () => {
       isActive: true,
       createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
-    const second = await buildSmtpAdapter(ctx.app, team, 2525, { name: 'Second' });
+    const second = await buildSmtpAdapter(ctx.app, team, deadPort, { name: 'Second' });
     expect(second.isDefault).toBe(false);
-    const third = await buildSmtpAdapter(ctx.app, team, 2525, { name: 'Third', isDefault: true });
+    const third = await buildSmtpAdapter(ctx.app, team, deadPort, { name: 'Third', isDefault: true });
     expect(third.isDefault).toBe(true);
     const list = await call(team, 'GET', '/api/adapters');
     expect(list.statusCode, list.body).toBe(200);
@@ -80,12 +83,12 @@ describe('adapters', () => {
   it('returns the decrypted config only from get-one and stores it encrypted', async () => {
     const config = {
       host: '127.0.0.1',
-      port: 2525,
+      port: deadPort,
       secure: false,
       username: 'mailer',
       password: 'Sup3r-Secret-Pw!',
     };
-    const created = await buildSmtpAdapter(ctx.app, owner, 2525, { name: 'With creds', config });
+    const created = await buildSmtpAdapter(ctx.app, owner, deadPort, { name: 'With creds', config });
     const list = await call(owner, 'GET', '/api/adapters');
     expect(list.json()).toMatchObject({ success: true });
     const items: Record<string, unknown>[] = list.json().data;
@@ -128,7 +131,7 @@ describe('adapters', () => {
   });
 
   it('updates name, defaultFrom, isActive and config (validated against the stored type)', async () => {
-    const created = await buildSmtpAdapter(ctx.app, owner, 2525, { name: 'Before' });
+    const created = await buildSmtpAdapter(ctx.app, owner, deadPort, { name: 'Before' });
     const updated = await call(owner, 'PUT', `/api/adapters/${created.id}`, {
       name: 'After',
       defaultFrom: 'Ops <ops@postwright.test>',
@@ -173,10 +176,7 @@ describe('adapters', () => {
     const ok = await call(owner, 'POST', `/api/adapters/${live.id}/test`);
     expect(ok.statusCode, ok.body).toBe(200);
     expect(ok.json()).toEqual({ success: true, data: { success: true, message: expect.any(String) } });
-    const gone = await startTestSmtpServer();
-    const closedPort = gone.port;
-    await gone.close();
-    const dead = await buildSmtpAdapter(ctx.app, owner, closedPort, { name: 'Dead' });
+    const dead = await buildSmtpAdapter(ctx.app, owner, await closedPort(), { name: 'Dead' });
     const failed = await call(owner, 'POST', `/api/adapters/${dead.id}/test`);
     expect(failed.statusCode, failed.body).toBe(200);
     expect(failed.json()).toMatchObject({ success: true, data: { success: false } });
@@ -184,7 +184,7 @@ describe('adapters', () => {
   });
 
   it('deletes an adapter for good', async () => {
-    const created = await buildSmtpAdapter(ctx.app, owner, 2525, { name: 'Doomed' });
+    const created = await buildSmtpAdapter(ctx.app, owner, deadPort, { name: 'Doomed' });
     const removed = await call(owner, 'DELETE', `/api/adapters/${created.id}`);
     expect(removed.statusCode, removed.body).toBe(200);
     expect(removed.json()).toEqual({ success: true });
@@ -227,13 +227,14 @@ describe('adapters', () => {
       secure: false,
       username: false,
       password: false,
+      tls: false,
     });
     const cloud = types.find((t) => t.type === 'mailapi_cloud')!.configFields as { name: string }[];
     expect(cloud.map((f) => f.name).sort()).toEqual(['accessKeyId', 'region', 'secretAccessKey']);
   });
 
   it('applies the role matrix: members and viewers read the list and types only', async () => {
-    const created = await buildSmtpAdapter(ctx.app, owner, 2525, { name: 'Guarded' });
+    const created = await buildSmtpAdapter(ctx.app, owner, deadPort, { name: 'Guarded' });
     const member = await addTeamMember(ctx.app, owner, 'member');
     const viewer = await addTeamMember(ctx.app, owner, 'viewer');
     for (const user of [member, viewer] as SignedInUser[]) {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 describe('HTTP basics: envelope, docs, health', () => {
   let ctx: TestContext;
@@ -80,7 +81,7 @@ describe('HTTP basics: envelope, docs, health', () => {
     }
     const key = (await buildApiKey(ctx.app, owner)).key;
     const template = await buildTemplate(ctx.app, owner, { name: 'Data errors' });
-    await buildSmtpAdapter(ctx.app, owner, 2525);
+    await buildSmtpAdapter(ctx.app, owner, await closedPort());
     for (const variables of [
       '{"x":"a\\u0000b"}',
       '{"x":"\\ud800"}',

@@ -13,7 +13,7 @@ import {
   send,
   simpleDesign,
 } from './helpers/factories.ts';
-import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+import { closedPort, startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 async function logCount(ctx: TestContext, teamId: string): Promise<number> {
   const [row] = await ctx.app.ctx.database.db
@@ -43,7 +43,7 @@ describe('send: refusals before anything is queued', () => {
       'VALIDATION_ERROR',
     );
     expect(error.details.reason).toBe('NO_ACTIVE_ADAPTER');
-    const adapter = await buildSmtpAdapter(ctx.app, owner, 2525);
+    const adapter = await buildSmtpAdapter(ctx.app, owner, await closedPort());
     await ctx.app.inject({
       method: 'PUT',
       url: `/api/adapters/${adapter.id}`,
@@ -135,7 +135,7 @@ describe('send: refusals before anything is queued', () => {
   it('answers 400 NO_SENDER when neither the request nor the adapter names a sender', async () => {
     const team = await setupOwner(ctx.app);
     const teamKey = (await buildApiKey(ctx.app, team)).key;
-    await buildSmtpAdapter(ctx.app, team, 2525, { defaultFrom: undefined });
+    await buildSmtpAdapter(ctx.app, team, await closedPort(), { defaultFrom: undefined });
     const template = await buildTemplate(ctx.app, team, { name: 'No sender' });
     const error = expectError(
       await send(ctx.app, teamKey, { templateId: template.id, to: 'a@example.test' }),
@@ -275,7 +275,7 @@ describe('send: jobs that end without an outcome', () => {
     ctx = await createTestContext('pglite');
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, 2525);
+    await buildSmtpAdapter(ctx.app, owner, await closedPort());
   });
   afterAll(() => ctx?.close());
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send, simpleDesign } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 /** Races that only real PostgreSQL (concurrent connections) can show; PGlite runs one at a time. */
 describe('templates under concurrency (PostgreSQL)', () => {
@@ -59,7 +60,7 @@ describe('templates under concurrency (PostgreSQL)', () => {
 
   it('answers sends racing a delete with 202 or 400 INVALID_TEMPLATE, never 500', async () => {
     const key = (await buildApiKey(ctx.app, owner, { rateLimit: 1000 })).key;
-    await buildSmtpAdapter(ctx.app, owner, 2525);
+    await buildSmtpAdapter(ctx.app, owner, await closedPort());
     const template = await buildTemplate(ctx.app, owner, { name: 'Doomed race' });
     const sends = Array.from({ length: 12 }, () =>
       send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),

@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { closedPort } from '../../test/helpers/smtp-server.ts';
 import type { AdapterType } from '../modules/adapters/adapter-types.ts';
 import { createProvider, ProviderCache } from './index.ts';
 import { type OutgoingEmail, ProviderError } from './types.ts';
 
-const smtpConfig = { host: '127.0.0.1', port: 2525 };
+/** Nothing here connects; a port nothing listens on keeps it so if that changes. */
+const smtpConfig = { host: '127.0.0.1', port: await closedPort() };
 const anEmail: OutgoingEmail = {
   from: 'a@example.com',
   to: ['b@example.com'],
@@ -88,7 +90,7 @@ describe('ProviderCache', () => {
 describe('ProviderCache versions', () => {
   it('replaces and closes the provider of a key when its version changes', async () => {
     const cache = new ProviderCache();
-    const config = { host: '127.0.0.1', port: 2525 };
+    const config = smtpConfig;
     const first = cache.get('adp_1', 'smtp', config, 'v1');
     expect(cache.get('adp_1', 'smtp', config, 'v1')).toBe(first);
     const second = cache.get('adp_1', 'smtp', config, 'v2');

@@ -3,23 +3,39 @@ import {
   type AdapterConfig,
   type AdapterType,
 } from '../modules/adapters/adapter-types.ts';
+import type { OutboundPolicy } from '../outbound/index.ts';
 import { createSmtpProvider } from './smtp.ts';
 import { type EmailProvider, ProviderError } from './types.ts';
 
 export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
+
 export type { EmailProvider, OutgoingAttachment, OutgoingEmail, SendResult } from './types.ts';
 export { ProviderError } from './types.ts';
+
+/** What a provider needs beyond its adapter's config. */
+export interface ProviderOptions {
+  /** Which addresses it may connect to (default: public only); from `SMTP_ALLOW_PRIVATE`. */
+  outbound?: OutboundPolicy;
+}
 
 /**
  * Creates the provider for one adapter. `config` is the decrypted adapter config; it is
  * validated again here against the type's schema (spec, "Adapter"), since rows outlive code.
+ * `options.outbound` is the outbound policy its connections obey (public addresses only when omitted).
  * @throws ProviderError (permanent) for an invalid config or a type not implemented yet
  *   (`mailapi_a`, `mailapi_b`, `mailapi_domain`, `mailapi_cloud`, `mailapi_server`).
  */
-export function createProvider(type: AdapterType, config: unknown): EmailProvider {
+export function createProvider(
+  type: AdapterType,
+  config: unknown,
+  options: ProviderOptions = {},
+): EmailProvider {
   switch (type) {
     case 'smtp':
-      return createSmtpProvider(parseProviderConfig(type, config));
+      return createSmtpProvider(
+        parseProviderConfig(type, config),
+        options.outbound ? { outbound: options.outbound } : {},
+      );
     case 'mailapi_a':
     case 'mailapi_b':
     case 'mailapi_domain':
@@ -67,7 +83,13 @@ export class ProviderCache {
    * the old provider, so a changed config never leaves a pool open with old credentials.
    * @throws ProviderError as {@link createProvider} does (nothing is cached then).
    */
-  get(key: string, type: AdapterType, config: unknown, version = ''): EmailProvider {
+  get(
+    key: string,
+    type: AdapterType,
+    config: unknown,
+    version = '',
+    options: ProviderOptions = {},
+  ): EmailProvider {
     const cached = this.#providers.get(key);
     if (cached) this.#providers.delete(key);
     if (cached?.version === version) {
@@ -76,7 +98,7 @@ export class ProviderCache {
       return cached.provider;
     }
     if (cached) void cached.provider.close().catch(() => {});
-    const provider = createProvider(type, config);
+    const provider = createProvider(type, config, options);
     this.#providers.set(key, { version, provider });
     if (this.#providers.size > this.#max) {
       const [oldestKey, oldest] = this.#providers.entries().next().value as [
@@ -105,8 +127,14 @@ export class ProviderCache {
 const defaultCache = new ProviderCache();
 
 /** {@link ProviderCache.get} on the process-wide cache the worker uses. */
-export function getProvider(key: string, type: AdapterType, config: unknown, version = ''): EmailProvider {
-  return defaultCache.get(key, type, config, version);
+export function getProvider(
+  key: string,
+  type: AdapterType,
+  config: unknown,
+  version = '',
+  options: ProviderOptions = {},
+): EmailProvider {
+  return defaultCache.get(key, type, config, version, options);
 }
 
 /** {@link ProviderCache.closeAll} on the process-wide cache; call on shutdown. */

@@ -52,14 +52,18 @@ async function startServer(overrides: Partial<SMTPServerOptions> = {}): Promise<
   return state;
 }
 
+/** A provider for the local test server: loopback needs the policy's allowPrivate (SMTP_ALLOW_PRIVATE). */
 function provider(
   port: number,
-  extra: { username?: string; password?: string; rejectUnauthorized?: boolean } = {},
+  extra: { username?: string; password?: string; tls?: 'auto' | 'none'; rejectUnauthorized?: boolean } = {},
 ) {
-  const { rejectUnauthorized, ...credentials } = extra;
+  const { rejectUnauthorized, ...settings } = extra;
   const created = createSmtpProvider(
-    { host: '127.0.0.1', port, ...credentials },
-    rejectUnauthorized === undefined ? {} : { rejectUnauthorized },
+    { host: '127.0.0.1', port, ...settings },
+    {
+      outbound: { allowPrivate: true },
+      ...(rejectUnauthorized === undefined ? {} : { rejectUnauthorized }),
+    },
   );
   cleanups.push(() => created.close());
   return created;
@@ -157,8 +161,8 @@ describe('smtp provider: send', () => {
 describe('smtp provider: authentication', () => {
   function authServer() {
     return startServer({
-      disabledCommands: ['STARTTLS'],
-      allowInsecureAuth: true,
+      // STARTTLS offered (smtp-server's self-signed certificate): credentials require TLS.
+      disabledCommands: [],
       onAuth(auth, _session, callback) {
         if (auth.username === 'postwright' && auth.password === 's3cret')
           return callback(null, { user: 'postwright' });
@@ -169,14 +173,20 @@ describe('smtp provider: authentication', () => {
 
   it('logs in with username and password', async () => {
     const server = await authServer();
-    await provider(server.port, { username: 'postwright', password: 's3cret' }).send(email());
+    await provider(server.port, {
+      username: 'postwright',
+      password: 's3cret',
+      rejectUnauthorized: false,
+    }).send(email());
     expect(server.received).toHaveLength(1);
     expect(server.received[0]?.session.user).toBe('postwright');
   });
 
   it('fails permanently on a wrong password, sending nothing', async () => {
     const server = await authServer();
-    const error = await sendError(provider(server.port, { username: 'postwright', password: 'wrong' }));
+    const error = await sendError(
+      provider(server.port, { username: 'postwright', password: 'wrong', rejectUnauthorized: false }),
+    );
     expect(error.permanent).toBe(true);
     expect(error.providerCode).toBe('EAUTH');
     expect(server.received).toHaveLength(0);
@@ -186,12 +196,14 @@ describe('smtp provider: authentication', () => {
 describe('smtp provider: authentication (temporary)', () => {
   it('a 454 temporary authentication failure (RFC 4954) is transient', async () => {
     const server = await startServer({
-      disabledCommands: ['STARTTLS'],
-      allowInsecureAuth: true,
+      // STARTTLS offered (smtp-server's self-signed certificate): credentials require TLS.
+      disabledCommands: [],
       onAuth: (_auth, _session, callback) =>
         callback(Object.assign(new Error('Temporary authentication failure'), { responseCode: 454 })),
     });
-    const error = await sendError(provider(server.port, { username: 'postwright', password: 's3cret' }));
+    const error = await sendError(
+      provider(server.port, { username: 'postwright', password: 's3cret', rejectUnauthorized: false }),
+    );
     expect(error.permanent).toBe(false);
     expect(error.providerCode).toBe('EAUTH');
   });
@@ -251,18 +263,23 @@ describe('smtp provider: STARTTLS', () => {
 describe('smtp provider: verify', () => {
   it('succeeds against a reachable server with valid credentials', async () => {
     const server = await startServer({
-      disabledCommands: ['STARTTLS'],
-      allowInsecureAuth: true,
+      disabledCommands: [],
       onAuth: (auth, _session, callback) =>
         auth.password === 's3cret'
           ? callback(null, { user: auth.username })
           : callback(new Error('Invalid login')),
     });
-    expect(await provider(server.port, { username: 'u', password: 's3cret' }).verify()).toEqual({
+    expect(
+      await provider(server.port, { username: 'u', password: 's3cret', rejectUnauthorized: false }).verify(),
+    ).toEqual({
       success: true,
       message: expect.stringContaining('authenticated'),
     });
-    const failed = await provider(server.port, { username: 'u', password: 'nope' }).verify();
+    const failed = await provider(server.port, {
+      username: 'u',
+      password: 'nope',
+      rejectUnauthorized: false,
+    }).verify();
     expect(failed.success).toBe(false);
     expect(failed.message).toMatch(/authentication failed/i);
   });

@@ -1,6 +1,10 @@
-import { createTransport } from 'nodemailer';
+import { createTransport, type SMTPPoolOptions } from 'nodemailer';
 import type { SmtpConfig } from '../modules/adapters/adapter-types.ts';
+import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
+import { classifySmtpError } from './smtp-errors.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError, type SendResult } from './types.ts';
+
+export { classifySmtpError } from './smtp-errors.ts';
 
 /**
  * The `smtp` adapter type: any SMTP server, through one pooled nodemailer transport
@@ -16,68 +20,6 @@ export const SMTP_TIMEOUTS_MS = {
   /** Inactivity on an open connection, e.g. a server that stops answering mid-DATA. */
   socket: 60_000,
 } as const;
-
-/** nodemailer error codes for which retrying the same message cannot help. */
-const PERMANENT_CODES = new Set([
-  'EAUTH', // credentials rejected (535) or no mechanism both sides support
-  'ENOAUTH', // server requires credentials the adapter lacks
-  'ECONFIG',
-  'EENVELOPE', // without a reply code: no recipients or an unusable address
-  'EMAXRECIPIENTS',
-  'EREQUIRETLS',
-]);
-
-/** nodemailer's error properties (see its `NodemailerError`). */
-interface SmtpErrorLike {
-  message?: string;
-  code?: string;
-  responseCode?: number;
-  response?: string;
-  originalCode?: string;
-}
-
-/**
- * Maps a nodemailer error to a {@link ProviderError}.
- * Rule (RFC 5321, 4.2.1): a 5yz reply is a permanent negative completion, a 4yz reply a
- * transient one. Authentication failures (EAUTH, ENOAUTH) are permanent unless the reply is
- * 4yz (RFC 4954's 454). Without a reply code, ECONFIG and envelope errors are
- * permanent; network failures (ECONNECTION, ETIMEDOUT, ESOCKET, ECONNREFUSED, EDNS, ETLS) and
- * anything unknown are transient, since retries are bounded by the queue.
- * `providerCode` is the reply code when there is one, else the nodemailer code.
- */
-export function classifySmtpError(error: unknown): ProviderError {
-  const err = (typeof error === 'object' && error !== null ? error : {}) as SmtpErrorLike;
-  const code = err.code;
-  const replyCode = typeof err.responseCode === 'number' ? err.responseCode : undefined;
-  const detail = err.response ?? err.message ?? String(error);
-  if (code === 'EAUTH' || code === 'ENOAUTH') {
-    // 454 "Temporary authentication failure" (RFC 4954, 6) is worth a retry; 535 and the rest are not.
-    const temporary = replyCode !== undefined && replyCode >= 400 && replyCode < 500;
-    return new ProviderError(`SMTP authentication failed: ${detail}`, {
-      permanent: !temporary,
-      providerCode: code,
-      cause: error,
-    });
-  }
-  if (replyCode !== undefined && replyCode >= 400 && replyCode < 600) {
-    const permanent = replyCode >= 500;
-    return new ProviderError(
-      `SMTP server rejected the message (${permanent ? 'permanent' : 'transient'}): ${detail}`,
-      {
-        permanent,
-        providerCode: String(replyCode),
-        cause: error,
-      },
-    );
-  }
-  const permanent = code !== undefined && PERMANENT_CODES.has(code);
-  const label = code === 'ESOCKET' && err.originalCode ? `${code}/${err.originalCode}` : code;
-  return new ProviderError(`SMTP send failed: ${err.message ?? detail}`, {
-    permanent,
-    ...(label ? { providerCode: label } : {}),
-    cause: error,
-  });
-}
 
 /** `queued as <id>` in the final 250 reply (Postfix, Exim, Sendmail, most relays). */
 const QUEUE_ID_REPLY = /queued as ([A-Za-z0-9._-]+)/i;
@@ -96,41 +38,79 @@ function pickProviderMessageId(info: {
 }
 
 /**
+ * nodemailer's `getSocket`: the socket comes from {@link connectOutbound}, connected to an address
+ * the policy checked; nodemailer layers TLS on it with the configured host as certificate name.
+ * nodemailer passes when its connection phase started, so connectionTimeout covers both.
+ */
+function outboundSocket(
+  config: SmtpConfig,
+  policy: OutboundPolicy,
+  timeoutMs: number,
+): SMTPPoolOptions['getSocket'] {
+  return (socketOptions, callback) => {
+    const startedAt = (socketOptions as { connectStartedAt?: number }).connectStartedAt;
+    connectOutbound(config.host, config.port, policy, {
+      timeoutMs,
+      ...(startedAt ? { startedAt } : {}),
+    }).then(
+      (connection) => callback(null, { connection }),
+      (error: Error) => callback(error),
+    );
+  };
+}
+
+/** Options of {@link createSmtpProvider} that are not part of the adapter's config. */
+export interface SmtpProviderOptions {
+  /** Verify the server certificate (default true); only code (tests) turns it off. */
+  rejectUnauthorized?: boolean;
+  /** Which addresses may be reached (default: public only; `SMTP_ALLOW_PRIVATE` widens it). */
+  outbound?: OutboundPolicy;
+  /** Shorter timeouts than {@link SMTP_TIMEOUTS_MS}, in ms; for tests that wait for one to fire. */
+  timeouts?: Partial<Record<keyof typeof SMTP_TIMEOUTS_MS, number>>;
+}
+
+/**
  * Creates a provider that sends through an SMTP server.
  * - One connection pool (`maxMessages: Infinity`: connections are reused for any number of
  *   messages, which roughly doubles throughput; ARCHITECTURE.md "Known traps").
- * - `secure` (implicit TLS from the first byte) defaults to true only for port 465; otherwise
- *   STARTTLS is used when the server offers it, and if the server refuses the upgrade the
- *   session continues unencrypted without sending credentials (nodemailer `opportunisticTLS`).
+ * - Every connection goes through the outbound policy ({@link connectOutbound}, nodemailer's
+ *   `getSocket`): the host is resolved and each address checked before the socket opens, and
+ *   nodemailer gets that socket, so it never resolves the name itself. TLS (implicit or
+ *   STARTTLS) still verifies the certificate against the configured host name.
+ * - `secure` (implicit TLS from the first byte) defaults to true only for port 465. Otherwise,
+ *   with `tls: "auto"` (default): STARTTLS is required when credentials are set (nodemailer
+ *   `requireTLS`, issue #8: a stripped STARTTLS must not expose AUTH), and opportunistic without
+ *   credentials (an unencrypted session continues, `opportunisticTLS`). `tls: "none"` never
+ *   upgrades (`ignoreTLS`).
  * - Certificates are verified (`tls.rejectUnauthorized: true`) unless `rejectUnauthorized` is false.
  * - Timeouts per {@link SMTP_TIMEOUTS_MS}.
  * `send` throws {@link ProviderError} classified by {@link classifySmtpError}. When the server
  * accepts some recipients and refuses others, the message goes to the accepted ones and `send`
  * resolves (a retry would duplicate it for them); only a refusal of every recipient throws.
- * @param options.rejectUnauthorized verify the server certificate (default true); not part of
- *   the spec's `smtp` config, so only code (tests, a future setting) can turn it off.
  */
-export function createSmtpProvider(
-  config: SmtpConfig,
-  options: { rejectUnauthorized?: boolean } = {},
-): EmailProvider {
+export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOptions = {}): EmailProvider {
   const secure = config.secure ?? config.port === 465;
   const auth =
     config.username !== undefined && config.username !== ''
       ? { user: config.username, pass: config.password ?? '' }
       : undefined;
+  const policy = options.outbound ?? DEFAULT_OUTBOUND_POLICY;
+  const target = { host: config.host, port: config.port };
+  const plaintextOnly = config.tls === 'none';
+  const timeouts = { ...SMTP_TIMEOUTS_MS, ...options.timeouts };
   const transporter = createTransport({
     pool: true,
     maxMessages: Number.POSITIVE_INFINITY,
     host: config.host,
     port: config.port,
     secure,
-    opportunisticTLS: !secure,
+    ...(plaintextOnly ? { ignoreTLS: true } : auth ? { requireTLS: true } : { opportunisticTLS: !secure }),
     tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
     ...(auth ? { auth } : {}),
-    connectionTimeout: SMTP_TIMEOUTS_MS.connection,
-    greetingTimeout: SMTP_TIMEOUTS_MS.greeting,
-    socketTimeout: SMTP_TIMEOUTS_MS.socket,
+    connectionTimeout: timeouts.connection,
+    greetingTimeout: timeouts.greeting,
+    socketTimeout: timeouts.socket,
+    getSocket: outboundSocket(config, policy, timeouts.connection),
   });
   let closed = false;
 
@@ -158,7 +138,7 @@ export function createSmtpProvider(
         });
         return { providerMessageId: pickProviderMessageId(info) };
       } catch (error) {
-        throw classifySmtpError(error);
+        throw classifySmtpError(error, target);
       }
     },
 
@@ -170,7 +150,7 @@ export function createSmtpProvider(
           message: `Connected to ${config.host}:${config.port}${auth ? ' and authenticated' : ''}`,
         };
       } catch (error) {
-        return { success: false, message: classifySmtpError(error).message };
+        return { success: false, message: classifySmtpError(error, target).message };
       }
     },
 

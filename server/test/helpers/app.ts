@@ -36,6 +36,8 @@ export async function createTestContext(
     DATA_DIR: 'memory://',
     SEND_RETRY_DELAY_SECONDS: '1',
     SETUP_TOKEN: 'test-setup-token-0123456789',
+    // The test SMTP servers listen on 127.0.0.1; tests of the outbound policy pass '' to unset it.
+    SMTP_ALLOW_PRIVATE: 'true',
     ...env,
   });
   const encryptionKey = Buffer.alloc(32, 7);

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 
@@ -61,4 +62,17 @@ export async function startTestSmtpServer(options: Partial<SMTPServerOptions> = 
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on: the port the system just gave a server of ours,
+ * which is closed again (issue #9: a hard-coded port such as 2525 may be in use on the machine).
+ * The system hands out ephemeral ports in turn, so it is not given again soon.
+ */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

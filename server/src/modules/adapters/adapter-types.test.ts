@@ -46,8 +46,20 @@ describe('parseAdapterConfig', () => {
   });
 
   it('rejects unknown keys, one issue per key', () => {
-    const issues = issuesFor('smtp', { ...validSmtp, tls: true, pool: 3 });
-    expect(issues.map((i) => i.path).sort()).toEqual(['config.pool', 'config.tls']);
+    const issues = issuesFor('smtp', { ...validSmtp, starttls: true, pool: 3 });
+    expect(issues.map((i) => i.path).sort()).toEqual(['config.pool', 'config.starttls']);
+  });
+
+  it('accepts tls "auto" and "none", and refuses "none" with secure: true (issue #8)', () => {
+    expect(parseAdapterConfig('smtp', { ...validSmtp, tls: 'none' }).tls).toBe('none');
+    expect(parseAdapterConfig('smtp', { ...validSmtp, tls: 'auto' }).tls).toBe('auto');
+    expect(issuesFor('smtp', { ...validSmtp, tls: true }).map((i) => i.path)).toEqual(['config.tls']);
+    expect(issuesFor('smtp', { ...validSmtp, secure: true, tls: 'none' })).toEqual([
+      {
+        path: 'config.tls',
+        message: '"none" cannot be combined with secure: true (TLS from the first byte)',
+      },
+    ]);
   });
 
   it('rejects a config that is not an object at config', () => {

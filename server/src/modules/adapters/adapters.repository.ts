@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, like, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { adapters } from '../../db/schema/index.ts';
 
@@ -62,6 +62,35 @@ export const adapterRepository = {
       .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)))
       .returning();
     return row;
+  },
+  /**
+   * Adapters of every team whose config is still in the v1 format (no associated data). The one
+   * query not scoped by team: a start-up maintenance step, never reached from a request.
+   */
+  listLegacyEncrypted(db: Executor): Promise<Pick<AdapterRow, 'id' | 'teamId' | 'configEncrypted'>[]> {
+    return db
+      .select({ id: adapters.id, teamId: adapters.teamId, configEncrypted: adapters.configEncrypted })
+      .from(adapters)
+      .where(like(adapters.configEncrypted, 'v1:%'));
+  },
+  /**
+   * Swaps a config's ciphertext for another of the same config, only while it is still `expected`
+   * (another process may be doing the same); updatedAt stays, since the config did not change.
+   */
+  async replaceCiphertext(
+    db: Executor,
+    row: { teamId: string; id: string },
+    expected: string,
+    next: string,
+  ): Promise<boolean> {
+    const rows = await db
+      .update(adapters)
+      .set({ configEncrypted: next })
+      .where(
+        and(eq(adapters.teamId, row.teamId), eq(adapters.id, row.id), eq(adapters.configEncrypted, expected)),
+      )
+      .returning({ id: adapters.id });
+    return rows.length > 0;
   },
   async delete(db: Executor, teamId: string, id: string): Promise<boolean> {
     const rows = await db

@@ -114,6 +114,14 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
     },
     async (request) =>
-      ok(await service.testAdapter(db(), key(), sessionOf(request).teamId, request.params.id)),
+      ok(
+        await service.testAdapter(
+          db(),
+          key(),
+          { allowPrivate: app.ctx.config.SMTP_ALLOW_PRIVATE },
+          sessionOf(request).teamId,
+          request.params.id,
+        ),
+      ),
   );
 }

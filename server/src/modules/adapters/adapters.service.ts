@@ -1,8 +1,9 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
+import type { OutboundPolicy } from '../../outbound/index.ts';
 import { createProvider, type EmailProvider } from '../../providers/index.ts';
-import { decryptConfig, encryptConfig } from './adapter-crypto.ts';
+import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
 import type { AdapterView } from './adapters.schema.ts';
@@ -21,9 +22,39 @@ export function presentAdapter(row: AdapterRow): AdapterView {
   };
 }
 
-/** The decrypted config of an adapter row (AES-256-GCM at rest). */
+/**
+ * The decrypted config of an adapter row (AES-256-GCM at rest, bound to the row's team and id).
+ * @throws ConfigDecryptionError when the stored text was not written for this row (or is damaged).
+ */
 export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<string, unknown> {
-  return decryptConfig(encryptionKey, row.configEncrypted) as Record<string, unknown>;
+  return decryptConfig(encryptionKey, row.configEncrypted, {
+    teamId: row.teamId,
+    adapterId: row.id,
+  }) as Record<string, unknown>;
+}
+
+/**
+ * Re-encrypts every config still stored in the v1 format (no associated data) as v2, bound to its
+ * row (issue #8), so old rows stop being movable between adapters. Runs at start-up; idempotent and
+ * safe when several processes start at once (each row is swapped only if unchanged). A row that no
+ * longer decrypts is left as it is (it is unusable either way).
+ * @returns how many rows were re-encrypted.
+ */
+export async function upgradeLegacyAdapterConfigs(db: Executor, encryptionKey: Buffer): Promise<number> {
+  let upgraded = 0;
+  for (const row of await adapterRepository.listLegacyEncrypted(db)) {
+    const binding = { teamId: row.teamId, adapterId: row.id };
+    let config: object;
+    try {
+      config = decryptConfig(encryptionKey, row.configEncrypted, binding) as object;
+    } catch (error) {
+      if (error instanceof ConfigDecryptionError) continue;
+      throw error;
+    }
+    const next = encryptConfig(encryptionKey, config, binding);
+    if (await adapterRepository.replaceCiphertext(db, row, row.configEncrypted, next)) upgraded += 1;
+  }
+  return upgraded;
 }
 
 /**
@@ -54,7 +85,7 @@ export async function createAdapter(
       teamId,
       name: input.name,
       type: input.type,
-      configEncrypted: encryptConfig(encryptionKey, config),
+      configEncrypted: encryptConfig(encryptionKey, config, { teamId, adapterId: id }),
       defaultFrom: input.defaultFrom ?? null,
       isDefault,
     });
@@ -105,7 +136,7 @@ export async function updateAdapter(
     if (input.isDefault !== undefined) changes.isDefault = input.isDefault;
     if (input.config !== undefined) {
       const config = parseAdapterConfig(current.type as AdapterType, input.config);
-      changes.configEncrypted = encryptConfig(encryptionKey, config);
+      changes.configEncrypted = encryptConfig(encryptionKey, config, { teamId, adapterId: id });
     }
     if (input.isDefault) {
       await adapterRepository.lockTeamDefault(tx, teamId);
@@ -124,19 +155,22 @@ export async function deleteAdapter(db: Executor, teamId: string, id: string): P
 
 /**
  * Opens a connection with the adapter's settings (spec "POST /api/adapters/:id/test"): a failing
- * connection is a result `{success: false, message}`, not an error.
+ * connection is a result `{success: false, message}`, not an error. The connection obeys the
+ * outbound policy (a refused address names SMTP_ALLOW_PRIVATE) and the message is a fixed one of
+ * ours, never the remote server's bytes (issue #8).
  * @throws NOT_FOUND when the adapter is not the team's.
  */
 export async function testAdapter(
   db: Executor,
   encryptionKey: Buffer,
+  outbound: OutboundPolicy,
   teamId: string,
   id: string,
 ): Promise<{ success: boolean; message: string }> {
   const row = await getAdapter(db, teamId, id);
   let provider: EmailProvider | undefined;
   try {
-    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey));
+    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey), { outbound });
     return await provider.verify();
   } catch (error) {
     return { success: false, message: error instanceof Error ? error.message : String(error) };

@@ -1,3 +1,4 @@
+import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
@@ -6,6 +7,9 @@ import { getProvider, ProviderError } from '../../providers/index.ts';
 import { type AdapterType, adapterConfig, findAdapter } from '../adapters/index.ts';
 import { type EmailLogRow, emailRepository } from './emails.repository.ts';
 import { renderLoggedEmail } from './logs.service.ts';
+
+/** What the `email.send` handler needs; SMTP_ALLOW_PRIVATE sets the providers' outbound policy. */
+type SendEmailDeps = { db: Database; encryptionKey: Buffer; config: Pick<Config, 'SMTP_ALLOW_PRIVATE'> };
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
 class PermanentSendError extends Error {}
@@ -18,7 +22,7 @@ class PermanentSendError extends Error {}
  * error, or a transient one on the last attempt, records `failed` with `errorMessage`.
  * An email no longer `queued` (already processed by an earlier attempt) is left alone.
  */
-export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buffer }) {
+export function createSendEmailHandler(deps: SendEmailDeps) {
   return async function sendEmail(job: QueuedJob<JobPayload<'email.send'>>): Promise<void> {
     const { emailId, teamId } = job.data;
     const log = await emailRepository.findLog(deps.db, teamId, emailId);
@@ -118,7 +122,7 @@ export function createUndeliveredEmailHandler(deps: { db: Database }) {
 }
 
 /** Renders and hands the email to its adapter's provider; returns the provider's message id. */
-async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: EmailLogRow): Promise<string> {
+async function deliver(deps: SendEmailDeps, log: EmailLogRow): Promise<string> {
   const adapter = await findAdapter(deps.db, log.teamId, log.adapterId);
   if (!adapter) throw new PermanentSendError('The adapter this email was queued for was deleted');
   if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
@@ -128,6 +132,7 @@ async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: Email
     adapter.type as AdapterType,
     adapterConfig(adapter, deps.encryptionKey),
     adapter.updatedAt.toISOString(),
+    { outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE } },
   );
   const result = await provider.send({
     from: log.fromAddress,

@@ -13,11 +13,14 @@ import { buildInvitationEmail } from './invitation-email.ts';
 import { invitationUrl, newInvitationToken } from './invitation-token.ts';
 import { teamRepository } from './teams.repository.ts';
 
-/** What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<token>`. */
+/**
+ * What the `invitation.send` handler needs: links are `${config.BASE_URL}/invite/<token>`;
+ * SMTP_ALLOW_PRIVATE sets the provider's outbound policy.
+ */
 export interface SendInvitationDeps {
   db: Database;
   encryptionKey: Buffer;
-  config: { BASE_URL: string };
+  config: { BASE_URL: string; SMTP_ALLOW_PRIVATE: boolean };
 }
 
 /**
@@ -91,6 +94,7 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
         adapter.type as AdapterType,
         adapterConfig(adapter, deps.encryptionKey),
         adapter.updatedAt.toISOString(),
+        { outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE } },
       );
       await provider.send(message);
     } catch (error) {
