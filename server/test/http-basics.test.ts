@@ -103,7 +103,7 @@ describe('HTTP basics: envelope, docs, health', () => {
       method: 'POST',
       url: '/api/api-keys',
       headers: sessionHeaders(ctx.app, owner),
-      payload: { name: '', rateLimit: 20_000, scopes: ['root'] },
+      payload: { name: '', rateLimit: 2_000_000, scopes: ['root'] },
     });
     const error = expectError(response, 400, 'VALIDATION_ERROR');
     const paths = error.details.issues.map((i: { path: string }) => i.path).sort();
