@@ -73,6 +73,9 @@ export function verifiedEmailReclaim(deps: { db: Database; log?: ReclaimLog }): 
   };
 
   const wrapAll = (providers: OAuthProviderLike[]): void => {
+    // better-auth 1.7 keeps them in an array; without one there is nothing to wrap (and its own
+    // refusal to link to an unverified account still holds).
+    if (!Array.isArray(providers)) return;
     for (const provider of providers) {
       if (wrapped.has(provider)) continue;
       const getUserInfo = provider.getUserInfo.bind(provider);
