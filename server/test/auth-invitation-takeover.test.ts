@@ -36,7 +36,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${await freePort()}`;
   ctx = await createTestContext('postgres', {
     BASE_URL: url,
-    TRUST_PROXY: 'true',
+    TRUST_PROXY: '1',
     OIDC_ISSUER: oidc.issuer,
     OIDC_CLIENT_ID: 'postwright-test',
     OIDC_CLIENT_SECRET: 'oidc-secret',

@@ -41,7 +41,7 @@ describe('logs of a full invitation flow (PostgreSQL, LOG_LEVEL=trace)', () => {
       'postgres',
       {
         BASE_URL: url,
-        TRUST_PROXY: 'true',
+        TRUST_PROXY: '1',
         LOG_LEVEL: 'trace',
         OIDC_ISSUER: oidc.issuer,
         OIDC_CLIENT_ID: 'postwright-test',
