@@ -37,7 +37,15 @@ describe('restart on the embedded database (npm start with nothing configured)',
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-restart-'));
   let smtp: TestSmtpServer;
   const processes: CliProcess[] = [];
-  const env = { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', BASE_URL: ORIGIN, LOG_LEVEL: 'warn' };
+  // SMTP_ALLOW_PRIVATE: the test SMTP server listens on 127.0.0.1.
+  const env = {
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    BASE_URL: ORIGIN,
+    LOG_LEVEL: 'warn',
+    SMTP_ALLOW_PRIVATE: 'true',
+  };
 
   afterAll(async () => {
     await Promise.all(processes.map((p) => p.stop('SIGKILL')));
