@@ -49,10 +49,20 @@ async function main(argv: string[]): Promise<number> {
     console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
   else console.log(`Postwright worker started.`);
   await new Promise<void>((resolve) => {
-    const shutdown = () => resolve();
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
+    const shutdown = () => {
+      process.off('SIGINT', shutdown);
+      process.off('SIGTERM', shutdown);
+      resolve();
+    };
+    process.on('SIGINT', shutdown);
+    process.on('SIGTERM', shutdown);
   });
+  // Stops workers, then the API, the pools and last the embedded PostgreSQL (it runs in its own
+  // session, so a terminal's Ctrl-C reached only us). A second signal exits at once; the embedded
+  // server is still told to stop on exit.
+  const force = () => process.exit(130);
+  process.on('SIGINT', force);
+  process.on('SIGTERM', force);
   await running.stop();
   return 0;
 }

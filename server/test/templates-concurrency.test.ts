@@ -3,7 +3,7 @@ import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send, simpleDesign } from './helpers/factories.ts';
 
-/** Races that only real PostgreSQL (concurrent connections) can show; PGlite runs one at a time. */
+/** Races that only concurrent connections can show. */
 describe('templates under concurrency (PostgreSQL)', () => {
   let ctx: TestContext;
   let owner: TeamOwner;
