@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
+import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { startPostwright } from './runtime.ts';
 
 const USAGE = `Usage: postwright <command> [options]
@@ -70,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ConfigError) console.error(error.message);
+    if (error instanceof ConfigError || error instanceof EmbeddedPostgresError) console.error(error.message);
     else console.error(error);
     process.exit(1);
   },

@@ -17,6 +17,9 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
+/** Why the embedded PostgreSQL cannot start; its message says what to do (the CLI prints only it). */
+export class EmbeddedPostgresError extends Error {}
+
 /** Where the embedded server keeps its state inside DATA_DIR (README "DATA_DIR contents"). */
 export interface EmbeddedLayout {
   /** DATA_DIR itself, absolute. */
@@ -64,12 +67,14 @@ export async function loadPostgresBinaries(): Promise<PostgresBinaries> {
   const platform = `${process.platform}-${process.arch}`;
   const name = BINARY_PACKAGES[platform];
   if (!name)
-    throw new Error(`No embedded PostgreSQL for ${platform}: set DATABASE_URL to a PostgreSQL server.`);
+    throw new EmbeddedPostgresError(
+      `No embedded PostgreSQL for ${platform}: set DATABASE_URL to a PostgreSQL server.`,
+    );
   let binaries: PostgresBinaries;
   try {
     binaries = (await import(name)) as PostgresBinaries;
   } catch (error) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `The embedded PostgreSQL package ${name} is not installed (${(error as Error).message}): run npm ci, or set DATABASE_URL.`,
     );
   }
@@ -126,19 +131,19 @@ export async function serverAccount(dataDir: string): Promise<ServerAccount | un
       '/usr/sbin/nologin',
       'postgres',
     ]).catch((error: Error) => {
-      throw new Error(
+      throw new EmbeddedPostgresError(
         `PostgreSQL cannot run as root and no "postgres" user exists; creating it failed (${error.message}). Create it, or run Postwright as another user.`,
       );
     });
     account = await lookupAccount('postgres');
-    if (!account) throw new Error('The "postgres" user was created but cannot be looked up.');
+    if (!account) throw new EmbeddedPostgresError('The "postgres" user was created but cannot be looked up.');
   }
   const reachable = await run('test', ['-x', dataDir], { uid: account.uid, gid: account.gid }).then(
     () => true,
     () => false,
   );
   if (!reachable) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `Postwright runs as root, so its PostgreSQL runs as the "postgres" user, which cannot reach ${dataDir}: make that directory and its parents traversable (chmod o+x), or run Postwright as another user.`,
     );
   }
@@ -177,7 +182,7 @@ export async function ensureCluster(
   );
   if (initialised) {
     if (!storedPassword) {
-      throw new Error(
+      throw new EmbeddedPostgresError(
         `${layout.passwordFile} is missing: the embedded database in ${layout.pgdata} cannot be opened without it.`,
       );
     }
@@ -194,7 +199,7 @@ async function removeEmptyOrRefuse(pgdata: string): Promise<void> {
   const entries = await readdir(pgdata).catch(() => undefined);
   if (entries === undefined) return;
   if (entries.length > 0) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `${pgdata} exists but holds no PostgreSQL cluster (no PG_VERSION): move it away to start afresh.`,
     );
   }
@@ -237,7 +242,9 @@ async function initialise(
       ],
       { ...(account ?? {}), env: serverEnvironment() },
     ).catch((error: Error & { stderr?: string }) => {
-      throw new Error(`initdb failed for ${layout.pgdata}: ${error.stderr?.trim() || error.message}`);
+      throw new EmbeddedPostgresError(
+        `initdb failed for ${layout.pgdata}: ${error.stderr?.trim() || error.message}`,
+      );
     });
     await rename(staging, layout.pgdata);
   } finally {

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { EmbeddedLayout } from './embedded-postgres-cluster.ts';
+import { type EmbeddedLayout, EmbeddedPostgresError } from './embedded-postgres-cluster.ts';
 
 const run = promisify(execFile);
 
@@ -39,13 +39,13 @@ export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: str
     return;
   }
   if (!info.command.includes(layout.pgdata)) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `A PostgreSQL server (PID ${pid}) not started by Postwright runs on ${layout.pgdata}: stop it first.`,
     );
   }
   const owner = Number.parseInt(await readFile(layout.ownerFile, 'utf8').catch(() => ''), 10);
   if (owner === info.ppid) {
-    throw new Error(
+    throw new EmbeddedPostgresError(
       `The embedded database in ${layout.pgdata} is in use by Postwright process ${owner}: only one process can use DATA_DIR (set DATABASE_URL to run several).`,
     );
   }
@@ -54,7 +54,7 @@ export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: str
   );
   if (await stopProcess(pid, 'SIGINT', 30_000)) return;
   if (await stopProcess(pid, 'SIGQUIT', 10_000)) return;
-  throw new Error(
+  throw new EmbeddedPostgresError(
     `The orphaned PostgreSQL server (PID ${pid}) on ${layout.pgdata} does not stop: kill it and start again.`,
   );
 }

