@@ -104,7 +104,10 @@ describe('restart on the embedded database (npm start with nothing configured)',
     // A failed test may have left the embedded server of a killed CLI running.
     if (existsSync(lockFile)) {
       const pid = postmasterPid();
-      if (await isRunning(pid)) process.kill(pid, 'SIGQUIT');
+      if (await isRunning(pid)) {
+        process.kill(pid, 'SIGQUIT');
+        await waitFor(async () => ((await isRunning(pid)) ? undefined : true), 10_000, 'the server to die');
+      }
     }
     await smtp?.close();
     rmSync(dataDir, { recursive: true, force: true });
