@@ -1,3 +1,4 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -80,13 +81,26 @@ describe('embedded PostgreSQL', () => {
     const dataDir = temporaryDataDir();
     dirs.push(dataDir);
     await (await start(dataDir)).server.stop();
-    // This test process is alive and is no PostgreSQL: as after a crash and PID reuse.
-    const lockFile = path.join(dataDir, 'pgdata', 'postmaster.pid');
-    writeFileSync(lockFile, `${process.pid}\n${path.join(dataDir, 'pgdata')}\n`);
-    const { server, lines } = await start(dataDir);
-    expect(lines.join('\n')).toContain(`its PID ${process.pid} now belongs to another program`);
-    expect(await query(server.connectionString, 'select 1 as one')).toEqual([{ one: 1 }]);
-    await server.stop();
+    // A live process that is no PostgreSQL, as after a crash and PID reuse, of the server's own OS
+    // user: PostgreSQL itself ignores a lock file naming its parent or another user's process.
+    const account =
+      process.getuid?.() === 0
+        ? {
+            uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+            gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })),
+          }
+        : {};
+    const other = spawn('sleep', ['60'], { stdio: 'ignore', ...account });
+    try {
+      const lockFile = path.join(dataDir, 'pgdata', 'postmaster.pid');
+      writeFileSync(lockFile, `${other.pid}\n${path.join(dataDir, 'pgdata')}\n`);
+      const { server, lines } = await start(dataDir);
+      expect(lines.join('\n')).toContain(`its PID ${other.pid} now belongs to another program`);
+      expect(await query(server.connectionString, 'select 1 as one')).toEqual([{ one: 1 }]);
+      await server.stop();
+    } finally {
+      other.kill();
+    }
   });
 
   it('refuses a second start on a DATA_DIR this process already serves', async () => {
