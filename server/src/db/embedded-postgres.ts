@@ -22,7 +22,10 @@ export interface EmbeddedPostgres {
   connectionString: string;
   /** PID of the postmaster. */
   pid: number;
-  /** Fast shutdown (open sessions are ended: close pools first); resolves once the server has exited. */
+  /**
+   * Stops the server once its sessions have ended (close the pools first): smart shutdown, then fast
+   * after 10 s, immediate after 30 s more. Resolves once the server has exited.
+   */
   stop(): Promise<void>;
 }
 
@@ -130,7 +133,13 @@ function running(
     stop() {
       stopping ??= (async () => {
         process.off('exit', onExit);
-        if (!(await stopChild(child, 'SIGINT', 30_000))) await stopChild(child, 'SIGQUIT', 10_000);
+        // Smart first: a pool's last Terminate message may still be on its way to its backend.
+        const stopped =
+          (await stopChild(child, 'SIGTERM', 10_000)) ||
+          (await stopChild(child, 'SIGINT', 30_000)) ||
+          (await stopChild(child, 'SIGQUIT', 10_000));
+        if (!stopped)
+          log(`The embedded PostgreSQL (PID ${child.pid}) did not stop; the next start will stop it.`);
         await rm(layout.ownerFile, { force: true });
       })();
       return stopping;
