@@ -49,6 +49,8 @@ export function embeddedLayout(dataDir: string): EmbeddedLayout {
 export interface PostgresBinaries {
   initdb: string;
   postgres: string;
+  /** Major version of the binaries ("17"), as in a cluster's PG_VERSION file. */
+  major: string;
 }
 
 /** The platforms whose binary package package.json lists (optionalDependencies: npm installs the matching one). */
@@ -70,7 +72,7 @@ export async function loadPostgresBinaries(): Promise<PostgresBinaries> {
     throw new EmbeddedPostgresError(
       `No embedded PostgreSQL for ${platform}: set DATABASE_URL to a PostgreSQL server.`,
     );
-  let binaries: PostgresBinaries;
+  let binaries: Pick<PostgresBinaries, 'initdb' | 'postgres'>;
   try {
     binaries = (await import(name)) as PostgresBinaries;
   } catch (error) {
@@ -79,7 +81,11 @@ export async function loadPostgresBinaries(): Promise<PostgresBinaries> {
     );
   }
   await restoreLibraryLinks(path.resolve(binaries.postgres, '../../..'));
-  return binaries;
+  const { stdout } = await run(binaries.postgres, ['--version']);
+  const major = stdout.match(/\(PostgreSQL\) (\d+)/)?.[1];
+  if (!major)
+    throw new EmbeddedPostgresError(`Unexpected output of ${binaries.postgres} --version: ${stdout}`);
+  return { initdb: binaries.initdb, postgres: binaries.postgres, major };
 }
 
 /**
@@ -172,18 +178,22 @@ export async function ensureCluster(
   account: ServerAccount | undefined,
 ): Promise<string> {
   await mkdir(layout.dataDir, { recursive: true });
-  const initialised = await lstat(path.join(layout.pgdata, 'PG_VERSION')).then(
-    () => true,
-    () => false,
+  const clusterVersion = await readFile(path.join(layout.pgdata, 'PG_VERSION'), 'utf8').then(
+    (text) => text.trim(),
+    () => undefined,
   );
   const storedPassword = await readFile(layout.passwordFile, 'utf8').then(
     (text) => text.trim(),
     () => undefined,
   );
-  if (initialised) {
-    if (!storedPassword) {
+  if (clusterVersion) {
+    // Postwright before the embedded server kept a PGlite (PostgreSQL 18 in WebAssembly) database in
+    // the same place; neither it nor another major version can be opened by these binaries.
+    if (clusterVersion !== binaries.major || !storedPassword) {
       throw new EmbeddedPostgresError(
-        `${layout.passwordFile} is missing: the embedded database in ${layout.pgdata} cannot be opened without it.`,
+        clusterVersion !== binaries.major
+          ? `${layout.pgdata} holds a PostgreSQL ${clusterVersion} database, but the embedded server is PostgreSQL ${binaries.major}: move it away to start afresh (a database of an earlier Postwright that used PGlite is not carried over).`
+          : `${layout.passwordFile} is missing: the embedded database in ${layout.pgdata} cannot be opened without it (a database of an earlier Postwright that used PGlite is not carried over: move it away).`,
       );
     }
     return storedPassword;

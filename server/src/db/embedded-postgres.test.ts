@@ -112,7 +112,7 @@ describe('embedded PostgreSQL', () => {
     await server.stop();
   });
 
-  it('refuses a pgdata that is no cluster, and a cluster whose password file is gone', async () => {
+  it('refuses a pgdata that is no cluster, of another major version (PGlite), or whose password file is gone', async () => {
     const foreign = temporaryDataDir();
     dirs.push(foreign);
     mkdirSync(path.join(foreign, 'pgdata'));
@@ -120,6 +120,15 @@ describe('embedded PostgreSQL', () => {
     const refusal = start(foreign);
     await expect(refusal).rejects.toBeInstanceOf(EmbeddedPostgresError);
     await expect(refusal).rejects.toThrow('holds no PostgreSQL cluster');
+
+    // What a PGlite-era Postwright left in DATA_DIR/pgdata: a PostgreSQL 18 (WebAssembly) cluster.
+    const pglite = temporaryDataDir();
+    dirs.push(pglite);
+    mkdirSync(path.join(pglite, 'pgdata'));
+    writeFileSync(path.join(pglite, 'pgdata', 'PG_VERSION'), '18\n');
+    await expect(start(pglite)).rejects.toThrow(
+      /holds a PostgreSQL 18 database, but the embedded server is PostgreSQL 17: move it away/,
+    );
 
     const orphaned = temporaryDataDir();
     dirs.push(orphaned);
