@@ -71,7 +71,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     const port = listen === 'socket' ? SOCKET_PORT : await freeLoopbackPort();
     const settings: Record<string, string> = {
       listen_addresses: listen === 'tcp' ? '127.0.0.1' : '',
-      unix_socket_directories: listen === 'socket' ? layout.pgdata : '',
+      // A list setting: quoted, so a path with a comma or a space stays one directory.
+      unix_socket_directories: listen === 'socket' ? `"${layout.pgdata.replaceAll('"', '""')}"` : '',
       ...options.settings,
     };
     const args = ['-D', layout.pgdata, '-p', String(port)];
@@ -97,6 +98,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     }
     // Another program took the free port between our probe and the server's bind: pick another.
     if (listen === 'tcp' && attempt < 3 && /could not bind|address already in use/i.test(failure)) continue;
+    await rm(layout.ownerFile, { force: true });
     throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${layout.pgdata} did not start. ${failure}`);
   }
 }
