@@ -34,6 +34,7 @@ export interface EmbeddedLayout {
   ownerFile: string;
 }
 
+/** The absolute paths of the embedded server's files for DATA_DIR `dataDir` (relative to the cwd). */
 export function embeddedLayout(dataDir: string): EmbeddedLayout {
   const root = path.resolve(dataDir);
   return {
