@@ -31,7 +31,7 @@ import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
 
-/** What the HTTP app needs from the process; tests build it with real PostgreSQL or PGlite. */
+/** What the HTTP app needs from the process; tests build it with real PostgreSQL. */
 export interface AppDeps {
   config: Config;
   database: DatabaseHandle;

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
+import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { startPostwright } from './runtime.ts';
 
 const USAGE = `Usage: postwright <command> [options]
@@ -49,10 +50,20 @@ async function main(argv: string[]): Promise<number> {
     console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
   else console.log(`Postwright worker started.`);
   await new Promise<void>((resolve) => {
-    const shutdown = () => resolve();
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
+    const shutdown = () => {
+      process.off('SIGINT', shutdown);
+      process.off('SIGTERM', shutdown);
+      resolve();
+    };
+    process.on('SIGINT', shutdown);
+    process.on('SIGTERM', shutdown);
   });
+  // Stops workers, then the API, the pools and last the embedded PostgreSQL (it runs in its own
+  // session, so a terminal's Ctrl-C reached only us). A second signal exits at once; the embedded
+  // server is still told to stop on exit.
+  const force = () => process.exit(130);
+  process.on('SIGINT', force);
+  process.on('SIGTERM', force);
   await running.stop();
   return 0;
 }
@@ -60,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ConfigError) console.error(error.message);
+    if (error instanceof ConfigError || error instanceof EmbeddedPostgresError) console.error(error.message);
     else console.error(error);
     process.exit(1);
   },

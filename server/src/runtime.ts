@@ -20,18 +20,25 @@ export interface Running {
 }
 
 /**
- * Opens the database, applies migrations, starts the queue, then the API (roles all, api) and the
- * workers (roles all, worker). The embedded PGlite default runs everything in this one process.
+ * Opens the database (starting the embedded PostgreSQL when DATABASE_URL is unset), applies
+ * migrations, starts the queue, then the API (roles all, api) and the workers (roles all, worker).
+ * `stop()` undoes it in reverse order, the embedded server last.
  */
 export async function startPostwright(config: Config, role: Role = 'all'): Promise<Running> {
   const encryptionKey = resolveEncryptionKey(config);
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
-  await migrateDatabase(database);
-  // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
-  await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
   const queue = new JobQueue(database);
-  await queue.start();
-  await declareQueues(queue, config);
+  try {
+    await migrateDatabase(database);
+    // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
+    await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
+    await queue.start();
+    await declareQueues(queue, config);
+  } catch (error) {
+    await queue.stop(0).catch(() => {});
+    await database.close();
+    throw error;
+  }
 
   let app: FastifyInstance | undefined;
   let url: string | undefined;

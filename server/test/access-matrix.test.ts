@@ -131,7 +131,7 @@ describe('access matrix over every route', () => {
   let baseline: Samples;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     stranger = await setupOwner(ctx.app);
     roles.owner = owner;

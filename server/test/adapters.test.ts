@@ -36,7 +36,7 @@ describe('adapters', () => {
   });
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
     deadPort = await closedPort();

@@ -16,7 +16,7 @@ describe('API keys', () => {
     });
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());

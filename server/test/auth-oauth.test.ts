@@ -96,7 +96,7 @@ const me = (app: OAuthApp, cookie: string) => fetch(`${app.url}/api/auth/me`, { 
 const loginError = (app: OAuthApp, reason: string) =>
   new RegExp(`^${app.url.replaceAll('.', '\\.')}/login\\?error=${reason}(&|$)`);
 
-describe.each(['pglite', 'postgres'] as const)('first-run setup through a provider on %s', (kind) => {
+describe.each(['postgres'] as const)('first-run setup through a provider on %s', (kind) => {
   it('refuses a first sign-in without the setup token, creating no user', async () => {
     const app = await startOAuthApp(kind);
     try {
@@ -221,7 +221,7 @@ describe.each(['pglite', 'postgres'] as const)('first-run setup through a provid
   });
 });
 
-describe.each(['pglite', 'postgres'] as const)('sign-in with providers on %s', (kind) => {
+describe.each(['postgres'] as const)('sign-in with providers on %s', (kind) => {
   let app: OAuthApp;
   let owner: TeamOwner;
 

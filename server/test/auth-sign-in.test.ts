@@ -139,7 +139,7 @@ describe('redirect targets', () => {
 describe('sign-in routes', () => {
   const contexts: TestContext[] = [];
   const start = async (env: Record<string, string>) => {
-    const ctx = await createTestContext('pglite', env);
+    const ctx = await createTestContext('postgres', env);
     contexts.push(ctx);
     return ctx.app;
   };

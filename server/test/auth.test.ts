@@ -85,7 +85,7 @@ function expectEnvelopeError(
   return body.error.details as Record<string, unknown>;
 }
 
-describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
+describe.each(['postgres'] as const)('auth on %s', (kind) => {
   let app: FastifyInstance;
   let close: () => Promise<void>;
   let owner: TeamOwner;
@@ -419,7 +419,7 @@ describe.each(['pglite', 'postgres'] as const)('auth on %s', (kind) => {
   });
 });
 
-describe.each(['pglite', 'postgres'] as const)('concurrent setup on %s', (kind) => {
+describe.each(['postgres'] as const)('concurrent setup on %s', (kind) => {
   let app: FastifyInstance;
   let close: () => Promise<void>;
   beforeAll(async () => {

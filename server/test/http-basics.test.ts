@@ -9,7 +9,7 @@ describe('HTTP basics: envelope, docs, health', () => {
   let owner: TeamOwner;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());

@@ -22,7 +22,7 @@ describe('email logs: stats and resend', () => {
     }, 30_000);
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite', { SEND_RETRY_LIMIT: '0' });
+    ctx = await createTestContext('postgres', { SEND_RETRY_LIMIT: '0' });
     smtp = await startTestSmtpServer({
       onRcptTo(address, _session, callback) {
         if (address.address.startsWith('reject')) {

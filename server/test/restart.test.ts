@@ -1,12 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { processInfo } from '../src/db/embedded-postgres-recovery.ts';
 import { waitFor } from './helpers/app.ts';
 import { type CliProcess, startCli } from './helpers/process.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 const ORIGIN = 'http://localhost:3999';
+const OWNER = { email: 'ada@example.test', password: 'correct horse battery' };
 
 /** A small HTTP client for a CLI-started server, carrying the session cookie and our Origin. */
 function client(baseUrl: string) {
@@ -33,8 +35,18 @@ function client(baseUrl: string) {
   };
 }
 
+/** True while `pid` is a running (not zombie) process. */
+async function isRunning(pid: number): Promise<boolean> {
+  const info = await processInfo(pid);
+  return info !== undefined && info.state !== 'Z';
+}
+
 describe('restart on the embedded database (npm start with nothing configured)', () => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-restart-'));
+  // Run as root (CI, containers), PostgreSQL runs as the "postgres" user, which must enter DATA_DIR.
+  chmodSync(dataDir, 0o755);
+  const lockFile = path.join(dataDir, 'pgdata', 'postmaster.pid');
+  const postmasterPid = () => Number.parseInt(readFileSync(lockFile, 'utf8').split('\n')[0]!, 10);
   let smtp: TestSmtpServer;
   const processes: CliProcess[] = [];
   // SMTP_ALLOW_PRIVATE: the test SMTP server listens on 127.0.0.1.
@@ -46,14 +58,70 @@ describe('restart on the embedded database (npm start with nothing configured)',
     LOG_LEVEL: 'warn',
     SMTP_ALLOW_PRIVATE: 'true',
   };
+  let apiKey = '';
+  const accepted: string[] = [];
 
+  const start = async (role: 'api' | 'all') => {
+    const cli = startCli(role === 'api' ? ['start', '--role', 'api'] : ['start'], env);
+    processes.push(cli);
+    const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
+    return { cli, http: client(baseUrl) };
+  };
+  const sendSome = async (http: ReturnType<typeof client>, count: number) => {
+    for (let i = 0; i < count; i++) {
+      const n = accepted.length;
+      const sent = await http.call(
+        'POST',
+        '/api/v1/send',
+        { templateId: 'restart', to: `user${n}@example.test`, variables: { first_name: `N${n}` } },
+        { 'x-api-key': apiKey },
+      );
+      expect(sent.status, sent.text).toBe(202);
+      accepted.push(sent.body.data.id);
+    }
+  };
+  /** Signs in again and checks every row written before the crash is there, then that all emails go out. */
+  const expectEverythingKeptAndSent = async (http: ReturnType<typeof client>) => {
+    const signIn = await http.call('POST', '/api/auth/sign-in/email', OWNER);
+    expect(signIn.status, signIn.text).toBe(200);
+    const templates = await http.call('GET', '/api/templates');
+    expect(templates.body.data.items.map((t: { slug: string }) => t.slug)).toEqual(['restart']);
+    const adapters = await http.call('GET', '/api/adapters');
+    expect(adapters.body.data.map((a: { name: string }) => a.name)).toEqual(['Local']);
+    const logs = await http.call('GET', '/api/logs?pageSize=100');
+    expect(logs.body.data.items.map((l: { id: string }) => l.id).sort()).toEqual([...accepted].sort());
+    for (const id of accepted) {
+      await waitFor(
+        async () => {
+          const status = await http.call('GET', `/api/v1/${id}/status`, undefined, { 'x-api-key': apiKey });
+          return status.body?.data?.status === 'sent' ? true : undefined;
+        },
+        60_000,
+        `email ${id} to be sent`,
+      );
+    }
+    const received = smtp.messages.map((m) => m.parsed.subject).sort();
+    expect(received).toEqual(accepted.map((_, n) => `Hello N${n}`).sort());
+  };
+
+  // A test that failed half-way must not leave its process holding DATA_DIR for the next one.
+  afterEach(async () => {
+    await Promise.all(processes.splice(0).map((p) => p.stop('SIGTERM')));
+  });
   afterAll(async () => {
-    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    // A failed test may have left the embedded server of a killed CLI running.
+    if (existsSync(lockFile)) {
+      const pid = postmasterPid();
+      if (await isRunning(pid)) {
+        process.kill(pid, 'SIGQUIT');
+        await waitFor(async () => ((await isRunning(pid)) ? undefined : true), 10_000, 'the server to die');
+      }
+    }
     await smtp?.close();
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('keeps every accepted send across a crash before the worker ran, then delivers all', async () => {
+  it('keeps every row and accepted send across a kill -9 of Postwright, stops the orphaned server, then delivers all', async () => {
     smtp = await startTestSmtpServer();
     const api = startCli(['start', '--role', 'api'], env);
     processes.push(api);
@@ -66,13 +134,13 @@ describe('restart on the embedded database (npm start with nothing configured)',
     const setup = await http.call('POST', '/api/auth/setup', {
       token: setupToken,
       name: 'Ada Owner',
-      email: 'ada@example.test',
-      password: 'correct horse battery',
       teamName: 'Acme',
+      ...OWNER,
     });
     expect(setup.status, setup.text).toBe(201);
     const key = await http.call('POST', '/api/api-keys', { name: 'restart' });
     expect(key.status, key.text).toBe(201);
+    apiKey = key.body.data.key;
     const adapter = await http.call('POST', '/api/adapters', {
       name: 'Local',
       type: 'smtp',
@@ -89,41 +157,74 @@ describe('restart on the embedded database (npm start with nothing configured)',
       },
     });
     expect(template.status, template.text).toBe(201);
+    await sendSome(http, 5);
 
-    const ids: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const sent = await http.call(
-        'POST',
-        '/api/v1/send',
-        { templateId: 'restart', to: `user${i}@example.test`, variables: { first_name: `N${i}` } },
-        { 'x-api-key': key.body.data.key },
-      );
-      expect(sent.status, sent.text).toBe(202);
-      ids.push(sent.body.data.id);
-    }
-    // The API process has no worker: kill it hard, as a crash would.
+    // The API process has no worker: kill it hard, as a crash would. Its PostgreSQL runs in its own
+    // session, so it outlives it, orphaned.
+    const orphan = postmasterPid();
     await api.stop('SIGKILL');
     expect(smtp.messages).toHaveLength(0);
+    expect(await isRunning(orphan)).toBe(true);
 
-    const all = startCli(['start'], env);
-    processes.push(all);
-    const secondUrl = (await all.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
-    expect(all.output()).not.toContain('/setup?token=');
-    const second = client(secondUrl);
-    for (const id of ids) {
-      await waitFor(
-        async () => {
-          const status = await second.call('GET', `/api/v1/${id}/status`, undefined, {
-            'x-api-key': key.body.data.key,
-          });
-          return status.body?.data?.status === 'sent' ? true : undefined;
-        },
-        60_000,
-        `email ${id} to be sent`,
-      );
-    }
-    const received = smtp.messages.map((m) => m.parsed.subject).sort();
-    expect(received).toEqual(['Hello N0', 'Hello N1', 'Hello N2', 'Hello N3', 'Hello N4']);
-    expect(await all.stop('SIGTERM')).toBe(0);
-  });
+    const all = await start('all');
+    expect(all.cli.output()).toContain(`Stopping the PostgreSQL server (PID ${orphan})`);
+    expect(all.cli.output()).not.toContain('/setup?token=');
+    expect(await isRunning(orphan)).toBe(false);
+    const server = postmasterPid();
+    expect(server).not.toBe(orphan);
+
+    await expectEverythingKeptAndSent(all.http);
+
+    // A clean stop: exit code 0, the server shut down (its lock file gone).
+    expect(await all.cli.stop('SIGTERM')).toBe(0);
+    expect(await isRunning(server)).toBe(false);
+    expect(existsSync(lockFile)).toBe(false);
+  }, 300_000);
+
+  it('recovers when Postwright and its PostgreSQL were both killed (stale postmaster.pid)', async () => {
+    const api = await start('api');
+    await sendSome(api.http, 2);
+    const server = postmasterPid();
+    await api.cli.stop('SIGKILL');
+    process.kill(server, 'SIGKILL');
+    await waitFor(async () => ((await isRunning(server)) ? undefined : true), 10_000, 'the server to die');
+    expect(postmasterPid()).toBe(server);
+
+    const all = await start('all');
+    expect(postmasterPid()).not.toBe(server);
+    await expectEverythingKeptAndSent(all.http);
+    expect(await all.cli.stop('SIGTERM')).toBe(0);
+  }, 300_000);
+
+  it('on Ctrl-C (SIGINT to the process group) stops PostgreSQL only after closing every connection', async () => {
+    const cli = startCli(['start'], env, { ownProcessGroup: true });
+    processes.push(cli);
+    const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
+    const http = client(baseUrl);
+    // Connections in use: the workers poll, and a request holds one.
+    await sendSome(http, 1);
+    await expectEverythingKeptAndSent(http);
+    const logBefore = readFileSync(path.join(dataDir, 'postgres.log'), 'utf8').length;
+    const server = postmasterPid();
+
+    process.kill(-cli.child.pid!, 'SIGINT');
+    expect(await cli.stop('SIGCONT')).toBe(0);
+    expect(await isRunning(server)).toBe(false);
+    const log = readFileSync(path.join(dataDir, 'postgres.log'), 'utf8').slice(logBefore);
+    expect(log).toContain('received smart shutdown request');
+    // Had the terminal's SIGINT reached PostgreSQL too, it would have cut the open sessions at once
+    // (fast shutdown) while Postwright was still draining.
+    expect(log, log).not.toContain('terminating connection due to administrator command');
+  }, 300_000);
+
+  it('refuses a second process on the same DATA_DIR while the first runs', async () => {
+    const first = await start('all');
+    const second = startCli(['start'], { ...env });
+    processes.push(second);
+    // SIGCONT does not end it: stop() here only waits for the exit code.
+    expect(await second.stop('SIGCONT')).toBe(1);
+    expect(second.output()).toMatch(/in use by Postwright process \d+: only one process can use DATA_DIR/);
+    expect((await first.http.call('GET', '/readyz')).status).toBe(200);
+    expect(await first.cli.stop('SIGTERM')).toBe(0);
+  }, 300_000);
 });

@@ -14,7 +14,7 @@ import {
 } from './helpers/factories.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
-describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (kind) => {
+describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
   let owner: TeamOwner;

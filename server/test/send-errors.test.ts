@@ -29,7 +29,7 @@ describe('send: refusals before anything is queued', () => {
   let key: string;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
   });
@@ -199,7 +199,7 @@ describe('send: provider errors, retries and failure', () => {
   const attemptsByRecipient = new Map<string, number>();
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite', { SEND_RETRY_LIMIT: '2', SEND_RETRY_DELAY_SECONDS: '1' });
+    ctx = await createTestContext('postgres', { SEND_RETRY_LIMIT: '2', SEND_RETRY_DELAY_SECONDS: '1' });
     smtp = await startTestSmtpServer({
       onRcptTo(address, _session, callback) {
         const n = (attemptsByRecipient.get(address.address) ?? 0) + 1;
@@ -272,7 +272,7 @@ describe('send: jobs that end without an outcome', () => {
   let key: string;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
     await buildSmtpAdapter(ctx.app, owner, await closedPort());

@@ -183,12 +183,12 @@ async function invitationFlowEndToEnd(ctx: TestContext, smtp: TestSmtpServer): P
   }
 }
 
-describe('team invitations (PGlite)', () => {
+describe('team invitations (PostgreSQL)', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
 
   beforeAll(async () => {
-    [ctx, smtp] = await Promise.all([createTestContext('pglite'), startTestSmtpServer()]);
+    [ctx, smtp] = await Promise.all([createTestContext('postgres'), startTestSmtpServer()]);
   });
   afterAll(async () => {
     await ctx?.close();
@@ -465,7 +465,7 @@ async function startSilentServer(): Promise<{
   };
 }
 
-describe('team invitations: the email goes through the invitation.send job (PGlite)', () => {
+describe('team invitations: the email goes through the invitation.send job (PostgreSQL)', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
   let silent: Awaited<ReturnType<typeof startSilentServer>>;
@@ -479,7 +479,7 @@ describe('team invitations: the email goes through the invitation.send job (PGli
 
   beforeAll(async () => {
     [ctx, smtp, silent] = await Promise.all([
-      createTestContext('pglite', { SEND_RETRY_LIMIT: '1', SEND_RETRY_DELAY_SECONDS: '1' }),
+      createTestContext('postgres', { SEND_RETRY_LIMIT: '1', SEND_RETRY_DELAY_SECONDS: '1' }),
       startTestSmtpServer({
         onRcptTo(address, _session, callback) {
           const n = (attempts.get(address.address) ?? 0) + 1;
@@ -702,7 +702,7 @@ describe('team invitations: the email goes through the invitation.send job (PGli
  * with OpenID Connect against oauth2-mock-server on 127.0.0.1. Nobody can sign in with a password
  * here, so the owner, team and invitation are inserted directly.
  */
-describe('team invitations with password sign-in off (PGlite)', () => {
+describe('team invitations with password sign-in off (PostgreSQL)', () => {
   let ctx: TestContext;
   let oidc: OidcProvider;
   let url: string;
@@ -710,7 +710,7 @@ describe('team invitations with password sign-in off (PGlite)', () => {
   beforeAll(async () => {
     oidc = await startOidcProvider();
     url = `http://127.0.0.1:${await freePort()}`;
-    ctx = await createTestContext('pglite', {
+    ctx = await createTestContext('postgres', {
       BASE_URL: url,
       TRUST_PROXY: '1',
       AUTH_PASSWORD: 'false',

@@ -11,7 +11,7 @@ describe('teams and members', () => {
   let ctx: TestContext;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
   });
   afterAll(() => ctx?.close());
 
@@ -306,7 +306,7 @@ describe('teams and members', () => {
 describe('a session whose active team was revoked', () => {
   let ctx: TestContext;
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
   });
   afterAll(() => ctx?.close());
 

@@ -4,7 +4,7 @@ import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send, simpleDesign } from './helpers/factories.ts';
 import { closedPort } from './helpers/smtp-server.ts';
 
-/** Races that only real PostgreSQL (concurrent connections) can show; PGlite runs one at a time. */
+/** Races that only concurrent connections can show. */
 describe('templates under concurrency (PostgreSQL)', () => {
   let ctx: TestContext;
   let owner: TeamOwner;

@@ -27,7 +27,7 @@ describe('template duplicate', () => {
   const versionsOf = (user: User, ref: string) => templateVersionsOf(ctx.app, user, ref);
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {

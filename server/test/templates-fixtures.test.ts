@@ -22,7 +22,7 @@ describe('EmailBuilder fixtures round-trip', () => {
   const variables = { first_name: 'Ada' };
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {

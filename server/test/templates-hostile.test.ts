@@ -90,7 +90,7 @@ describe('hostile templates through HTTP', () => {
    * files, other processes) one run can be descheduled for longer than the bound, so a run over it
    * is retried, up to {@link ATTEMPTS} times: a renderer that really stalls fails every attempt.
    * Records the fastest wall time and that run's CPU time of this process (app.inject runs the
-   * server in-process, PGlite included), which other processes do not inflate.
+   * server in-process), which other processes do not inflate.
    */
   const timed = async (label: string, request: () => Promise<Response>) => {
     let fastest: { wallMs: number; cpuMs: number; response: Response } | undefined;
@@ -115,7 +115,7 @@ describe('hostile templates through HTTP', () => {
   };
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {

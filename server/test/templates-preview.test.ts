@@ -26,7 +26,7 @@ describe('template preview', () => {
   };
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     templateId = (
       await buildTemplate(ctx.app, owner, {

@@ -35,7 +35,7 @@ describe('re-rendering logs from their template version', () => {
     restoreTemplateVersion(ctx.app, user, ref, versionId);
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
     key = (await buildApiKey(ctx.app, owner)).key;

@@ -30,7 +30,7 @@ describe('template versions', () => {
     restoreTemplateVersion(ctx.app, user, ref, versionId);
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {

@@ -50,7 +50,7 @@ describe('templates', () => {
   };
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
   });

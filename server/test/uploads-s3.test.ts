@@ -33,7 +33,7 @@ describe('image uploads to S3 (a real s3rver)', () => {
 
   beforeAll(async () => {
     s3 = await startTestS3Server();
-    ctx = await createTestContext('pglite', s3.env);
+    ctx = await createTestContext('postgres', s3.env);
     owner = await setupOwner(ctx.app);
     client = createS3Client({
       region: 'us-east-1',
@@ -120,7 +120,7 @@ describe('image uploads to S3 (a real s3rver)', () => {
   });
 
   it('builds public URLs from S3_PUBLIC_URL when it is set', async () => {
-    const cdn = await createTestContext('pglite', {
+    const cdn = await createTestContext('postgres', {
       ...s3.env,
       S3_PUBLIC_URL: 'https://cdn.example.com/media/',
     });
@@ -142,7 +142,7 @@ describe('STORAGE=s3 without S3_BUCKET', () => {
 
   beforeAll(async () => {
     // Start-up must not fail: the misconfiguration shows on the upload routes only.
-    ctx = await createTestContext('pglite', { STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9' });
+    ctx = await createTestContext('postgres', { STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9' });
   });
   afterAll(async () => {
     await ctx?.close();

@@ -29,7 +29,7 @@ describe('image uploads on the local disk', () => {
   let owner: TeamOwner;
 
   beforeAll(async () => {
-    ctx = await createTestContext('pglite');
+    ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
@@ -109,7 +109,7 @@ describe('image uploads on the local disk', () => {
 
   it('honours UPLOAD_MAX_BYTES, keeps files in DATA_DIR/files and stores nothing for a refused file', async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-data-'));
-    const small = await createTestContext('pglite', { UPLOAD_MAX_BYTES: '100', DATA_DIR: dataDir });
+    const small = await createTestContext('postgres', { UPLOAD_MAX_BYTES: '100', DATA_DIR: dataDir });
     try {
       const team = await setupOwner(small.app);
       const stored = await uploadImage(small.app, team, { filename: 'a.png', bytes: pngOfSize(100) });

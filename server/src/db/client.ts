@@ -1,76 +1,82 @@
-import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
-import { drizzle as drizzlePostgres } from 'drizzle-orm/node-postgres';
-import { migrate as migratePostgres } from 'drizzle-orm/node-postgres/migrator';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import pg from 'pg';
+import { type EmbeddedPostgres, startEmbeddedPostgres } from './embedded-postgres.ts';
 import * as schema from './schema/index.ts';
 
 export type Schema = typeof schema;
-/** A Drizzle database over either driver; repositories take this (or a transaction). */
+/** The Drizzle database; repositories take this (or a transaction). */
 export type Database = PgDatabase<PgQueryResultHKT, Schema>;
 export type Transaction = PgTransaction<PgQueryResultHKT, Schema>;
 /** Either the database or an open transaction: what a repository function runs its SQL on. */
 export type Executor = Database | Transaction;
 
-/** The database connection a process holds: embedded PGlite or a PostgreSQL pool. */
-export type DatabaseHandle =
-  | { kind: 'pglite'; db: Database; pglite: PGlite; close: () => Promise<void> }
-  | { kind: 'postgres'; db: Database; pool: pg.Pool; connectionString: string; close: () => Promise<void> };
+/** The database connection a process holds: a pg pool on an external or the embedded PostgreSQL. */
+export interface DatabaseHandle {
+  db: Database;
+  pool: pg.Pool;
+  /** The server's URL, for the clients that open their own connections (pg-boss). */
+  connectionString: string;
+  /** The embedded server when this process runs one (no DATABASE_URL). */
+  embedded?: EmbeddedPostgres;
+  /** Closes the pool, then stops the embedded server if any. */
+  close: () => Promise<void>;
+}
 
 const migrationsFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 
+/** Pool sizes: the embedded server lives beside this one process, so a few connections suffice. */
+const EXTERNAL_POOL_SIZE = 10;
+const EMBEDDED_POOL_SIZE = 5;
+
 /**
- * Opens the system of record: PostgreSQL when `databaseUrl` is set, otherwise an embedded
- * PGlite database stored in `<dataDir>/pgdata` (ARCHITECTURE.md "Runtime shape").
- * `dataDir: 'memory://'` gives an in-memory PGlite (tests).
+ * Opens the system of record: the PostgreSQL at `databaseUrl` when set, otherwise an embedded
+ * PostgreSQL on `<dataDir>/pgdata`, started now and stopped by `close()` (ARCHITECTURE.md
+ * "Runtime shape"). One SQL engine everywhere.
  */
 export async function openDatabase(options: {
   databaseUrl?: string | undefined;
-  dataDir: string;
+  dataDir?: string;
   poolSize?: number;
 }): Promise<DatabaseHandle> {
-  if (options.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
-    // An idle client's error (e.g. the server restarting) must not kill the process.
-    pool.on('error', () => {});
-    const db = drizzlePostgres({ client: pool, schema }) as unknown as Database;
-    return {
-      kind: 'postgres',
-      db,
-      pool,
-      connectionString: options.databaseUrl,
-      close: () => pool.end(),
-    };
+  let embedded: EmbeddedPostgres | undefined;
+  let connectionString = options.databaseUrl;
+  if (!connectionString) {
+    if (!options.dataDir) throw new Error('openDatabase needs a databaseUrl or a dataDir.');
+    embedded = await startEmbeddedPostgres({ dataDir: options.dataDir });
+    connectionString = embedded.connectionString;
   }
-  let dataPath: string | undefined;
-  if (options.dataDir !== 'memory://') {
-    dataPath = path.resolve(options.dataDir, 'pgdata');
-    mkdirSync(dataPath, { recursive: true });
-  }
-  const pglite = await PGlite.create(dataPath ? { dataDir: dataPath } : {});
-  const db = drizzlePglite({ client: pglite, schema }) as unknown as Database;
-  return { kind: 'pglite', db, pglite, close: () => pglite.close() };
+  const pool = new pg.Pool({
+    connectionString,
+    max: options.poolSize ?? (embedded ? EMBEDDED_POOL_SIZE : EXTERNAL_POOL_SIZE),
+  });
+  // An idle client's error (e.g. the server restarting) must not kill the process.
+  pool.on('error', () => {});
+  const db = drizzle({ client: pool, schema }) as unknown as Database;
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      await pool.end().catch(() => {});
+      await embedded?.stop();
+    })();
+    return closing;
+  };
+  return { db, pool, connectionString, ...(embedded ? { embedded } : {}), close };
 }
 
 /**
- * Applies the Drizzle migrations in `db/migrations` (the same SQL on both drivers).
- * On PostgreSQL an advisory lock serialises concurrent start-ups of several processes.
+ * Applies the Drizzle migrations in `db/migrations`. An advisory lock serialises concurrent
+ * start-ups of several processes.
  */
 export async function migrateDatabase(handle: DatabaseHandle): Promise<void> {
-  if (handle.kind === 'pglite') {
-    await migratePglite(handle.db as never, { migrationsFolder });
-    return;
-  }
   const client = await handle.pool.connect();
   try {
     await client.query('SELECT pg_advisory_lock(724001)');
-    await migratePostgres(handle.db as never, { migrationsFolder });
+    await migrate(handle.db as never, { migrationsFolder });
   } finally {
     await client.query('SELECT pg_advisory_unlock(724001)').catch(() => {});
     client.release();

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { fromDrizzle, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
+import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { DatabaseHandle, Executor } from '../db/client.ts';
 
 /** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
@@ -20,18 +20,15 @@ export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount'
 
 /**
  * The durable job queue: pg-boss on the system-of-record database (ARCHITECTURE.md "Runtime shape"),
- * through its PGlite adapter on the embedded default. Jobs are enqueued inside the caller's
- * transaction so a row and its job commit together or not at all.
+ * with its own connections. Jobs are enqueued inside the caller's transaction so a row and its job
+ * commit together or not at all.
  */
 export class JobQueue {
   readonly boss: PgBoss;
   #started = false;
 
   constructor(database: DatabaseHandle) {
-    this.boss =
-      database.kind === 'pglite'
-        ? new PgBoss({ db: fromPglite(database.pglite), schema: 'pgboss' })
-        : new PgBoss({ connectionString: database.connectionString, schema: 'pgboss', max: 4 });
+    this.boss = new PgBoss({ connectionString: database.connectionString, schema: 'pgboss', max: 4 });
     // pg-boss reports maintenance and polling failures as events; without a listener they throw.
     this.boss.on('error', (error) => {
       if (this.#started) console.error('[queue]', error.message);
@@ -56,10 +53,6 @@ export class JobQueue {
     const existing = await this.boss.getQueue(name);
     if (existing) await this.boss.updateQueue(name, options);
     else await this.boss.createQueue(name, options);
-    // Load the queue into pg-boss's queue cache now: on a cache miss `send` looks the queue up on
-    // its own connection, which on PGlite (one connection) would wait forever for the caller's
-    // open transaction.
-    await this.boss.findJobs(name, { id: '00000000-0000-0000-0000-000000000000' });
   }
 
   /**

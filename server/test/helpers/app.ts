@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
+import { vi } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
@@ -20,8 +21,8 @@ export interface TestContext {
 }
 
 /**
- * Boots the real app on a fresh database of `kind` (in-memory PGlite or a new PostgreSQL database),
- * with the real queue. Workers are not started until asked, so tests can look at queued state.
+ * Boots the real app on a fresh PostgreSQL database (created on the run's server, dropped by
+ * `close()`), with the real queue. Workers are not started until asked, so tests can look at queued state.
  * `options.logStream` receives the app's log lines (set LOG_LEVEL in `env` too).
  */
 export async function createTestContext(
@@ -60,17 +61,21 @@ export async function createTestContext(
   };
 }
 
-/** Polls `check` every 100 ms until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function waitFor<T>(
+/**
+ * Polls `check` every 100 ms (vitest's `vi.waitFor`) until it returns a value other than undefined,
+ * and returns that value; fails after `timeoutMs` naming `what`.
+ */
+export function waitFor<T>(
   check: () => Promise<T | undefined>,
   timeoutMs = 20_000,
   what = 'condition',
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return vi.waitFor(
+    async () => {
+      const value = await check();
+      if (value === undefined) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+      return value;
+    },
+    { timeout: timeoutMs, interval: 100 },
+  );
 }

@@ -1,26 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { inject } from 'vitest';
 import { type DatabaseHandle, migrateDatabase, openDatabase } from '../../src/db/client.ts';
 
-export type DatabaseKind = 'pglite' | 'postgres';
+/** The one engine tests run on; kept as a parameter so call sites read `createTestContext('postgres')`. */
+export type DatabaseKind = 'postgres';
 
 /**
- * The server for PostgreSQL tests. CI sets TEST_DATABASE_URL (see .ci/run); locally it defaults to the
- * machine's PostgreSQL. Tests create their own database on it and drop it afterwards.
+ * The server for the tests, chosen once per run by server/test/global-setup.ts: TEST_DATABASE_URL,
+ * else the machine's PostgreSQL on 127.0.0.1:5432, else an embedded PostgreSQL started for the run.
+ * Tests create their own database on it and drop it afterwards.
  */
-export const TEST_DATABASE_URL =
-  process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const TEST_DATABASE_URL = inject('testDatabaseUrl');
 
-/** A fresh, migrated database of `kind`, plus `drop()` which closes and removes it. */
+/** A fresh, migrated database, plus `drop()` which closes and removes it. */
 export async function createTestDatabase(
-  kind: DatabaseKind,
-  options: { dataDir?: string } = {},
-): Promise<{ handle: DatabaseHandle; url?: string; drop: () => Promise<void> }> {
-  if (kind === 'pglite') {
-    const handle = await openDatabase({ dataDir: options.dataDir ?? 'memory://' });
-    await migrateDatabase(handle);
-    return { handle, drop: () => handle.close() };
-  }
+  _kind: DatabaseKind = 'postgres',
+): Promise<{ handle: DatabaseHandle; url: string; drop: () => Promise<void> }> {
   const name = `postwright_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
@@ -28,7 +24,7 @@ export async function createTestDatabase(
   await admin.end();
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${name}`;
-  const handle = await openDatabase({ databaseUrl: url.toString(), dataDir: 'memory://', poolSize: 5 });
+  const handle = await openDatabase({ databaseUrl: url.toString(), poolSize: 5 });
   await migrateDatabase(handle);
   return {
     handle,

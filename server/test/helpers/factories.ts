@@ -8,10 +8,10 @@ import { sessionHeaders } from './auth.ts';
 type Owner = { cookie: string };
 type Design = Record<string, { type: string; data: Record<string, unknown> }>;
 
-/** `../shared/fixtures/emailbuilder/` beside the repository (real EmailBuilder.js documents). */
+/** `server/test/fixtures/emailbuilder/` (real EmailBuilder.js documents, copied into the repository). */
 export const FIXTURES_DIR = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
-  '../../../../shared/fixtures/emailbuilder',
+  '../fixtures/emailbuilder',
 );
 
 /** Names of the fixture documents (file names without `.json`). */

@@ -14,11 +14,20 @@ export interface CliProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `node server/src/main.ts <args>` on this Node (24) with `env` over a clean environment. */
-export function startCli(args: string[], env: Record<string, string>): CliProcess {
+/**
+ * Starts `node server/src/main.ts <args>` on this Node (24) with `env` over a clean environment.
+ * `ownProcessGroup` makes it a process group leader, so a test can signal the group as a terminal's
+ * Ctrl-C does (`process.kill(-pid, 'SIGINT')`).
+ */
+export function startCli(
+  args: string[],
+  env: Record<string, string>,
+  options: { ownProcessGroup?: boolean } = {},
+): CliProcess {
   const child = spawn(process.execPath, [MAIN, ...args], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownProcessGroup ?? false,
   });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => {

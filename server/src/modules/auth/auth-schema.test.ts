@@ -15,9 +15,9 @@ describe('auth schema', () => {
   const auth = createAuth({
     config: loadConfig({ LOG_LEVEL: 'silent' }),
     database: {
-      kind: 'pglite',
       db: {} as never,
-      pglite: {} as never,
+      pool: {} as never,
+      connectionString: 'postgres://unused',
       close: async () => {},
     } as DatabaseHandle,
     encryptionKey: Buffer.alloc(32, 1),

@@ -1,0 +1,101 @@
+import { execFile } from 'node:child_process';
+import { readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { type EmbeddedLayout, EmbeddedPostgresError } from './embedded-postgres-cluster.ts';
+
+const run = promisify(execFile);
+
+/** What the OS says about a running process: its parent, its command line, its state letter. */
+interface ProcessInfo {
+  ppid: number;
+  command: string;
+  state: string;
+}
+
+/**
+ * Makes the cluster startable after a crash of the Postwright process that ran it. The server runs
+ * in its own session (so a terminal's Ctrl-C reaches Postwright first, which stops it last), which
+ * also means a `kill -9` of Postwright leaves it running, orphaned. From `pgdata/postmaster.pid`:
+ * - no file, or its PID is gone: nothing to do (PostgreSQL replaces a stale lock file itself and
+ *   recovers from its WAL);
+ * - its PID is our server and its parent is still the Postwright process named in `postgres.owner`:
+ *   the database is in use, throws;
+ * - its PID is our server and that parent is gone: the orphan is stopped (fast shutdown, then
+ *   immediate after 30 s), so the new start runs on a cleanly shut down cluster;
+ * - its PID now belongs to something else (PID reuse): the stale lock file is removed;
+ * - its PID is another PostgreSQL on this directory (not started by Postwright): throws.
+ */
+export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: string) => void): Promise<void> {
+  const lockFile = path.join(layout.pgdata, 'postmaster.pid');
+  const lock = await readFile(lockFile, 'utf8').catch(() => undefined);
+  const pid = Number.parseInt(lock?.split('\n')[0] ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  const info = await processInfo(pid);
+  if (!info || info.state === 'Z') return;
+  if (!/(^|\/)postgres(\s|$)/.test(info.command)) {
+    log(`Removing ${lockFile}: its PID ${pid} now belongs to another program.`);
+    await rm(lockFile, { force: true });
+    return;
+  }
+  if (!info.command.includes(layout.pgdata)) {
+    throw new EmbeddedPostgresError(
+      `A PostgreSQL server (PID ${pid}) not started by Postwright runs on ${layout.pgdata}: stop it first.`,
+    );
+  }
+  const owner = Number.parseInt(await readFile(layout.ownerFile, 'utf8').catch(() => ''), 10);
+  if (owner === info.ppid) {
+    throw new EmbeddedPostgresError(
+      `The embedded database in ${layout.pgdata} is in use by Postwright process ${owner}: only one process can use DATA_DIR (set DATABASE_URL to run several).`,
+    );
+  }
+  log(
+    `Stopping the PostgreSQL server (PID ${pid}) left running by a Postwright process that ended without stopping it.`,
+  );
+  if (await stopProcess(pid, 'SIGINT', 30_000)) return;
+  if (await stopProcess(pid, 'SIGQUIT', 10_000)) return;
+  throw new EmbeddedPostgresError(
+    `The orphaned PostgreSQL server (PID ${pid}) on ${layout.pgdata} does not stop: kill it and start again.`,
+  );
+}
+
+/** Sends `signal` and polls until the process is gone; true when it went within `timeoutMs`. */
+async function stopProcess(pid: number, signal: NodeJS.Signals, timeoutMs: number): Promise<boolean> {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return true;
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const info = await processInfo(pid);
+    if (!info || info.state === 'Z') return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
+/** Reads /proc on Linux, asks `ps` elsewhere; undefined when no such process exists. */
+export async function processInfo(pid: number): Promise<ProcessInfo | undefined> {
+  if (process.platform === 'linux') {
+    try {
+      const [stat, cmdline] = await Promise.all([
+        readFile(`/proc/${pid}/stat`, 'utf8'),
+        readFile(`/proc/${pid}/cmdline`, 'utf8'),
+      ]);
+      // "pid (comm) state ppid …": comm may contain spaces and parentheses, so split after the last ')'.
+      const [state = '', ppid = ''] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return { ppid: Number.parseInt(ppid, 10), command: cmdline.split('\0').join(' ').trim(), state };
+    } catch {
+      return undefined;
+    }
+  }
+  try {
+    const { stdout } = await run('ps', ['-o', 'ppid=,state=,command=', '-p', String(pid)]);
+    const match = stdout.trim().match(/^(\d+)\s+(\S+)\s+(.*)$/);
+    if (!match) return undefined;
+    return { ppid: Number.parseInt(match[1]!, 10), state: match[2]!.charAt(0), command: match[3]! };
+  } catch {
+    return undefined;
+  }
+}
