@@ -8,6 +8,8 @@ import type { RetryPolicy } from './queue.ts';
  * A `deadLetter` queue is declared before the queues that name it (definition order).
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
+/** pg-boss fails a job still active after this long (its worker is presumed gone). */
+const DEFAULT_EXPIRE_SECONDS = 300;
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 
 export const JOB_DEFINITIONS = {
@@ -19,6 +21,7 @@ export const JOB_DEFINITIONS = {
     payload: emailJobPayload,
     deadLetter: undefined,
     retry: (): RetryPolicy => ({ retryLimit: 5, retryDelaySeconds: 10, retryBackoff: true }),
+    expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
   'email.send': {
     payload: emailJobPayload,
@@ -29,6 +32,17 @@ export const JOB_DEFINITIONS = {
       retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
       retryBackoff: true,
     }),
+    /**
+     * One team's emails form one concurrency group: the worker keeps at most
+     * {@link teamSendsInFlight} of them in flight across all workers, so a team whose provider is
+     * slow never holds the slots other teams' emails need (issue #8).
+     */
+    group: (payload: z.infer<typeof emailJobPayload>): string => payload.teamId,
+    /** Past the send deadline (which covers waiting for a connection too), with room to record. */
+    expireInSeconds: (config: Config): number =>
+      Math.max(DEFAULT_EXPIRE_SECONDS, 2 * config.SEND_TIMEOUT_SECONDS),
+    /** A killed worker's emails are retried after this, not after their expiry. */
+    heartbeatSeconds: 20,
   },
   /**
    * Sends a team invitation's email (issue #3) through the team's sending adapter; enqueued in the
@@ -44,6 +58,7 @@ export const JOB_DEFINITIONS = {
       retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
       retryBackoff: true,
     }),
+    expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
 } as const;
 
@@ -52,3 +67,20 @@ export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N][
 export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
 export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;
 export const INVITATION_SEND_JOB = 'invitation.send' satisfies JobName;
+
+/**
+ * Emails of one team in flight at once across all workers (the `email.send` group cap): twice the
+ * connections one worker opens to an adapter, so each connection has its next email ready while
+ * none waits past one send for a connection (the send deadline covers that wait).
+ */
+export function teamSendsInFlight(config: Pick<Config, 'ADAPTER_MAX_CONNECTIONS'>): number {
+  return 2 * config.ADAPTER_MAX_CONNECTIONS;
+}
+
+/** The concurrency group a job of `name` with payload `data` belongs to, if its definition names one. */
+export function groupOf(name: string, data: unknown): string | undefined {
+  const definition = JOB_DEFINITIONS[name as JobName];
+  if (!definition || !('group' in definition)) return undefined;
+  const parsed = definition.payload.safeParse(data);
+  return parsed.success ? definition.group(parsed.data) : undefined;
+}

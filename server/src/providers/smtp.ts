@@ -1,6 +1,13 @@
 import { createTransport } from 'nodemailer';
 import type { SmtpConfig } from '../modules/adapters/adapter-types.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError, type SendResult } from './types.ts';
+import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
+import {
+  type EmailProvider,
+  type OutgoingEmail,
+  ProviderError,
+  type SendOptions,
+  type SendResult,
+} from './types.ts';
 
 /**
  * The `smtp` adapter type: any SMTP server, through one pooled nodemailer transport
@@ -107,12 +114,16 @@ function pickProviderMessageId(info: {
  * `send` throws {@link ProviderError} classified by {@link classifySmtpError}. When the server
  * accepts some recipients and refuses others, the message goes to the accepted ones and `send`
  * resolves (a retry would duplicate it for them); only a refusal of every recipient throws.
+ * A send given up through `options.signal` throws a transient ProviderError (EABORT) when the
+ * message was not fully transmitted yet, else one with `ambiguous` set (see smtp-transmission.ts).
  * @param options.rejectUnauthorized verify the server certificate (default true); not part of
  *   the spec's `smtp` config, so only code (tests, a future setting) can turn it off.
+ * @param options.maxConnections pooled connections, i.e. messages in transit at once (default 5,
+ *   nodemailer's); further sends wait in the pool's queue.
  */
 export function createSmtpProvider(
   config: SmtpConfig,
-  options: { rejectUnauthorized?: boolean } = {},
+  options: { rejectUnauthorized?: boolean; maxConnections?: number } = {},
 ): EmailProvider {
   const secure = config.secure ?? config.port === 465;
   const auth =
@@ -121,6 +132,7 @@ export function createSmtpProvider(
       : undefined;
   const transporter = createTransport({
     pool: true,
+    maxConnections: options.maxConnections ?? 5,
     maxMessages: Number.POSITIVE_INFINITY,
     host: config.host,
     port: config.port,
@@ -132,13 +144,17 @@ export function createSmtpProvider(
     greetingTimeout: SMTP_TIMEOUTS_MS.greeting,
     socketTimeout: SMTP_TIMEOUTS_MS.socket,
   });
+  transporter.use('stream', markTransmission as never);
   let closed = false;
 
   return {
-    async send(email: OutgoingEmail): Promise<SendResult> {
+    async send(email: OutgoingEmail, sendOptions: SendOptions = {}): Promise<SendResult> {
       if (closed) throw new ProviderError('SMTP provider is closed', { permanent: false });
+      const mark: TransmissionMark = { transmitted: false };
       try {
         const info = await transporter.sendMail({
+          ...transmissionOption(mark),
+          ...(sendOptions.signal ? { signal: sendOptions.signal } : {}),
           from: email.from,
           to: email.to,
           subject: email.subject,
@@ -158,6 +174,7 @@ export function createSmtpProvider(
         });
         return { providerMessageId: pickProviderMessageId(info) };
       } catch (error) {
+        if (sendOptions.signal?.aborted) throw abortedSendError(sendOptions.signal, mark, error);
         throw classifySmtpError(error);
       }
     },
@@ -179,4 +196,23 @@ export function createSmtpProvider(
       transporter.close();
     },
   };
+}
+
+/**
+ * The error of a send given up through its signal: transient when the message was not fully
+ * transmitted (the server cannot have accepted it), else `ambiguous` (it may have).
+ */
+function abortedSendError(signal: AbortSignal, mark: TransmissionMark, cause: unknown): ProviderError {
+  const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
+  if (mark.transmitted) {
+    return new ProviderError(
+      `SMTP send given up (${reason}) after the message was transmitted, before the server confirmed it: it may have been delivered`,
+      { permanent: false, ambiguous: true, providerCode: 'EABORT', cause },
+    );
+  }
+  return new ProviderError(`SMTP send given up (${reason}) before the message was transmitted`, {
+    permanent: false,
+    providerCode: 'EABORT',
+    cause,
+  });
 }

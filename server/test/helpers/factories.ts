@@ -8,11 +8,8 @@ import { sessionHeaders } from './auth.ts';
 type Owner = { cookie: string };
 type Design = Record<string, { type: string; data: Record<string, unknown> }>;
 
-/** `../shared/fixtures/emailbuilder/` beside the repository (real EmailBuilder.js documents). */
-export const FIXTURES_DIR = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '../../../../shared/fixtures/emailbuilder',
-);
+/** `server/test/fixtures/emailbuilder/` (real EmailBuilder.js documents, MIT; see its LICENSE). */
+export const FIXTURES_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/emailbuilder');
 
 /** Names of the fixture documents (file names without `.json`). */
 export function fixtureNames(): string[] {

@@ -1,4 +1,4 @@
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';
 export { adapterRoutes } from './adapters.routes.ts';
-export { adapterConfig, findAdapter, resolveSendingAdapter } from './adapters.service.ts';
+export { adapterConfig, findAdapter, findAdapters, resolveSendingAdapter } from './adapters.service.ts';
