@@ -1,4 +1,4 @@
-import { Transform } from 'node:stream';
+import { PassThrough, pipeline, type Readable } from 'node:stream';
 
 /**
  * Tells, for one SMTP send, whether the whole message was handed to the connection.
@@ -20,7 +20,7 @@ const MARK_KEY = 'postwrightTransmission';
 /** nodemailer's plugin view of a message (its own types lag behind its runtime). */
 interface PluginMail {
   data: Record<string, unknown>;
-  message: { transform(transform: () => Transform): void };
+  message: { processFunc(process: (input: Readable) => Readable): void };
 }
 
 /** The nodemailer options that carry `mark` for {@link markTransmission}. */
@@ -29,25 +29,24 @@ export function transmissionOption(mark: TransmissionMark): Record<string, Trans
 }
 
 /**
- * A nodemailer `stream` plugin (https://nodemailer.com/plugins/): pipes each message through a
- * pass-through stream whose end sets the send's {@link TransmissionMark}. The stream is created per
- * read, so a message nodemailer re-sends over a fresh pooled connection is tracked afresh.
+ * A nodemailer `stream` plugin (https://nodemailer.com/plugins/): hands the connection the message
+ * through one more pass-through stream, and sets the send's {@link TransmissionMark} when that
+ * stream's readable side ends, i.e. when the connection has read the last byte. nodemailer reads
+ * the message only after the server answered DATA with 354 (earlier stages buffer ahead, so the
+ * mark must sit on the stream the connection reads). The stream is made per read, so a message
+ * nodemailer re-sends over a fresh pooled connection is tracked afresh.
  */
 export function markTransmission(mail: PluginMail, done: (error?: Error | null) => void): void {
   const mark = mail.data[MARK_KEY] as TransmissionMark | undefined;
   if (mark) {
-    mail.message.transform(
-      () =>
-        new Transform({
-          transform(chunk, _encoding, callback) {
-            callback(null, chunk);
-          },
-          flush(callback) {
-            mark.transmitted = true;
-            callback();
-          },
-        }),
-    );
+    mail.message.processFunc((input) => {
+      const output = new PassThrough();
+      output.once('end', () => {
+        mark.transmitted = true;
+      });
+      pipeline(input, output, () => {});
+      return output;
+    });
   }
   done();
 }
