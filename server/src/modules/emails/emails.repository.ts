@@ -139,10 +139,27 @@ export const emailRepository = {
     return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },
 
-  /** Appends status events (history rows) in one statement. */
+  /**
+   * Appends status events (history rows) in one statement; a row whose email is not in its stated
+   * team is left out (an event is only ever written under its email's own team).
+   */
   async insertEvents(db: Executor, rows: readonly NewEmailEvent[]): Promise<void> {
     if (rows.length === 0) return;
-    await db.insert(emailEvents).values(rows.map((row) => ({ id: newId('emailEvent'), detail: {}, ...row })));
+    const now = new Date().toISOString();
+    const source = rows.map((row) => ({
+      id: newId('emailEvent'),
+      team_id: row.teamId,
+      email_id: row.emailId,
+      status: row.status,
+      detail: row.detail ?? {},
+      occurred_at: row.occurredAt?.toISOString() ?? now,
+    }));
+    await db.execute(sql`
+      insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
+      select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, v.occurred_at
+      from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
+        as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
+      join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id`);
   },
 
   /**
