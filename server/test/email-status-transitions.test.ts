@@ -42,14 +42,23 @@ describe('email status transitions', () => {
         tx,
         emails.map((email, i) => ({
           email,
-          event: { status: 'sent' as const, at: at(i), set: { providerMessageId: `pm-${i}`, attemptCount: 1 } },
+          event: {
+            status: 'sent' as const,
+            at: at(i),
+            set: { providerMessageId: `pm-${i}`, attemptCount: 1 },
+          },
         })),
       ),
     );
     expect(results.map((row) => row?.status)).toEqual(['sent', 'sent', 'sent']);
     for (const [i, email] of emails.entries()) {
       const log = await logOf(email.id);
-      expect(log).toMatchObject({ status: 'sent', providerMessageId: `pm-${i}`, attemptCount: 1, sentAt: at(i) });
+      expect(log).toMatchObject({
+        status: 'sent',
+        providerMessageId: `pm-${i}`,
+        attemptCount: 1,
+        sentAt: at(i),
+      });
       expect(await historyOf(email.id)).toEqual(['queued', 'sent']);
     }
   });
@@ -80,7 +89,9 @@ describe('email status transitions', () => {
     await transition(db(), email, { status: 'delivered', at: at(2) });
     // A writer that still believes the email is `sent` reports a failure: failed is not allowed
     // after delivered, so nothing moves.
-    expect(await transition(db(), { ...email }, { status: 'failed', set: { errorMessage: 'x' } })).toBeUndefined();
+    expect(
+      await transition(db(), { ...email }, { status: 'failed', set: { errorMessage: 'x' } }),
+    ).toBeUndefined();
     expect(await logOf(email.id)).toMatchObject({ status: 'delivered', failedAt: null, errorMessage: null });
   });
 

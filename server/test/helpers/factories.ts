@@ -9,7 +9,10 @@ type Owner = { cookie: string };
 type Design = Record<string, { type: string; data: Record<string, unknown> }>;
 
 /** `server/test/fixtures/emailbuilder/` (real EmailBuilder.js documents, MIT; see its LICENSE). */
-export const FIXTURES_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures/emailbuilder');
+export const FIXTURES_DIR = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '../fixtures/emailbuilder',
+);
 
 /** Names of the fixture documents (file names without `.json`). */
 export function fixtureNames(): string[] {

@@ -1,0 +1,167 @@
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+
+/** A real SMTP server that is slow where `options` say; counts connections and full messages. */
+async function startSlowServer(options: Partial<SMTPServerOptions>) {
+  const state = { port: 0, open: 0, peakOpen: 0, rcpts: [] as string[], messages: 0, close: async () => {} };
+  const server = new SMTPServer({
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    logger: false,
+    onConnect(_session, callback) {
+      state.open += 1;
+      state.peakOpen = Math.max(state.peakOpen, state.open);
+      callback();
+    },
+    onClose() {
+      state.open -= 1;
+    },
+    onData(stream, _session, callback) {
+      stream.on('data', () => {});
+      stream.on('end', () => {
+        state.messages += 1;
+        callback();
+      });
+    },
+    ...options,
+  });
+  server.on('error', () => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.port = (server.server.address() as AddressInfo).port;
+  state.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return state;
+}
+
+/**
+ * Issue #8: one team's slow SMTP server must not delay another team's email; a send has an
+ * overall deadline; concurrent sends per adapter are capped.
+ */
+describe('a slow provider', () => {
+  const RCPT_DELAY_MS = 6_000;
+  let ctx: TestContext;
+  let fast: TestSmtpServer;
+  let slowRcpt: Awaited<ReturnType<typeof startSlowServer>>;
+  let slowReply: Awaited<ReturnType<typeof startSlowServer>>;
+  let teamA: TeamOwner;
+  let teamB: TeamOwner;
+  let teamC: TeamOwner;
+  const aIds: string[] = [];
+  let bId: string;
+  let cId: string;
+
+  async function acceptFor(owner: TeamOwner, port: number, recipients: string[]): Promise<string[]> {
+    const key = (await buildApiKey(ctx.app, owner)).key;
+    await buildSmtpAdapter(ctx.app, owner, port);
+    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Slow' })).id;
+    const ids: string[] = [];
+    for (const to of recipients) {
+      const response = await send(ctx.app, key, { templateId, to });
+      expect(response.statusCode, response.body).toBe(202);
+      ids.push(response.json().data.id);
+    }
+    return ids;
+  }
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres', {
+      SEND_TIMEOUT_SECONDS: '2',
+      SEND_RETRY_LIMIT: '1',
+      SEND_RETRY_DELAY_SECONDS: '1',
+      // 5 emails in flight per worker; per team at most 2 × 2 = 4 across workers.
+      WORKER_CONCURRENCY: '5',
+      ADAPTER_MAX_CONNECTIONS: '2',
+    });
+    fast = await startTestSmtpServer();
+    slowRcpt = await startSlowServer({
+      onRcptTo(address, _session, callback) {
+        slowRcpt.rcpts.push(address.address);
+        setTimeout(() => callback(), RCPT_DELAY_MS);
+      },
+    });
+    slowReply = await startSlowServer({
+      onData(stream, _session, callback) {
+        stream.on('data', () => {});
+        stream.on('end', () => {
+          slowReply.messages += 1;
+          setTimeout(() => callback(), 4_000);
+        });
+      },
+    });
+    [teamA, teamB, teamC] = [await setupOwner(ctx.app), await setupOwner(ctx.app), await setupOwner(ctx.app)];
+    // Team A's six emails are older than B's: a first-come worker would give A every slot.
+    aIds.push(
+      ...(await acceptFor(
+        teamA,
+        slowRcpt.port,
+        ['a0', 'a1', 'a2', 'a3', 'a4', 'a5'].map((a) => `${a}@example.test`),
+      )),
+    );
+    [bId] = (await acceptFor(teamB, fast.port, ['b@example.test'])) as [string];
+    [cId] = (await acceptFor(teamC, slowReply.port, ['c@example.test'])) as [string];
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await Promise.all([fast?.close(), slowRcpt?.close(), slowReply?.close()]);
+  });
+
+  const logOf = async (owner: TeamOwner, id: string) =>
+    (
+      await ctx.app.inject({ method: 'GET', url: `/api/logs/${id}`, headers: sessionHeaders(ctx.app, owner) })
+    ).json().data;
+
+  it("sends team B's email while team A's slow ones are still on their first attempt", async () => {
+    const b = await waitFor(async () => {
+      const log = await logOf(teamB, bId);
+      return log.status === 'sent' ? log : undefined;
+    }, 20_000);
+    expect(b.attemptCount).toBe(1);
+    // No attempt of A has ended yet (each lasts the 2 s deadline): B did not wait for A.
+    const a = await Promise.all(aIds.map((id) => logOf(teamA, id)));
+    expect(a.map((log) => [log.status, log.attemptCount])).toEqual(aIds.map(() => ['queued', 0]));
+    expect(fast.messages.map((m) => m.envelopeTo)).toEqual([['b@example.test']]);
+  });
+
+  it("ends A's attempts at the deadline, retries them, then records failed", async () => {
+    const logs = await Promise.all(
+      aIds.map((id) =>
+        waitFor(
+          async () => {
+            const log = await logOf(teamA, id);
+            return log.status === 'failed' ? log : undefined;
+          },
+          60_000,
+          `A's email ${id} to fail`,
+        ),
+      ),
+    );
+    for (const log of logs) {
+      expect(log.attemptCount).toBe(2); // first attempt + SEND_RETRY_LIMIT=1 retry
+      expect(log.errorMessage).toContain('2 s send deadline');
+      expect(log.errorMessage).toContain('before the message was transmitted');
+      expect(log.events.map((e: { status: string }) => e.status)).toEqual(['queued', 'failed']);
+    }
+    // The slow server never got a message: every attempt was given up before DATA.
+    expect(slowRcpt.messages).toBe(0);
+    // Connections to A's server: ADAPTER_MAX_CONNECTIONS, plus one whose close the server may not
+    // have seen yet when the pool opened the next (without the cap: 4, the team's in-flight jobs).
+    expect(slowRcpt.peakOpen).toBeLessThanOrEqual(3);
+  });
+
+  it('does not retry a send whose deadline passed after the message was transmitted', async () => {
+    const log = await waitFor(async () => {
+      const found = await logOf(teamC, cId);
+      return found.status === 'failed' ? found : undefined;
+    }, 20_000);
+    expect(log.attemptCount).toBe(1); // SEND_RETRY_LIMIT=1 allowed a retry; it was not taken
+    expect(log.errorMessage).toContain('may have been delivered');
+    expect(log.events.at(-1)).toMatchObject({ status: 'failed', detail: { ambiguous: true } });
+    // The server got the message exactly once, and no second attempt follows.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(slowReply.messages).toBe(1);
+  });
+});
