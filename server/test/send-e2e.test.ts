@@ -128,7 +128,9 @@ describe.each<DatabaseKind>(['pglite', 'postgres'])('send end to end on %s', (ki
     const template = await buildTemplate(ctx.app, owner, { name: 'Listed' });
     const recipient = `listed-${Date.now()}@example.test`;
     const { id } = (await send(ctx.app, apiKey, { templateId: template.id, to: recipient })).json().data;
-    await waitFor(async () => ((await emailStatus(ctx.app, apiKey, id)).status === 'sent' ? true : undefined));
+    await waitFor(async () =>
+      (await emailStatus(ctx.app, apiKey, id)).status === 'sent' ? true : undefined,
+    );
     const list = (query: string) =>
       ctx.app.inject({ method: 'GET', url: `/api/logs?${query}`, headers: sessionHeaders(ctx.app, owner) });
     const response = await list(`search=${encodeURIComponent(recipient)}&pageSize=5`);

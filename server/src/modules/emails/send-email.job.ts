@@ -32,7 +32,8 @@ export interface SendEmailDeps {
  * - success: `sent` with `sentAt` and `providerMessageId`; the job completes even if recording
  *   fails, so a handed-off email is never sent twice;
  * - permanent error (5xx, bad config, disabled or deleted adapter, template that no longer
- *   renders), or a transient one on the last attempt: `failed` with `errorMessage`;
+ *   renders), or a transient one on the last attempt: `failed` with `errorMessage`; a render that
+ *   hit a rendering limit counts as transient (see isRenderBudgetExceeded);
  * - transient error (4xx, network, deadline passed before the message was transmitted): the attempt
  *   count and error are recorded and the job is thrown back to the queue, which retries with backoff;
  * - deadline passed (or worker stopping) AFTER the whole message was transmitted, before the server
@@ -100,13 +101,23 @@ async function attempt(
     }
     const permanent =
       error instanceof PermanentSendError ||
-      error instanceof AppError ||
+      (error instanceof AppError && !isRenderBudgetExceeded(error)) ||
       (error instanceof ProviderError && error.permanent);
     if (permanent || job.retryCount >= job.retryLimit) {
       return { kind: 'failed', message, attempt: attemptNumber, detail: { permanent } };
     }
     return { kind: 'retry', message, attempt: attemptNumber };
   }
+}
+
+/**
+ * True for a render stopped by a rendering limit. The template rendered within its limits when the
+ * email was accepted, and the time limit is wall time (a loaded machine can trip it), so this is
+ * retried like a transient error; a limit the template really exceeds trips again on every attempt
+ * and the email ends `failed` after the retries.
+ */
+function isRenderBudgetExceeded(error: AppError): boolean {
+  return error.code === 'INVALID_TEMPLATE' && error.details.reason === 'LIMIT_EXCEEDED';
 }
 
 /**
