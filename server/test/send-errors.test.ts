@@ -268,14 +268,9 @@ describe('send: provider errors, retries and failure', () => {
 
 describe('send: jobs that end without an outcome', () => {
   let ctx: TestContext;
-  let owner: TeamOwner;
-  let key: string;
 
   beforeAll(async () => {
     ctx = await createTestContext('pglite');
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, 2525);
   });
   afterAll(() => ctx?.close());
 
@@ -284,7 +279,7 @@ describe('send: jobs that end without an outcome', () => {
   it('declares email.send with a dead-letter queue, a heartbeat and an expiry past the send deadline', async () => {
     const queue = await ctx.queue.boss.getQueue(EMAIL_SEND_JOB);
     expect(queue).toMatchObject({ deadLetter: EMAIL_SEND_FAILED_JOB, heartbeatSeconds: 20 });
-    expect(queue?.expireInSeconds).toBeGreaterThanOrEqual(2 * ctx.config.SEND_TIMEOUT_SECONDS);
+    expect(queue?.expireInSeconds).toBeGreaterThanOrEqual(5 * ctx.config.SEND_TIMEOUT_SECONDS);
   });
 
   it('sends an unreadable job straight to the dead-letter queue without retries', async () => {

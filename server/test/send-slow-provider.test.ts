@@ -8,7 +8,17 @@ import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.
 
 /** A real SMTP server that is slow where `options` say; counts connections and full messages. */
 async function startSlowServer(options: Partial<SMTPServerOptions>) {
-  const state = { port: 0, open: 0, peakOpen: 0, rcpts: [] as string[], messages: 0, close: async () => {} };
+  const state = {
+    port: 0,
+    open: 0,
+    peakOpen: 0,
+    rcpts: [] as string[],
+    /** Sessions waiting for their RCPT TO answer (a send in progress), and their peak. */
+    pending: new Set<string>(),
+    peakRcpts: 0,
+    messages: 0,
+    close: async () => {},
+  };
   const server = new SMTPServer({
     disabledCommands: ['STARTTLS', 'AUTH'],
     logger: false,
@@ -17,8 +27,9 @@ async function startSlowServer(options: Partial<SMTPServerOptions>) {
       state.peakOpen = Math.max(state.peakOpen, state.open);
       callback();
     },
-    onClose() {
+    onClose(session) {
       state.open -= 1;
+      state.pending.delete(session.id);
     },
     onData(stream, _session, callback) {
       stream.on('data', () => {});
@@ -71,15 +82,20 @@ describe('a slow provider', () => {
       SEND_TIMEOUT_SECONDS: '2',
       SEND_RETRY_LIMIT: '1',
       SEND_RETRY_DELAY_SECONDS: '1',
-      // 5 emails in flight per worker; per team at most 2 × 2 = 4 across workers.
-      WORKER_CONCURRENCY: '5',
+      // 9 emails in flight per worker; per team at most 4 × 2 = 8 across workers.
+      WORKER_CONCURRENCY: '9',
       ADAPTER_MAX_CONNECTIONS: '2',
     });
     fast = await startTestSmtpServer();
     slowRcpt = await startSlowServer({
-      onRcptTo(address, _session, callback) {
+      onRcptTo(address, session, callback) {
         slowRcpt.rcpts.push(address.address);
-        setTimeout(() => callback(), RCPT_DELAY_MS);
+        slowRcpt.pending.add(session.id);
+        slowRcpt.peakRcpts = Math.max(slowRcpt.peakRcpts, slowRcpt.pending.size);
+        setTimeout(() => {
+          slowRcpt.pending.delete(session.id);
+          callback();
+        }, RCPT_DELAY_MS);
       },
     });
     slowReply = await startSlowServer({
@@ -92,14 +108,9 @@ describe('a slow provider', () => {
       },
     });
     [teamA, teamB, teamC] = [await setupOwner(ctx.app), await setupOwner(ctx.app), await setupOwner(ctx.app)];
-    // Team A's six emails are older than B's: a first-come worker would give A every slot.
-    aIds.push(
-      ...(await acceptFor(
-        teamA,
-        slowRcpt.port,
-        ['a0', 'a1', 'a2', 'a3', 'a4', 'a5'].map((a) => `${a}@example.test`),
-      )),
-    );
+    // Team A's nine emails are older than B's: a first-come worker would give A every slot.
+    const aRecipients = Array.from({ length: 9 }, (_, i) => `a${i}@example.test`);
+    aIds.push(...(await acceptFor(teamA, slowRcpt.port, aRecipients)));
     [bId] = (await acceptFor(teamB, fast.port, ['b@example.test'])) as [string];
     [cId] = (await acceptFor(teamC, slowReply.port, ['c@example.test'])) as [string];
     await ctx.startWorkers();
@@ -120,7 +131,7 @@ describe('a slow provider', () => {
       return log.status === 'sent' ? log : undefined;
     }, 20_000);
     expect(b.attemptCount).toBe(1);
-    // No attempt of A has ended yet (each lasts the 2 s deadline): B did not wait for A.
+    // No attempt of A has ended yet (the first end at the 2 s deadline): B did not wait for A.
     const a = await Promise.all(aIds.map((id) => logOf(teamA, id)));
     expect(a.map((log) => [log.status, log.attemptCount])).toEqual(aIds.map(() => ['queued', 0]));
     expect(fast.messages.map((m) => m.envelopeTo)).toEqual([['b@example.test']]);
@@ -148,8 +159,10 @@ describe('a slow provider', () => {
     // The slow server never got a message: every attempt was given up before DATA.
     expect(slowRcpt.messages).toBe(0);
     // Connections to A's server: ADAPTER_MAX_CONNECTIONS, plus one whose close the server may not
-    // have seen yet when the pool opened the next (without the cap: 4, the team's in-flight jobs).
+    // have seen yet when the pool opened the next (without the cap: 8, the team's in-flight jobs).
     expect(slowRcpt.peakOpen).toBeLessThanOrEqual(3);
+    // Sends at once to A's server, as it saw them: at most ADAPTER_MAX_CONNECTIONS.
+    expect(slowRcpt.peakRcpts).toBeLessThanOrEqual(2);
   });
 
   it('does not retry a send whose deadline passed after the message was transmitted', async () => {

@@ -7,6 +7,7 @@ import {
 import { createSmtpProvider } from './smtp.ts';
 import { type EmailProvider, ProviderError, type ProviderOptions } from './types.ts';
 
+export { SendSlots } from './send-slots.ts';
 export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
 export type {
   EmailProvider,

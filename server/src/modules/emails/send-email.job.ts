@@ -3,7 +3,7 @@ import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
-import { ProviderError } from '../../providers/index.ts';
+import { ProviderError, SendSlots } from '../../providers/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
@@ -23,9 +23,10 @@ export interface SendEmailDeps {
 /**
  * The `email.send` batch handler (ARCHITECTURE.md "The send path" 3; issues #8, #9). Per batch:
  * loads the logs, adapters and template versions in a few queries ({@link SendBatchLoader}); then
- * per email, concurrently: renders the logged version with the logged variables, hands it to the
- * adapter's pooled provider (ADAPTER_MAX_CONNECTIONS connections per adapter) under a deadline of
- * SEND_TIMEOUT_SECONDS, and records the outcome through a group commit ({@link SendOutcomeRecorder}).
+ * per email, concurrently: renders the logged version with the logged variables, waits for one of
+ * the adapter's ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), hands it to the adapter's
+ * pooled provider under a deadline of SEND_TIMEOUT_SECONDS, and records the outcome through a
+ * group commit ({@link SendOutcomeRecorder}).
  * Each job's promise settles when its own email is recorded.
  *
  * Rules (unchanged from the one-job handler):
@@ -45,6 +46,7 @@ export interface SendEmailDeps {
 export function createSendEmailHandler(deps: SendEmailDeps): BatchHandler<JobPayload<'email.send'>> {
   const loader = new SendBatchLoader();
   const recorder = new SendOutcomeRecorder(deps.db);
+  const slots = new SendSlots();
   return (jobs) => {
     const prepared = loader.load(
       deps.db,
@@ -53,7 +55,7 @@ export function createSendEmailHandler(deps: SendEmailDeps): BatchHandler<JobPay
     return jobs.map(async (job, index) => {
       const item = (await prepared)[index]!;
       if (item.kind === 'skip') return;
-      const outcome = await attempt(deps, job, item);
+      const outcome = await attempt(deps, slots, job, item);
       await recorder.record(item.log, outcome);
       if (outcome.kind === 'retry') throw new Error(outcome.message);
     });
@@ -63,6 +65,7 @@ export function createSendEmailHandler(deps: SendEmailDeps): BatchHandler<JobPay
 /** Renders and sends one prepared email; returns what to record (never throws). */
 async function attempt(
   deps: SendEmailDeps,
+  slots: SendSlots,
   job: ClaimedJob<JobPayload<'email.send'>>,
   item: Exclude<PreparedSend, { kind: 'skip' }>,
 ): Promise<SendOutcome> {
@@ -71,7 +74,10 @@ async function attempt(
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
     const { log, adapter, version } = item;
     const rendered = await renderLoggedEmailWith(version, log);
-    const provider = providerFor(adapter, deps.encryptionKey, deps.config.ADAPTER_MAX_CONNECTIONS);
+    const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
+    const provider = providerFor(adapter, deps.encryptionKey, maxConnections);
+    // One slot per pooled connection: the deadline starts when this email's send can start.
+    const release = await slots.acquire(adapter.id, maxConnections, job.signal);
     const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
     try {
       const result = await provider.send(
@@ -88,6 +94,7 @@ async function attempt(
       return { kind: 'sent', providerMessageId: result.providerMessageId, attempt: attemptNumber };
     } finally {
       deadline.clear();
+      release();
     }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
@@ -121,8 +128,8 @@ function isRenderBudgetExceeded(error: AppError): boolean {
 }
 
 /**
- * A signal that aborts after `seconds` (the overall deadline of one send: waiting for a pooled
- * connection, connecting, and the SMTP dialogue; issue #8), or when `jobSignal` does.
+ * A signal that aborts after `seconds` (the overall deadline of one send once it has its slot:
+ * connecting and the whole SMTP dialogue; issue #8), or when `jobSignal` does.
  */
 function sendDeadline(seconds: number, jobSignal: AbortSignal): { signal: AbortSignal; clear(): void } {
   const controller = new AbortController();
