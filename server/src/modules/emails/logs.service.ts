@@ -15,7 +15,7 @@ export function presentLogListItem(row: EmailLogRow) {
     templateName: row.templateName,
     toAddresses: row.toAddresses,
     subject: row.subject,
-    status: row.status as EmailStatus,
+    status: row.status,
     createdAt: row.createdAt.toISOString(),
     sentAt: isoOrNull(row.sentAt),
   };
@@ -78,7 +78,7 @@ export async function getEmailStatus(db: Executor, teamId: string, id: string) {
   const row = await getLog(db, teamId, id);
   return {
     id: row.id,
-    status: row.status as EmailStatus,
+    status: row.status,
     sentAt: isoOrNull(row.sentAt),
     hasPdfAttachment: row.hasPdfAttachment,
   };
