@@ -1,6 +1,7 @@
-import { inArray, sql } from 'drizzle-orm';
+import { eq, inArray, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
+import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
@@ -115,5 +116,45 @@ describe('a batch with permanent, transient and accepted recipients', () => {
     const transactions = new Set(rows.map((row) => row.tx));
     expect(rows).toHaveLength(12);
     expect(transactions.size).toBeLessThanOrEqual(6);
+  });
+
+  it('loads a batch in three queries (logs, adapters, versions), two once versions are cached', async () => {
+    const database = ctx.app.ctx.database;
+    if (database.kind !== 'postgres') throw new Error('postgres only');
+    const loader = new SendBatchLoader();
+    const refs = (
+      await ctx.app.ctx.database.db.select().from(emailLogs).where(eq(emailLogs.teamId, owner.teamId))
+    )
+      .slice(0, 20)
+      .map((log) => ({ teamId: log.teamId, emailId: log.id }));
+    // Make them look queued to the loader: it skips the others before loading adapters and versions.
+    await ctx.app.ctx.database.db
+      .update(emailLogs)
+      .set({ status: 'queued' })
+      .where(
+        inArray(
+          emailLogs.id,
+          refs.map((ref) => ref.emailId),
+        ),
+      );
+    const countQueries = async (run: () => Promise<unknown>) => {
+      const pool = database.pool;
+      const query = pool.query.bind(pool);
+      let n = 0;
+      pool.query = ((...args: Parameters<typeof pool.query>) => {
+        n += 1;
+        return query(...args);
+      }) as typeof pool.query;
+      try {
+        await run();
+      } finally {
+        pool.query = query;
+      }
+      return n;
+    };
+    let prepared: Awaited<ReturnType<SendBatchLoader['load']>> = [];
+    expect(await countQueries(async () => (prepared = await loader.load(database.db, refs)))).toBe(3);
+    expect(prepared.map((item) => item.kind)).toEqual(refs.map(() => 'ready'));
+    expect(await countQueries(() => loader.load(database.db, refs))).toBe(2);
   });
 });
