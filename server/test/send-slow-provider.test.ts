@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
@@ -135,6 +136,15 @@ describe('a slow provider', () => {
     const a = await Promise.all(aIds.map((id) => logOf(teamA, id)));
     expect(a.map((log) => [log.status, log.attemptCount])).toEqual(aIds.map(() => ['queued', 0]));
     expect(fast.messages.map((m) => m.envelopeTo)).toEqual([['b@example.test']]);
+    // B's job is settled on its own, although A's jobs claimed with it are still running.
+    const bJob = await waitFor(async () => {
+      const [job] = await ctx.queue.boss.findJobs(EMAIL_SEND_JOB, { data: { emailId: bId } });
+      return job?.state === 'completed' ? job : undefined;
+    }, 5_000);
+    expect(bJob.state).toBe('completed');
+    const aJobs = await ctx.queue.boss.findJobs(EMAIL_SEND_JOB, { data: { teamId: teamA.teamId } });
+    expect(aJobs.filter((job) => job.state === 'active').length).toBeGreaterThan(0);
+    expect(aJobs.some((job) => job.state === 'completed')).toBe(false);
   });
 
   it("ends A's attempts at the deadline, retries them, then records failed", async () => {

@@ -72,6 +72,8 @@ export class ClaimLoop<T> {
   #stopping = false;
   #running: Promise<void> | undefined;
   #wake: (() => void) | undefined;
+  /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
+  #wakePending = false;
   #heartbeat: NodeJS.Timeout | undefined;
 
   constructor(boss: PgBoss, name: string, options: ClaimLoopOptions, handler: BatchHandler<T>) {
@@ -101,7 +103,7 @@ export class ClaimLoop<T> {
    */
   async stop(timeoutMs: number): Promise<void> {
     this.#stopping = true;
-    this.#wake?.();
+    this.#wakeUp();
     await this.#running;
     const deadline = Date.now() + timeoutMs;
     while (this.#held.size > 0 && Date.now() < deadline) await sleep(20);
@@ -231,7 +233,7 @@ export class ClaimLoop<T> {
         this.#options.onError(error);
       }
       for (const held of group) this.#held.delete(held.job.id);
-      this.#wake?.();
+      this.#wakeUp();
     }
   }
 
@@ -255,17 +257,26 @@ export class ClaimLoop<T> {
     }
   }
 
-  /** Sleeps up to `ms`, or until a settle or stop() wakes the loop. */
+  /** Sleeps up to `ms`, or until a settle or stop() wakes the loop (also one that came before). */
   #nap(ms: number): Promise<void> {
+    if (this.#wakePending) {
+      this.#wakePending = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const wake = () => done();
-      this.#wake = wake;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
+        this.#wake = undefined;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
+      this.#wake = done;
     });
+  }
+
+  #wakeUp(): void {
+    if (this.#wake) this.#wake();
+    else this.#wakePending = true;
   }
 }
 
