@@ -15,7 +15,8 @@ export interface RetryPolicy {
 
 /**
  * Thrown by a handler when retrying cannot help (e.g. an unreadable payload): the job skips its
- * remaining retries and goes straight to its queue's dead-letter queue.
+ * remaining retries and goes straight to its queue's dead-letter queue (a per-job worker marks it
+ * `deadletter`; a claim loop cancels it and sends its payload on, see {@link JobQueue.consume}).
  */
 export class PermanentJobError extends Error {
   readonly deadLetter = true;
