@@ -36,7 +36,11 @@ const envSchema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
-  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
+  // Delivery (issues #8, #9): emails in flight per worker process, SMTP connections (= concurrent
+  // sends) per adapter per worker process, and the overall deadline of one send.
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(2000).default(200),
+  ADAPTER_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100).default(10),
+  SEND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(60),
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),
   // Size limits of a send's or preview's `variables` (issue #8); read by modules/rendering.

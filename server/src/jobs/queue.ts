@@ -1,6 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { DatabaseHandle, Executor } from '../db/client.ts';
+import { type BatchHandler, type ClaimedJob, ClaimLoop, type ClaimLoopOptions } from './claim-loop.ts';
+import { groupOf } from './definitions.ts';
+
+export type { BatchHandler, ClaimedJob } from './claim-loop.ts';
 
 /** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
 export interface RetryPolicy {
@@ -11,9 +15,25 @@ export interface RetryPolicy {
 
 /**
  * Thrown by a handler when retrying cannot help (e.g. an unreadable payload): the job skips its
- * remaining retries and goes straight to its queue's dead-letter queue.
+ * remaining retries and goes straight to its queue's dead-letter queue (a per-job worker marks it
+ * `deadletter`; a claim loop cancels it and sends its payload on, see {@link JobQueue.consume}).
  */
-export class PermanentJobError extends Error {}
+export class PermanentJobError extends Error {
+  readonly deadLetter = true;
+}
+
+/** How a queue is declared: retry policy, dead-letter queue, expiry and heartbeat. */
+export interface QueueDeclaration {
+  retry: RetryPolicy;
+  deadLetter?: string | undefined;
+  /** A job still active after this long is failed by pg-boss's supervisor (retried or dead-lettered). */
+  expireInSeconds: number;
+  /**
+   * When set, a job whose worker stopped refreshing it for this long (a killed process) is failed
+   * by the supervisor at its next pass (pg-boss heartbeats, >= 10), instead of after its expiry.
+   */
+  heartbeatSeconds?: number | undefined;
+}
 
 /** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
@@ -25,9 +45,12 @@ export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount'
  */
 export class JobQueue {
   readonly boss: PgBoss;
+  readonly #database: DatabaseHandle;
+  readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
   #started = false;
 
   constructor(database: DatabaseHandle) {
+    this.#database = database;
     this.boss = new PgBoss({ connectionString: database.connectionString, schema: 'pgboss', max: 4 });
     // pg-boss reports maintenance and polling failures as events; without a listener they throw.
     this.boss.on('error', (error) => {
@@ -41,26 +64,80 @@ export class JobQueue {
     this.#started = true;
   }
 
-  /** Creates (or updates) a queue with its retry policy; idempotent. */
-  async declareQueue(name: string, retry: RetryPolicy, deadLetter?: string): Promise<void> {
+  /** Creates (or updates) a queue with its retry policy, expiry and heartbeat; idempotent. */
+  async declareQueue(name: string, declaration: QueueDeclaration): Promise<void> {
+    const { retry, deadLetter } = declaration;
     const options = {
       ...(deadLetter ? { deadLetter } : {}),
       retryLimit: retry.retryLimit,
       retryDelay: retry.retryDelaySeconds,
       retryBackoff: retry.retryBackoff,
-      expireInSeconds: 300,
+      expireInSeconds: declaration.expireInSeconds,
+      heartbeatSeconds: declaration.heartbeatSeconds ?? null,
     };
     const existing = await this.boss.getQueue(name);
     if (existing) await this.boss.updateQueue(name, options);
-    else await this.boss.createQueue(name, options);
+    else {
+      const { heartbeatSeconds, ...rest } = options;
+      await this.boss.createQueue(name, { ...rest, ...(heartbeatSeconds ? { heartbeatSeconds } : {}) });
+    }
   }
 
   /**
-   * Inserts a job inside `tx` (it becomes visible only if `tx` commits).
+   * Inserts a job inside `tx` (it becomes visible only if `tx` commits), in the concurrency group
+   * its definition names (definitions.ts `group`, e.g. the team of an email).
    * @param id the job's UUID (see ids.newJobId); it doubles as the dedupe key.
    */
   async enqueue(tx: Executor, name: string, data: object, id: string): Promise<void> {
-    await this.boss.send(name, data, { id, db: fromDrizzle(tx as never, sql as never) });
+    const group = groupOf(name, data);
+    await this.boss.send(name, data, {
+      id,
+      db: fromDrizzle(tx as never, sql as never),
+      ...(group ? { group: { id: group } } : {}),
+    });
+  }
+
+  /**
+   * Runs `handler` on batches of `name`'s jobs with a {@link ClaimLoop}: up to `maxInFlight` jobs
+   * held, each settled as soon as its own promise settles, at most `groupConcurrency` jobs of one
+   * group in flight. A job rejected with a {@link PermanentJobError} is cancelled and its payload
+   * sent to `deadLetter` in one transaction (pg-boss offers terminal failure only inside work()).
+   */
+  async consume<T extends object>(
+    name: string,
+    options: Omit<ClaimLoopOptions, 'deadLetter' | 'onError'> & { deadLetter?: string | undefined },
+    handler: BatchHandler<T>,
+  ): Promise<void> {
+    const { deadLetter, ...loopOptions } = options;
+    const loop = new ClaimLoop<T>(
+      this.boss,
+      name,
+      {
+        ...loopOptions,
+        deadLetter: (job, message) => this.#deadLetter(name, job, message, deadLetter),
+        onError: (error) => {
+          if (this.#started)
+            console.error(`[queue] ${name}:`, error instanceof Error ? error.message : error);
+        },
+      },
+      handler,
+    );
+    this.#loops.push(loop);
+    loop.start();
+  }
+
+  async #deadLetter(
+    name: string,
+    job: ClaimedJob<unknown>,
+    message: string,
+    deadLetter?: string,
+  ): Promise<void> {
+    console.error(`[queue] ${name} job ${job.id} dead-lettered: ${message}`);
+    await this.#database.db.transaction(async (tx) => {
+      const db = fromDrizzle(tx as never, sql as never);
+      await this.boss.cancel(name, { id: job.id, retryCount: job.retryCount }, { db });
+      if (deadLetter) await this.boss.send(deadLetter, job.data as object, { db });
+    });
   }
 
   /**
@@ -79,6 +156,9 @@ export class JobQueue {
       {
         batchSize: options.batchSize,
         pollingIntervalSeconds: options.pollingIntervalSeconds,
+        // Fetch again at once after a full batch: without it a worker idles pollingIntervalSeconds
+        // after every batch while a backlog waits (ARCHITECTURE.md, "queue").
+        burstWhenBatchFull: true,
         includeMetadata: true,
         perJobResults: true,
       },
@@ -101,6 +181,7 @@ export class JobQueue {
   /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance. */
   async stop(timeoutMs = 10_000): Promise<void> {
     if (!this.#started) return;
+    await Promise.all(this.#loops.map((loop) => loop.stop(timeoutMs)));
     this.#started = false;
     await this.boss.stop({ graceful: true, timeout: timeoutMs, close: true });
   }

@@ -2,8 +2,14 @@ import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
 import { createSendEmailHandler, createUndeliveredEmailHandler } from '../modules/emails/index.ts';
 import { createSendInvitationHandler } from '../modules/teams/index.ts';
-import { JOB_DEFINITIONS, type JobName, type JobPayload } from './definitions.ts';
-import { type JobQueue, PermanentJobError, type QueuedJob } from './queue.ts';
+import { JOB_DEFINITIONS, type JobName, type JobPayload, teamSendsInFlight } from './definitions.ts';
+import {
+  type BatchHandler,
+  type ClaimedJob,
+  type JobQueue,
+  PermanentJobError,
+  type QueuedJob,
+} from './queue.ts';
 
 /** What job handlers may use. */
 export interface WorkerDeps {
@@ -12,45 +18,102 @@ export interface WorkerDeps {
   encryptionKey: Buffer;
 }
 
-type Handlers = { [N in JobName]: (job: QueuedJob<JobPayload<N>>) => Promise<void> };
+/** A handler per job (pg-boss work loop), or per batch (claim loop, for throughput). */
+type Binding<N extends JobName> =
+  | { kind: 'job'; handle: (job: QueuedJob<JobPayload<N>>) => Promise<void> }
+  | { kind: 'batch'; handle: BatchHandler<JobPayload<N>> };
+
+type Handlers = { [N in JobName]: Binding<N> };
 
 /** Exactly one handler per job name (a missing one is a type error; checked again at start). */
 function bindHandlers(deps: WorkerDeps): Handlers {
   return {
-    'email.send': createSendEmailHandler(deps),
-    'email.send.failed': createUndeliveredEmailHandler(deps),
-    'invitation.send': createSendInvitationHandler(deps),
+    'email.send': { kind: 'batch', handle: createSendEmailHandler(deps) },
+    'email.send.failed': { kind: 'job', handle: createUndeliveredEmailHandler(deps) },
+    'invitation.send': { kind: 'job', handle: createSendInvitationHandler(deps) },
   };
 }
 
-/** Creates every queue of {@link JOB_DEFINITIONS} with its retry policy (API and worker processes). */
+/** Creates every queue of {@link JOB_DEFINITIONS} with its policies (API and worker processes). */
 export async function declareQueues(queue: JobQueue, config: Config): Promise<void> {
   for (const [name, definition] of Object.entries(JOB_DEFINITIONS)) {
-    await queue.declareQueue(name, definition.retry(config), definition.deadLetter);
+    await queue.declareQueue(name, {
+      retry: definition.retry(config),
+      deadLetter: definition.deadLetter,
+      expireInSeconds: definition.expireInSeconds(config),
+      heartbeatSeconds: 'heartbeatSeconds' in definition ? definition.heartbeatSeconds : undefined,
+    });
   }
 }
 
+/** Emails claimed per fetch at most (one fetch, then one query each for logs, adapters, versions). */
+const SEND_BATCH_SIZE = 100;
+/** Jobs fetched per poll by the per-job queues (invitations, dead letters: low volume). */
+const JOB_BATCH_SIZE = 20;
+
 /**
- * Starts the workers: each job's payload is validated with its schema before its handler runs (an
- * unparseable payload goes straight to the dead-letter queue: retrying cannot fix it). Batches of up
- * to WORKER_CONCURRENCY jobs per poll.
+ * Starts the workers: each job's payload is validated with its schema before its handler sees it
+ * (an unparseable payload goes straight to the dead-letter queue: retrying cannot fix it).
+ * `email.send` runs in a claim loop: up to WORKER_CONCURRENCY emails in flight per process, at
+ * most {@link teamSendsInFlight} of one team across all workers, each job settled when its own
+ * email is done (issues #8, #9).
  */
 export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<void> {
   const handlers = bindHandlers(deps);
   for (const name of Object.keys(JOB_DEFINITIONS) as JobName[]) {
     // Each handler gets the payload its own job's schema parsed below, hence the widening.
-    const handler = handlers[name] as (job: QueuedJob<JobPayload<JobName>>) => Promise<void>;
-    if (typeof handler !== 'function') throw new Error(`No handler registered for job "${name}"`);
-    const schema = JOB_DEFINITIONS[name].payload;
-    await queue.work<JobPayload<typeof name>>(
+    const binding = handlers[name] as Binding<JobName>;
+    if (typeof binding?.handle !== 'function') throw new Error(`No handler registered for job "${name}"`);
+    const definition = JOB_DEFINITIONS[name];
+    const parse = (data: unknown): JobPayload<JobName> => {
+      const parsed = definition.payload.safeParse(data);
+      if (!parsed.success) throw new PermanentJobError(`Unreadable ${name} payload: ${parsed.error.message}`);
+      return parsed.data;
+    };
+    if (binding.kind === 'batch') {
+      await queue.consume<JobPayload<JobName>>(
+        name,
+        {
+          maxInFlight: deps.config.WORKER_CONCURRENCY,
+          batchSize: Math.min(SEND_BATCH_SIZE, deps.config.WORKER_CONCURRENCY),
+          groupConcurrency: teamSendsInFlight(deps.config),
+          pollingIntervalMs: 500,
+          heartbeatRefreshMs: 5_000,
+          deadLetter: definition.deadLetter,
+        },
+        (jobs) => handleParsed(jobs, parse, binding.handle),
+      );
+      continue;
+    }
+    await queue.work<JobPayload<JobName>>(
       name,
-      { batchSize: deps.config.WORKER_CONCURRENCY, pollingIntervalSeconds: 0.5 },
-      async (job) => {
-        const parsed = schema.safeParse(job.data);
-        if (!parsed.success)
-          throw new PermanentJobError(`Unreadable ${name} payload: ${parsed.error.message}`);
-        await handler({ ...job, data: parsed.data });
-      },
+      { batchSize: Math.min(JOB_BATCH_SIZE, deps.config.WORKER_CONCURRENCY), pollingIntervalSeconds: 0.5 },
+      async (job) => binding.handle({ ...job, data: parse(job.data) }),
     );
   }
+}
+
+/** Runs `handle` on the jobs whose payload parses; the others reject with their parse error. */
+function handleParsed<T>(
+  jobs: ClaimedJob<unknown>[],
+  parse: (data: unknown) => T,
+  handle: BatchHandler<T>,
+): Promise<void>[] {
+  const results: Promise<void>[] = new Array(jobs.length);
+  const readable: ClaimedJob<T>[] = [];
+  const positions: number[] = [];
+  jobs.forEach((job, index) => {
+    try {
+      readable.push({ ...job, data: parse(job.data) });
+      positions.push(index);
+    } catch (error) {
+      results[index] = Promise.reject(error);
+    }
+  });
+  const handled = readable.length > 0 ? handle(readable) : [];
+  positions.forEach((position, i) => {
+    results[position] =
+      handled[i] ?? Promise.reject(new Error('The handler returned no promise for this job'));
+  });
+  return results;
 }

@@ -1,11 +1,9 @@
-import { describe, expect, it } from 'vitest';
-import { closedPort } from '../../test/helpers/smtp-server.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestSmtpServer, type TestSmtpServer } from '../../test/helpers/smtp-server.ts';
 import type { AdapterType } from '../modules/adapters/adapter-types.ts';
 import { createProvider, ProviderCache } from './index.ts';
 import { type OutgoingEmail, ProviderError } from './types.ts';
 
-/** Nothing here connects; a port nothing listens on keeps it so if that changes. */
-const smtpConfig = { host: '127.0.0.1', port: await closedPort() };
 const anEmail: OutgoingEmail = {
   from: 'a@example.com',
   to: ['b@example.com'],
@@ -13,6 +11,9 @@ const anEmail: OutgoingEmail = {
   html: 'h',
   text: 't',
 };
+
+/** What a closed provider's send rejects with (and nothing else does). */
+const CLOSED = 'SMTP provider is closed';
 
 function thrown(fn: () => unknown): ProviderError {
   try {
@@ -23,6 +24,29 @@ function thrown(fn: () => unknown): ProviderError {
   }
   throw new Error('expected a ProviderError');
 }
+
+let smtp: TestSmtpServer;
+let smtpConfig: { host: string; port: number };
+/** The test server listens on 127.0.0.1, which the default outbound policy refuses. */
+const LOCAL = { outbound: { allowPrivate: true } };
+/** SMTP connections the test server saw at once, at most. */
+let peakConnections = 0;
+
+beforeAll(async () => {
+  let open = 0;
+  smtp = await startTestSmtpServer({
+    onConnect(_session, callback) {
+      open += 1;
+      peakConnections = Math.max(peakConnections, open);
+      callback();
+    },
+    onClose() {
+      open -= 1;
+    },
+  });
+  smtpConfig = { host: '127.0.0.1', port: smtp.port };
+});
+afterAll(() => smtp?.close());
 
 describe('createProvider', () => {
   it.each(['mailapi_a', 'mailapi_b', 'mailapi_domain', 'mailapi_cloud', 'mailapi_server'] as const)(
@@ -41,9 +65,27 @@ describe('createProvider', () => {
     expect(invalid.message).toContain('port');
   });
 
-  it('creates an smtp provider for a valid config', async () => {
-    const provider = createProvider('smtp', smtpConfig);
-    expect(typeof provider.send).toBe('function');
+  it('creates an smtp provider that delivers to the configured server', async () => {
+    const provider = createProvider('smtp', smtpConfig, LOCAL);
+    const result = await provider.send({ ...anEmail, to: ['created@example.com'], subject: 'Created' });
+    expect(result.providerMessageId).toEqual(expect.any(String));
+    const message = await smtp
+      .waitForMessages(1)
+      .then(() => smtp.messages.find((m) => m.envelopeTo.includes('created@example.com')));
+    expect(message?.parsed.subject).toBe('Created');
+    await provider.close();
+  });
+
+  it('opens at most maxConnections connections, however many sends wait', async () => {
+    peakConnections = 0;
+    const provider = createProvider('smtp', smtpConfig, { ...LOCAL, maxConnections: 2 });
+    const sends = Array.from({ length: 12 }, (_, i) =>
+      provider.send({ ...anEmail, to: [`pool${i}@example.com`] }),
+    );
+    await Promise.all(sends);
+    expect(smtp.messages.filter((m) => m.envelopeTo[0]?.startsWith('pool'))).toHaveLength(12);
+    expect(peakConnections).toBeGreaterThanOrEqual(1);
+    expect(peakConnections).toBeLessThanOrEqual(2);
     await provider.close();
   });
 });
@@ -66,7 +108,8 @@ describe('ProviderCache', () => {
     cache.get('c', 'smtp', smtpConfig);
     expect(cache.size).toBe(2);
     expect(cache.get('a', 'smtp', smtpConfig)).toBe(a);
-    await expect(b.send(anEmail)).rejects.toThrow('closed');
+    await expect(b.send(anEmail)).rejects.toThrow(CLOSED);
+    await expect(a.send(anEmail)).resolves.toMatchObject({ providerMessageId: expect.any(String) });
     await cache.closeAll();
   });
 
@@ -75,7 +118,7 @@ describe('ProviderCache', () => {
     const provider = cache.get('a', 'smtp', smtpConfig);
     await cache.closeAll();
     expect(cache.size).toBe(0);
-    await expect(provider.send(anEmail)).rejects.toThrow('closed');
+    await expect(provider.send(anEmail)).rejects.toThrow(CLOSED);
     expect(cache.get('a', 'smtp', smtpConfig)).not.toBe(provider);
     await cache.closeAll();
   });
@@ -85,21 +128,42 @@ describe('ProviderCache', () => {
     expect(() => cache.get('x', 'mailapi_a', { apiKey: 'k' })).toThrow(ProviderError);
     expect(cache.size).toBe(0);
   });
+
+  it('runs create only on a miss (the adapter config is decrypted once per version)', async () => {
+    const cache = new ProviderCache();
+    let created = 0;
+    const create = () => {
+      created += 1;
+      return createProvider('smtp', smtpConfig, LOCAL);
+    };
+    const first = cache.getOrCreate('adp_1', 'v1', create);
+    expect(cache.getOrCreate('adp_1', 'v1', create)).toBe(first);
+    expect(created).toBe(1);
+    cache.getOrCreate('adp_1', 'v2', create);
+    expect(created).toBe(2);
+    await cache.closeAll();
+  });
 });
 
 describe('ProviderCache versions', () => {
   it('replaces and closes the provider of a key when its version changes', async () => {
     const cache = new ProviderCache();
-    const config = smtpConfig;
-    const first = cache.get('adp_1', 'smtp', config, 'v1');
-    expect(cache.get('adp_1', 'smtp', config, 'v1')).toBe(first);
-    const second = cache.get('adp_1', 'smtp', config, 'v2');
+    const first = cache.get('adp_1', 'smtp', smtpConfig, 'v1', LOCAL);
+    expect(cache.get('adp_1', 'smtp', smtpConfig, 'v1', LOCAL)).toBe(first);
+    const second = cache.get('adp_1', 'smtp', smtpConfig, 'v2', LOCAL);
     expect(second).not.toBe(first);
     expect(cache.size).toBe(1);
-    // A closed provider refuses to send (transient error), proving the old pool was closed.
-    await expect(
-      first.send({ from: 'a@b.co', to: ['c@d.co'], subject: 's', html: 'h', text: 't' }),
-    ).rejects.toThrow();
+    // The server is up and accepts mail, so only a closed pool refuses this send.
+    await expect(first.send(anEmail)).rejects.toThrow(CLOSED);
+    await expect(second.send(anEmail)).resolves.toMatchObject({ providerMessageId: expect.any(String) });
     await cache.closeAll();
+  });
+
+  it('closes the old version even when the new config is invalid', async () => {
+    const cache = new ProviderCache();
+    const first = cache.get('adp_1', 'smtp', smtpConfig, 'v1', LOCAL);
+    expect(() => cache.get('adp_1', 'smtp', { host: 'x', port: 70000 }, 'v2')).toThrow(ProviderError);
+    expect(cache.size).toBe(0);
+    await expect(first.send(anEmail)).rejects.toThrow(CLOSED);
   });
 });

@@ -1,22 +1,23 @@
+import { LRUCache } from 'lru-cache';
 import {
   ADAPTER_CONFIG_SCHEMAS,
   type AdapterConfig,
   type AdapterType,
 } from '../modules/adapters/adapter-types.ts';
-import type { OutboundPolicy } from '../outbound/index.ts';
 import { createSmtpProvider } from './smtp.ts';
-import { type EmailProvider, ProviderError } from './types.ts';
+import { type EmailProvider, ProviderError, type ProviderOptions } from './types.ts';
 
+export { SendSlots } from './send-slots.ts';
 export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
-
-export type { EmailProvider, OutgoingAttachment, OutgoingEmail, SendResult } from './types.ts';
+export type {
+  EmailProvider,
+  OutgoingAttachment,
+  OutgoingEmail,
+  ProviderOptions,
+  SendOptions,
+  SendResult,
+} from './types.ts';
 export { ProviderError } from './types.ts';
-
-/** What a provider needs beyond its adapter's config. */
-export interface ProviderOptions {
-  /** Which addresses it may connect to (default: public only); from `SMTP_ALLOW_PRIVATE`. */
-  outbound?: OutboundPolicy;
-}
 
 /**
  * Creates the provider for one adapter. `config` is the decrypted adapter config; it is
@@ -32,10 +33,10 @@ export function createProvider(
 ): EmailProvider {
   switch (type) {
     case 'smtp':
-      return createSmtpProvider(
-        parseProviderConfig(type, config),
-        options.outbound ? { outbound: options.outbound } : {},
-      );
+      return createSmtpProvider(parseProviderConfig(type, config), {
+        ...(options.outbound ? { outbound: options.outbound } : {}),
+        ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+      });
     case 'mailapi_a':
     case 'mailapi_b':
     case 'mailapi_domain':
@@ -64,23 +65,46 @@ function parseProviderConfig<T extends AdapterType>(type: T, config: unknown): A
 const MAX_CACHED_PROVIDERS = 100;
 
 /**
- * Providers kept open between jobs, so the worker reuses one connection pool per adapter.
- * Keys are chosen by the caller and must change whenever the config does
- * (e.g. `${adapter.id}:${adapter.updatedAt.toISOString()}`); a stale entry is closed once it
- * is the least recently used beyond {@link MAX_CACHED_PROVIDERS}.
+ * Providers kept open between jobs, so the worker reuses one connection pool per adapter
+ * (lru-cache, https://github.com/isaacs/node-lru-cache). An entry is keyed by the adapter id and
+ * carries a version (the adapter's updatedAt): a new version replaces the entry, and a replaced,
+ * evicted or cleared provider is closed, so a changed config never leaves a pool open with old
+ * credentials.
  */
 export class ProviderCache {
-  readonly #providers = new Map<string, { version: string; provider: EmailProvider }>();
-  readonly #max: number;
+  readonly #providers: LRUCache<string, { version: string; provider: EmailProvider }>;
+  readonly #closing = new Set<Promise<void>>();
 
   constructor(max = MAX_CACHED_PROVIDERS) {
-    this.#max = max;
+    this.#providers = new LRUCache({
+      max,
+      dispose: (entry) => {
+        const closing = entry.provider.close().catch(() => {});
+        this.#closing.add(closing);
+        void closing.finally(() => this.#closing.delete(closing));
+      },
+    });
+  }
+
+  /**
+   * The provider cached under `key` for `version`, or the one `create` makes (then cached).
+   * `create` runs only on a miss, so a caller can put costly work (decrypting the adapter config)
+   * in it.
+   * @throws whatever `create` throws (nothing is cached then).
+   */
+  getOrCreate(key: string, version: string, create: () => EmailProvider): EmailProvider {
+    const cached = this.#providers.get(key);
+    if (cached?.version === version) return cached.provider;
+    // A stale version is closed even when its replacement cannot be created.
+    if (cached) this.#providers.delete(key);
+    const provider = create();
+    this.#providers.set(key, { version, provider });
+    return provider;
   }
 
   /**
    * The provider cached under `key` (an adapter id) for `version` (e.g. the adapter's updatedAt),
-   * created with {@link createProvider} on first use. A new version replaces the entry and closes
-   * the old provider, so a changed config never leaves a pool open with old credentials.
+   * created with {@link createProvider} on first use.
    * @throws ProviderError as {@link createProvider} does (nothing is cached then).
    */
   get(
@@ -90,25 +114,7 @@ export class ProviderCache {
     version = '',
     options: ProviderOptions = {},
   ): EmailProvider {
-    const cached = this.#providers.get(key);
-    if (cached) this.#providers.delete(key);
-    if (cached?.version === version) {
-      // Re-insert to mark as most recently used (Map keeps insertion order).
-      this.#providers.set(key, cached);
-      return cached.provider;
-    }
-    if (cached) void cached.provider.close().catch(() => {});
-    const provider = createProvider(type, config, options);
-    this.#providers.set(key, { version, provider });
-    if (this.#providers.size > this.#max) {
-      const [oldestKey, oldest] = this.#providers.entries().next().value as [
-        string,
-        { provider: EmailProvider },
-      ];
-      this.#providers.delete(oldestKey);
-      void oldest.provider.close().catch(() => {});
-    }
-    return provider;
+    return this.getOrCreate(key, version, () => createProvider(type, config, options));
   }
 
   /** Number of providers held. */
@@ -116,11 +122,10 @@ export class ProviderCache {
     return this.#providers.size;
   }
 
-  /** Closes and forgets every cached provider (worker shutdown). */
+  /** Closes and forgets every cached provider (worker shutdown); resolves once all are closed. */
   async closeAll(): Promise<void> {
-    const entries = [...this.#providers.values()];
     this.#providers.clear();
-    await Promise.allSettled(entries.map((entry) => entry.provider.close()));
+    await Promise.all([...this.#closing]);
   }
 }
 
@@ -135,6 +140,15 @@ export function getProvider(
   options: ProviderOptions = {},
 ): EmailProvider {
   return defaultCache.get(key, type, config, version, options);
+}
+
+/** {@link ProviderCache.getOrCreate} on the process-wide cache the worker uses. */
+export function getOrCreateProvider(
+  key: string,
+  version: string,
+  create: () => EmailProvider,
+): EmailProvider {
+  return defaultCache.getOrCreate(key, version, create);
 }
 
 /** {@link ProviderCache.closeAll} on the process-wide cache; call on shutdown. */

@@ -2,7 +2,14 @@ import { createTransport, type SMTPPoolOptions } from 'nodemailer';
 import type { SmtpConfig } from '../modules/adapters/adapter-types.ts';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
 import { classifySmtpError } from './smtp-errors.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError, type SendResult } from './types.ts';
+import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
+import {
+  type EmailProvider,
+  type OutgoingEmail,
+  ProviderError,
+  type SendOptions,
+  type SendResult,
+} from './types.ts';
 
 export { classifySmtpError } from './smtp-errors.ts';
 
@@ -67,6 +74,11 @@ export interface SmtpProviderOptions {
   outbound?: OutboundPolicy;
   /** Shorter timeouts than {@link SMTP_TIMEOUTS_MS}, in ms; for tests that wait for one to fire. */
   timeouts?: Partial<Record<keyof typeof SMTP_TIMEOUTS_MS, number>>;
+  /**
+   * Pooled connections, i.e. messages in transit at once (default 5, nodemailer's); further sends
+   * wait in the pool's queue.
+   */
+  maxConnections?: number;
 }
 
 /**
@@ -87,6 +99,8 @@ export interface SmtpProviderOptions {
  * `send` throws {@link ProviderError} classified by {@link classifySmtpError}. When the server
  * accepts some recipients and refuses others, the message goes to the accepted ones and `send`
  * resolves (a retry would duplicate it for them); only a refusal of every recipient throws.
+ * A send given up through `options.signal` throws a transient ProviderError (EABORT) when the
+ * message was not fully transmitted yet, else one with `ambiguous` set (see smtp-transmission.ts).
  */
 export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOptions = {}): EmailProvider {
   const secure = config.secure ?? config.port === 465;
@@ -100,6 +114,7 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
   const timeouts = { ...SMTP_TIMEOUTS_MS, ...options.timeouts };
   const transporter = createTransport({
     pool: true,
+    maxConnections: options.maxConnections ?? 5,
     maxMessages: Number.POSITIVE_INFINITY,
     host: config.host,
     port: config.port,
@@ -112,13 +127,17 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
     socketTimeout: timeouts.socket,
     getSocket: outboundSocket(config, policy, timeouts.connection),
   });
+  transporter.use('stream', markTransmission as never);
   let closed = false;
 
   return {
-    async send(email: OutgoingEmail): Promise<SendResult> {
+    async send(email: OutgoingEmail, sendOptions: SendOptions = {}): Promise<SendResult> {
       if (closed) throw new ProviderError('SMTP provider is closed', { permanent: false });
+      const mark: TransmissionMark = { transmitted: false };
       try {
         const info = await transporter.sendMail({
+          ...transmissionOption(mark),
+          ...(sendOptions.signal ? { signal: sendOptions.signal } : {}),
           from: email.from,
           to: email.to,
           subject: email.subject,
@@ -138,6 +157,7 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
         });
         return { providerMessageId: pickProviderMessageId(info) };
       } catch (error) {
+        if (sendOptions.signal?.aborted) throw abortedSendError(sendOptions.signal, mark, error);
         throw classifySmtpError(error, target);
       }
     },
@@ -159,4 +179,23 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
       transporter.close();
     },
   };
+}
+
+/**
+ * The error of a send given up through its signal: transient when the message was not fully
+ * transmitted (the server cannot have accepted it), else `ambiguous` (it may have).
+ */
+function abortedSendError(signal: AbortSignal, mark: TransmissionMark, cause: unknown): ProviderError {
+  const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason);
+  if (mark.transmitted) {
+    return new ProviderError(
+      `SMTP send given up (${reason}) after the message was transmitted, before the server confirmed it: it may have been delivered`,
+      { permanent: false, ambiguous: true, providerCode: 'EABORT', cause },
+    );
+  }
+  return new ProviderError(`SMTP send given up (${reason}) before the message was transmitted`, {
+    permanent: false,
+    providerCode: 'EABORT',
+    cause,
+  });
 }

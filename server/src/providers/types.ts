@@ -1,3 +1,4 @@
+import type { OutboundPolicy } from '../outbound/index.ts';
 /**
  * The one interface every email provider implements (ARCHITECTURE.md, "Layout":
  * `providers/<type>.ts`, one file per provider behind one EmailProvider interface).
@@ -36,13 +37,32 @@ export interface SendResult {
   providerMessageId: string;
 }
 
+/** Options of one {@link EmailProvider.send}. */
+export interface SendOptions {
+  /**
+   * Gives up on the send when it aborts (the worker's deadline, or the worker stopping). A send
+   * given up before the message was transmitted throws a transient ProviderError; one given up
+   * after it (the provider may have it) throws a ProviderError with `ambiguous` set.
+   */
+  signal?: AbortSignal;
+}
+
+/** Options of a provider instance. */
+export interface ProviderOptions {
+  /** Connections (= sends at once) the provider opens at most; further sends wait for one. */
+  maxConnections?: number;
+  /** Which addresses it may connect to (default: public only); from `SMTP_ALLOW_PRIVATE`. */
+  outbound?: OutboundPolicy;
+}
+
 /** A connection to one email provider, configured for one adapter. */
 export interface EmailProvider {
   /**
    * Hands the email to the provider.
-   * @throws ProviderError; `permanent` tells whether a retry can help.
+   * @throws ProviderError; `permanent` tells whether a retry can help, `ambiguous` whether the
+   *   provider may have accepted the email anyway.
    */
-  send(email: OutgoingEmail): Promise<SendResult>;
+  send(email: OutgoingEmail, options?: SendOptions): Promise<SendResult>;
   /**
    * Checks that the configuration works (connects, authenticates). Never throws: a failure is
    * `{success: false, message}` (spec: `POST /api/adapters/:id/test` answers a failing connection
@@ -61,6 +81,11 @@ export interface ProviderErrorOptions {
   providerCode?: string;
   /** The underlying error. */
   cause?: unknown;
+  /**
+   * True when the send was cut off after the whole message was transmitted but before the provider
+   * confirmed it: the provider may have accepted it, so sending it again could deliver it twice.
+   */
+  ambiguous?: boolean;
 }
 
 /**
@@ -71,11 +96,13 @@ export interface ProviderErrorOptions {
 export class ProviderError extends Error {
   readonly permanent: boolean;
   readonly providerCode?: string;
+  readonly ambiguous: boolean;
 
   constructor(message: string, options: ProviderErrorOptions) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ProviderError';
     this.permanent = options.permanent;
+    this.ambiguous = options.ambiguous ?? false;
     if (options.providerCode !== undefined) this.providerCode = options.providerCode;
   }
 }

@@ -8,7 +8,7 @@ import { sessionHeaders } from './auth.ts';
 type Owner = { cookie: string };
 type Design = Record<string, { type: string; data: Record<string, unknown> }>;
 
-/** `server/test/fixtures/emailbuilder/` (real EmailBuilder.js documents, copied into the repository). */
+/** `server/test/fixtures/emailbuilder/` (real EmailBuilder.js documents, MIT; see its LICENSE). */
 export const FIXTURES_DIR = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
   '../fixtures/emailbuilder',

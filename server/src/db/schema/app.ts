@@ -1,5 +1,15 @@
 import { sql } from 'drizzle-orm';
-import { boolean, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgEnum,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 import { teams, users } from './auth.ts';
 
 /** Team-owned resources of the spec ("Resources and their fields"). Every row carries team_id. */
@@ -96,6 +106,21 @@ export const templateVersions = pgTable(
   (t) => [index('template_versions_template_id_idx').on(t.templateId, t.number)],
 );
 
+/**
+ * An email's delivery status (spec "States and transitions"); the database refuses any other value.
+ * The transitions between them are modules/emails/email-status.ts's.
+ */
+export const emailStatus = pgEnum('email_status', [
+  'queued',
+  'sent',
+  'delivered',
+  'opened',
+  'clicked',
+  'bounced',
+  'failed',
+  'spam',
+]);
+
 export const emailLogs = pgTable(
   'email_logs',
   {
@@ -110,7 +135,7 @@ export const emailLogs = pgTable(
     fromAddress: text('from_address').notNull(),
     subject: text('subject').notNull(),
     variables: jsonb('variables').notNull(),
-    status: text('status').notNull(),
+    status: emailStatus('status').notNull(),
     providerMessageId: text('provider_message_id'),
     errorMessage: text('error_message'),
     hasPdfAttachment: boolean('has_pdf_attachment').notNull().default(false),
@@ -129,6 +154,8 @@ export const emailLogs = pgTable(
   (t) => [
     index('email_logs_team_created_idx').on(t.teamId, t.createdAt),
     index('email_logs_team_status_idx').on(t.teamId, t.status),
+    // Provider events (bounces, deliveries) name the email by the provider's message id.
+    index('email_logs_provider_message_id_idx').on(t.providerMessageId),
   ],
 );
 
@@ -141,7 +168,7 @@ export const emailEvents = pgTable(
     emailId: text('email_id')
       .notNull()
       .references(() => emailLogs.id, { onDelete: 'cascade' }),
-    status: text('status').notNull(),
+    status: emailStatus('status').notNull(),
     detail: jsonb('detail').notNull().default({}),
     occurredAt: ts('occurred_at').notNull().defaultNow(),
   },

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, like, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, like, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { adapters } from '../../db/schema/index.ts';
 
@@ -19,6 +19,16 @@ export const adapterRepository = {
       .from(adapters)
       .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)));
     return row;
+  },
+  /** The adapters of `refs` that exist in their stated team (others are left out), in no order. */
+  async findMany(db: Executor, refs: readonly { teamId: string; id: string }[]): Promise<AdapterRow[]> {
+    if (refs.length === 0) return [];
+    const rows = await db
+      .select()
+      .from(adapters)
+      .where(inArray(adapters.id, [...new Set(refs.map((ref) => ref.id))]));
+    const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
+    return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },
   /** The team's active adapters, default first, then oldest first. */
   activeByPreference(db: Executor, teamId: string): Promise<AdapterRow[]> {

@@ -58,6 +58,17 @@ export async function upgradeLegacyAdapterConfigs(db: Executor, encryptionKey: B
 }
 
 /**
+ * The adapters `refs` name, each only if it exists in its stated team, by id (one query; the
+ * worker loads a whole batch's adapters at once).
+ */
+export async function findAdapters(
+  db: Executor,
+  refs: readonly { teamId: string; id: string }[],
+): Promise<Map<string, AdapterRow>> {
+  return new Map((await adapterRepository.findMany(db, refs)).map((row) => [row.id, row]));
+}
+
+/**
  * Creates an adapter with its config validated for its type and encrypted. The team's first
  * adapter becomes its default; `isDefault: true` moves the default to this one.
  * @throws VALIDATION_ERROR with issues under `config.` for a bad config.

@@ -4,6 +4,7 @@ export { adapterRoutes } from './adapters.routes.ts';
 export {
   adapterConfig,
   findAdapter,
+  findAdapters,
   resolveSendingAdapter,
   upgradeLegacyAdapterConfigs,
 } from './adapters.service.ts';

@@ -1,19 +1,12 @@
+import { emailStatus } from '../../db/schema/index.ts';
+
 /**
  * Email status values (spec "States and transitions") and the one state machine that moves them
  * (ARCHITECTURE.md "Email status state machine"): queued → sent → delivered → opened → clicked;
  * bounced after sent/delivered; failed from queued/sent; spam after sent/delivered/opened/clicked.
  * A status never moves backwards: a late event is kept in the history but does not change `status`.
  */
-export const EMAIL_STATUSES = [
-  'queued',
-  'sent',
-  'delivered',
-  'opened',
-  'clicked',
-  'bounced',
-  'failed',
-  'spam',
-] as const;
+export const EMAIL_STATUSES = emailStatus.enumValues;
 export type EmailStatus = (typeof EMAIL_STATUSES)[number];
 
 const NEXT: Record<EmailStatus, readonly EmailStatus[]> = {
@@ -30,6 +23,11 @@ const NEXT: Record<EmailStatus, readonly EmailStatus[]> = {
 /** True when an email in `from` may move to `to`. */
 export function canTransition(from: EmailStatus, to: EmailStatus): boolean {
   return NEXT[from].includes(to);
+}
+
+/** The statuses an email may be in to move to `to` (the inverse of the table above). */
+export function statusesBefore(to: EmailStatus): EmailStatus[] {
+  return EMAIL_STATUSES.filter((from) => canTransition(from, to));
 }
 
 /** The email-log column that records when each status was first reached. */

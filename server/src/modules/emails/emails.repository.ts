@@ -1,13 +1,37 @@
-import { and, asc, count, desc, eq, gte, ilike, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, ilike, inArray, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
-import { canTransition, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
+import { EMAIL_STATUSES, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
 import type { LogListQuery } from './emails.schema.ts';
 
 export type EmailLogRow = typeof emailLogs.$inferSelect;
 export type EmailEventRow = typeof emailEvents.$inferSelect;
+
+/** A history row to append (`detail` defaults to {}, `occurredAt` to now). */
+export interface NewEmailEvent {
+  teamId: string;
+  emailId: string;
+  status: EmailStatus;
+  detail?: Record<string, unknown>;
+  occurredAt?: Date;
+}
+
+/**
+ * One email's move to `status`, allowed only from the statuses in `from`. Optional fields are
+ * written only when given (`null` clears them).
+ */
+export interface TransitionRow {
+  id: string;
+  teamId: string;
+  status: EmailStatus;
+  from: readonly EmailStatus[];
+  at: Date;
+  providerMessageId?: string | null;
+  errorMessage?: string | null;
+  attemptCount?: number;
+}
 
 /** SQL for email logs and their status history; every query is scoped by team. */
 export const emailRepository = {
@@ -78,35 +102,6 @@ export const emailRepository = {
     return { rows, total: totals[0]?.total ?? 0 };
   },
 
-  /**
-   * Records `status` for an email: always appends to its history; moves `status` and sets the
-   * status's timestamp only when the state machine allows it. Returns the updated row, or
-   * undefined when the status did not move (a late or repeated event).
-   */
-  async recordStatus(
-    db: Executor,
-    log: Pick<EmailLogRow, 'id' | 'teamId' | 'status'>,
-    status: EmailStatus,
-    changes: Partial<Pick<EmailLogRow, 'providerMessageId' | 'errorMessage' | 'attemptCount'>> = {},
-    detail: Record<string, unknown> = {},
-    at: Date = new Date(),
-  ): Promise<EmailLogRow | undefined> {
-    await emailRepository.insertEvent(db, {
-      teamId: log.teamId,
-      emailId: log.id,
-      status,
-      detail,
-      occurredAt: at,
-    });
-    if (!canTransition(log.status as EmailStatus, status)) return undefined;
-    const [row] = await db
-      .update(emailLogs)
-      .set({ ...changes, status, [STATUS_TIMESTAMP[status]]: at, updatedAt: at })
-      .where(and(eq(emailLogs.id, log.id), eq(emailLogs.status, log.status)))
-      .returning();
-    return row;
-  },
-
   /** Email counts by status for the team, optionally within [from, to] of createdAt. */
   async countByStatus(
     db: Executor,
@@ -124,15 +119,129 @@ export const emailRepository = {
     return new Map(rows.map((r) => [r.status, r.n]));
   },
 
-  async recordAttempt(
+  /** The logs of `refs` that exist in their stated team (others are left out), in no order. */
+  async findLogs(db: Executor, refs: readonly { teamId: string; id: string }[]): Promise<EmailLogRow[]> {
+    if (refs.length === 0) return [];
+    const teams = [...new Set(refs.map((ref) => ref.teamId))];
+    const rows = await db
+      .select()
+      .from(emailLogs)
+      .where(
+        and(
+          inArray(
+            emailLogs.id,
+            refs.map((ref) => ref.id),
+          ),
+          inArray(emailLogs.teamId, teams),
+        ),
+      );
+    const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
+    return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
+  },
+
+  /**
+   * Appends status events (history rows) in one statement; a row whose email is not in its stated
+   * team is left out (an event is only ever written under its email's own team).
+   */
+  async insertEvents(db: Executor, rows: readonly NewEmailEvent[]): Promise<void> {
+    if (rows.length === 0) return;
+    const now = new Date().toISOString();
+    const source = rows.map((row) => ({
+      id: newId('emailEvent'),
+      team_id: row.teamId,
+      email_id: row.emailId,
+      status: row.status,
+      detail: row.detail ?? {},
+      occurred_at: row.occurredAt?.toISOString() ?? now,
+    }));
+    await db.execute(sql`
+      insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
+      select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, v.occurred_at
+      from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
+        as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
+      join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id`);
+  },
+
+  /**
+   * Moves each email of `rows` to its `status` in one statement, but only an email whose current
+   * status is one of the row's `from` (the caller's state-machine rule, checked here against the
+   * row as it is now, under its lock). Sets the status's timestamp column only if it is still
+   * empty, `updatedAt` to `at`, and the optional fields given. Returns the rows that moved.
+   * At most one row per email per call (UPDATE … FROM uses one source row per target).
+   */
+  async applyTransitions(db: Executor, rows: readonly TransitionRow[]): Promise<EmailLogRow[]> {
+    if (rows.length === 0) return [];
+    const source = rows.map((row) => ({
+      id: row.id,
+      team_id: row.teamId,
+      status: row.status,
+      from: row.from,
+      at: row.at.toISOString(),
+      set_provider_message_id: row.providerMessageId !== undefined,
+      provider_message_id: row.providerMessageId ?? null,
+      set_error_message: row.errorMessage !== undefined,
+      error_message: row.errorMessage ?? null,
+      attempt_count: row.attemptCount ?? null,
+    }));
+    const timestamps = Object.fromEntries(
+      EMAIL_STATUSES.map((status) => {
+        const column = emailLogs[STATUS_TIMESTAMP[status]];
+        return [
+          STATUS_TIMESTAMP[status],
+          sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
+        ];
+      }).filter(([name]) => name !== 'createdAt'),
+    );
+    return db
+      .update(emailLogs)
+      .set({
+        status: sql`v.status::email_status`,
+        ...timestamps,
+        providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
+        errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
+        attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
+        updatedAt: sql`v.at`,
+      })
+      .from(
+        sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
+      )
+      .where(
+        and(
+          eq(emailLogs.id, sql`v.id`),
+          eq(emailLogs.teamId, sql`v.team_id`),
+          sql`${emailLogs.status}::text = any(v."from")`,
+        ),
+      )
+      .returning();
+  },
+
+  /**
+   * Records a failed attempt that will be retried: attemptCount and errorMessage of each email that
+   * is still `queued` (one statement). Not a status change, so no history row.
+   */
+  async recordAttempts(
     db: Executor,
-    id: string,
-    attemptCount: number,
-    errorMessage: string | null,
+    rows: readonly { id: string; teamId: string; attemptCount: number; errorMessage: string }[],
   ): Promise<void> {
+    if (rows.length === 0) return;
+    const source = rows.map((row) => ({
+      id: row.id,
+      team_id: row.teamId,
+      attempt_count: row.attemptCount,
+      error_message: row.errorMessage,
+    }));
     await db
       .update(emailLogs)
-      .set({ attemptCount, errorMessage, updatedAt: new Date() })
-      .where(eq(emailLogs.id, id));
+      .set({ attemptCount: sql`v.attempt_count`, errorMessage: sql`v.error_message`, updatedAt: new Date() })
+      .from(
+        sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, attempt_count integer, error_message text)`,
+      )
+      .where(
+        and(
+          eq(emailLogs.id, sql`v.id`),
+          eq(emailLogs.teamId, sql`v.team_id`),
+          eq(emailLogs.status, 'queued'),
+        ),
+      );
   },
 };

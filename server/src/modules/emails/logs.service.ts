@@ -2,7 +2,7 @@ import type { Executor } from '../../db/client.ts';
 import { isoOrNull, type Page, page } from '../../http/envelope.ts';
 import { notFound } from '../../http/errors.ts';
 import { type RenderedEmail, renderTemplate } from '../rendering/index.ts';
-import { getTemplateVersion } from '../templates/index.ts';
+import { getTemplateVersion, type TemplateVersionRow } from '../templates/index.ts';
 import { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 import { type EmailEventRow, type EmailLogRow, emailRepository } from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
@@ -15,7 +15,7 @@ export function presentLogListItem(row: EmailLogRow) {
     templateName: row.templateName,
     toAddresses: row.toAddresses,
     subject: row.subject,
-    status: row.status as EmailStatus,
+    status: row.status,
     createdAt: row.createdAt.toISOString(),
     sentAt: isoOrNull(row.sentAt),
   };
@@ -78,7 +78,7 @@ export async function getEmailStatus(db: Executor, teamId: string, id: string) {
   const row = await getLog(db, teamId, id);
   return {
     id: row.id,
-    status: row.status as EmailStatus,
+    status: row.status,
     sentAt: isoOrNull(row.sentAt),
     hasPdfAttachment: row.hasPdfAttachment,
   };
@@ -97,6 +97,18 @@ export async function renderLoggedEmail(
   log: Pick<EmailLogRow, 'teamId' | 'templateVersionId' | 'variables'>,
 ): Promise<RenderedEmail> {
   const version = await getTemplateVersion(db, log.teamId, log.templateVersionId);
+  return renderLoggedEmailWith(version, log);
+}
+
+/**
+ * {@link renderLoggedEmail} with the log's template version already loaded (the worker loads a
+ * whole batch's versions at once): the one render both the send and the re-render go through.
+ * @throws INVALID_TEMPLATE if the version no longer renders.
+ */
+export function renderLoggedEmailWith(
+  version: Pick<TemplateVersionRow, 'id' | 'subject' | 'designJson'>,
+  log: Pick<EmailLogRow, 'variables'>,
+): Promise<RenderedEmail> {
   return renderTemplate(
     { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
     log.variables as Record<string, unknown>,

@@ -2,106 +2,151 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
-import type { QueuedJob } from '../../jobs/queue.ts';
-import { getProvider, ProviderError } from '../../providers/index.ts';
-import { type AdapterType, adapterConfig, findAdapter } from '../adapters/index.ts';
-import { type EmailLogRow, emailRepository } from './emails.repository.ts';
-import { renderLoggedEmail } from './logs.service.ts';
-
-/** What the `email.send` handler needs; SMTP_ALLOW_PRIVATE sets the providers' outbound policy. */
-type SendEmailDeps = { db: Database; encryptionKey: Buffer; config: Pick<Config, 'SMTP_ALLOW_PRIVATE'> };
+import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
+import { ProviderError, SendSlots } from '../../providers/index.ts';
+import { emailRepository } from './emails.repository.ts';
+import { transition } from './emails.status.service.ts';
+import { renderLoggedEmailWith } from './logs.service.ts';
+import { type PreparedSend, providerFor, SendBatchLoader } from './send-batch.ts';
+import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.ts';
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
 class PermanentSendError extends Error {}
 
+/** What the `email.send` handler needs; SMTP_ALLOW_PRIVATE sets the providers' outbound policy. */
+export interface SendEmailDeps {
+  db: Database;
+  encryptionKey: Buffer;
+  config: Pick<Config, 'SEND_TIMEOUT_SECONDS' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
+}
+
 /**
- * The `email.send` job handler (ARCHITECTURE.md "The send path" 3): renders the logged template
- * version with the logged variables, sends through the logged adapter, records `sent` with
- * `sentAt` and `providerMessageId`.
- * Transient provider errors are thrown back to the queue, which retries with backoff; a permanent
- * error, or a transient one on the last attempt, records `failed` with `errorMessage`.
- * An email no longer `queued` (already processed by an earlier attempt) is left alone.
+ * The `email.send` batch handler (ARCHITECTURE.md "The send path" 3; issues #8, #9). Per batch:
+ * loads the logs, adapters and template versions in a few queries ({@link SendBatchLoader}); then
+ * per email, concurrently: renders the logged version with the logged variables, waits for one of
+ * the adapter's ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), hands it to the adapter's
+ * pooled provider under a deadline of SEND_TIMEOUT_SECONDS, and records the outcome through a
+ * group commit ({@link SendOutcomeRecorder}).
+ * Each job's promise settles when its own email is recorded.
+ *
+ * Rules (unchanged from the one-job handler):
+ * - success: `sent` with `sentAt` and `providerMessageId`; the job completes even if recording
+ *   fails, so a handed-off email is never sent twice;
+ * - permanent error (5xx, bad config, disabled or deleted adapter, template that no longer
+ *   renders), or a transient one on the last attempt: `failed` with `errorMessage`; a render that
+ *   hit a rendering limit counts as transient (see isRenderBudgetExceeded);
+ * - transient error (4xx, network, deadline passed before the message was transmitted): the attempt
+ *   count and error are recorded and the job is thrown back to the queue, which retries with backoff;
+ * - deadline passed (or worker stopping) AFTER the whole message was transmitted, before the server
+ *   confirmed it: the server may have accepted it (RFC 5321 4.1.1.4), so it is NOT retried — `failed`
+ *   with an errorMessage saying it may have been delivered, and `ambiguous: true` in its history;
+ *   a person can resend it after checking;
+ * - an email no longer `queued` (an earlier attempt finished it) is left alone.
  */
-export function createSendEmailHandler(deps: SendEmailDeps) {
-  return async function sendEmail(job: QueuedJob<JobPayload<'email.send'>>): Promise<void> {
-    const { emailId, teamId } = job.data;
-    const log = await emailRepository.findLog(deps.db, teamId, emailId);
-    if (log?.status !== 'queued') return;
-    const attempt = job.retryCount + 1;
-    let providerMessageId: string;
-    try {
-      providerMessageId = await deliver(deps, log);
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      const permanent =
-        error instanceof PermanentSendError ||
-        error instanceof AppError ||
-        (error instanceof ProviderError && error.permanent);
-      if (permanent || job.retryCount >= job.retryLimit) {
-        await deps.db.transaction((tx) =>
-          emailRepository.recordStatus(
-            tx,
-            log,
-            'failed',
-            { errorMessage: message, attemptCount: attempt },
-            { attempt, error: message, permanent },
-          ),
-        );
-        return;
-      }
-      await emailRepository.recordAttempt(deps.db, log.id, attempt, message);
-      throw error;
-    }
-    // The provider has the email now: the job must not go back to the queue, or a retry would send
-    // it twice. Recording `sent` gets its own short retries instead.
-    await recordSent(deps.db, log, providerMessageId, attempt);
+export function createSendEmailHandler(deps: SendEmailDeps): BatchHandler<JobPayload<'email.send'>> {
+  const loader = new SendBatchLoader();
+  const recorder = new SendOutcomeRecorder(deps.db);
+  const slots = new SendSlots();
+  return (jobs) => {
+    const prepared = loader.load(
+      deps.db,
+      jobs.map((job) => job.data),
+    );
+    return jobs.map(async (job, index) => {
+      const item = (await prepared)[index]!;
+      if (item.kind === 'skip') return;
+      const outcome = await attempt(deps, slots, job, item);
+      await recorder.record(item.log, outcome);
+      if (outcome.kind === 'retry') throw new Error(outcome.message);
+    });
   };
 }
 
-/** Delays between tries of recording `sent` after a successful hand-off (ms). */
-const RECORD_SENT_DELAYS_MS = [200, 1_000, 3_000];
-
-/**
- * Records `sent` for an email the provider accepted, trying again briefly on a database error.
- * When the database stays unreachable it logs the loss of the status (the email itself went out)
- * rather than failing the job, which would send the email again.
- */
-async function recordSent(
-  db: Database,
-  log: EmailLogRow,
-  providerMessageId: string,
-  attempt: number,
-): Promise<void> {
-  for (let i = 0; ; i++) {
+/** Renders and sends one prepared email; returns what to record (never throws). */
+async function attempt(
+  deps: SendEmailDeps,
+  slots: SendSlots,
+  job: ClaimedJob<JobPayload<'email.send'>>,
+  item: Exclude<PreparedSend, { kind: 'skip' }>,
+): Promise<SendOutcome> {
+  const attemptNumber = job.retryCount + 1;
+  try {
+    if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
+    const { log, adapter, version } = item;
+    const rendered = await renderLoggedEmailWith(version, log);
+    const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
+    const provider = providerFor(adapter, deps.encryptionKey, {
+      maxConnections,
+      outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE },
+    });
+    // One slot per pooled connection: the deadline starts when this email's send can start.
+    const release = await slots.acquire(adapter.id, maxConnections, job.signal);
+    const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
     try {
-      await db.transaction((tx) =>
-        emailRepository.recordStatus(
-          tx,
-          log,
-          'sent',
-          { providerMessageId, attemptCount: attempt, errorMessage: null },
-          { attempt, providerMessageId },
-        ),
+      const result = await provider.send(
+        {
+          from: log.fromAddress,
+          to: log.toAddresses,
+          subject: rendered.subject,
+          html: rendered.html,
+          text: rendered.text,
+          headers: { 'X-Postwright-Email-Id': log.id },
+        },
+        { signal: deadline.signal },
       );
-      return;
-    } catch (error) {
-      const delay = RECORD_SENT_DELAYS_MS[i];
-      if (delay === undefined) {
-        console.error(
-          `[email.send] ${log.id} was handed to the provider (${providerMessageId}) but its status could not be recorded:`,
-          error instanceof Error ? error.message : error,
-        );
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      return { kind: 'sent', providerMessageId: result.providerMessageId, attempt: attemptNumber };
+    } finally {
+      deadline.clear();
+      release();
     }
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (error instanceof ProviderError && error.ambiguous) {
+      return {
+        kind: 'failed',
+        message,
+        attempt: attemptNumber,
+        detail: { permanent: false, ambiguous: true },
+      };
+    }
+    const permanent =
+      error instanceof PermanentSendError ||
+      (error instanceof AppError && !isRenderBudgetExceeded(error)) ||
+      (error instanceof ProviderError && error.permanent);
+    if (permanent || job.retryCount >= job.retryLimit) {
+      return { kind: 'failed', message, attempt: attemptNumber, detail: { permanent } };
+    }
+    return { kind: 'retry', message, attempt: attemptNumber };
   }
 }
 
 /**
+ * True for a render stopped by a rendering limit. The template rendered within its limits when the
+ * email was accepted, and the time limit is wall time (a loaded machine can trip it), so this is
+ * retried like a transient error; a limit the template really exceeds trips again on every attempt
+ * and the email ends `failed` after the retries.
+ */
+function isRenderBudgetExceeded(error: AppError): boolean {
+  return error.code === 'INVALID_TEMPLATE' && error.details.reason === 'LIMIT_EXCEEDED';
+}
+
+/**
+ * A signal that aborts after `seconds` (the overall deadline of one send once it has its slot:
+ * connecting and the whole SMTP dialogue; issue #8), or when `jobSignal` does.
+ */
+function sendDeadline(seconds: number, jobSignal: AbortSignal): { signal: AbortSignal; clear(): void } {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new Error(`no answer within the ${seconds} s send deadline`)),
+    seconds * 1000,
+  );
+  return { signal: AbortSignal.any([controller.signal, jobSignal]), clear: () => clearTimeout(timer) };
+}
+
+/**
  * The `email.send.failed` (dead-letter) handler: an `email.send` job ended without its handler
- * recording an outcome — the worker stopped or timed out on the last attempt, or the job was
- * unreadable. A still-`queued` email is recorded `failed`, so none stays queued for ever.
+ * recording an outcome — the worker was killed (heartbeat lapsed), stopped, or the job expired on
+ * its last attempt. A still-`queued` email is recorded `failed`, so none stays queued for ever.
  */
 export function createUndeliveredEmailHandler(deps: { db: Database }) {
   return async function recordUndelivered(job: QueuedJob<JobPayload<'email.send.failed'>>): Promise<void> {
@@ -110,37 +155,11 @@ export function createUndeliveredEmailHandler(deps: { db: Database }) {
     if (log?.status !== 'queued') return;
     const message = 'Delivery did not complete: every attempt was interrupted (worker stopped or timed out)';
     await deps.db.transaction((tx) =>
-      emailRepository.recordStatus(
-        tx,
-        log,
-        'failed',
-        { errorMessage: message },
-        { error: message, deadLetter: true },
-      ),
+      transition(tx, log, {
+        status: 'failed',
+        detail: { error: message, deadLetter: true },
+        set: { errorMessage: message },
+      }),
     );
   };
-}
-
-/** Renders and hands the email to its adapter's provider; returns the provider's message id. */
-async function deliver(deps: SendEmailDeps, log: EmailLogRow): Promise<string> {
-  const adapter = await findAdapter(deps.db, log.teamId, log.adapterId);
-  if (!adapter) throw new PermanentSendError('The adapter this email was queued for was deleted');
-  if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
-  const rendered = await renderLoggedEmail(deps.db, log);
-  const provider = getProvider(
-    adapter.id,
-    adapter.type as AdapterType,
-    adapterConfig(adapter, deps.encryptionKey),
-    adapter.updatedAt.toISOString(),
-    { outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE } },
-  );
-  const result = await provider.send({
-    from: log.fromAddress,
-    to: log.toAddresses,
-    subject: rendered.subject,
-    html: rendered.html,
-    text: rendered.text,
-    headers: { 'X-Postwright-Email-Id': log.id },
-  });
-  return result.providerMessageId;
 }

@@ -1,3 +1,3 @@
 export type { TemplateRow, TemplateVersionRow } from './templates.repository.ts';
 export { templateRoutes } from './templates.routes.ts';
-export { getTemplateVersion, resolveTemplateForSend } from './templates.service.ts';
+export { findTemplateVersions, getTemplateVersion, resolveTemplateForSend } from './templates.service.ts';

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, ilike, like, max, or, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, ilike, inArray, like, max, or, type SQL } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
 import { templates, templateVersions } from '../../db/schema/index.ts';
@@ -151,5 +151,19 @@ export const templateRepository = {
       .from(templateVersions)
       .where(and(eq(templateVersions.teamId, teamId), eq(templateVersions.id, versionId)));
     return row;
+  },
+
+  /** The versions of `refs` that exist in their stated team (others are left out), in no order. */
+  async findVersions(
+    db: Executor,
+    refs: readonly { teamId: string; id: string }[],
+  ): Promise<TemplateVersionRow[]> {
+    if (refs.length === 0) return [];
+    const rows = await db
+      .select()
+      .from(templateVersions)
+      .where(inArray(templateVersions.id, [...new Set(refs.map((ref) => ref.id))]));
+    const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
+    return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },
 };

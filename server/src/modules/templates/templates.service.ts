@@ -245,6 +245,17 @@ export async function resolveTemplateForSend(
 }
 
 /** A version by id within the team (the worker renders from it). */
+/**
+ * The versions `refs` name, each only if it exists in its stated team, by id (one query; the
+ * worker loads a whole batch's versions at once). Versions are immutable, so callers may cache them.
+ */
+export async function findTemplateVersions(
+  db: Executor,
+  refs: readonly { teamId: string; id: string }[],
+): Promise<Map<string, TemplateVersionRow>> {
+  return new Map((await templateRepository.findVersions(db, refs)).map((row) => [row.id, row]));
+}
+
 export async function getTemplateVersion(
   db: Executor,
   teamId: string,

@@ -1,0 +1,298 @@
+import type { JobWithMetadata, PgBoss } from 'pg-boss';
+
+/** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */
+export interface ClaimedJob<T> {
+  id: string;
+  data: T;
+  /** Attempts before this one (0 on the first). */
+  retryCount: number;
+  /** Attempts allowed after the first: `retryCount >= retryLimit` means this is the last. */
+  retryLimit: number;
+  /** Aborted when the worker stops and waited long enough, or the job's claim was lost. */
+  signal: AbortSignal;
+}
+
+/**
+ * Handles a batch of claimed jobs: returns one promise per job, in order, each settling when THAT
+ * job is done — resolved = completed; rejected = failed (the queue retries it per its policy,
+ * then dead-letters it); rejected with an error whose `deadLetter` is true = dead-lettered at once.
+ */
+export type BatchHandler<T> = (jobs: ClaimedJob<T>[]) => Promise<void>[];
+
+/** Options of a {@link ClaimLoop}. */
+export interface ClaimLoopOptions {
+  /** Jobs held at once (claimed and not yet settled). */
+  maxInFlight: number;
+  /** Jobs claimed per fetch at most. */
+  batchSize: number;
+  /** Jobs of one group (pg-boss `group.id`) active at once across all workers; unset = no cap. */
+  groupConcurrency?: number;
+  /** Wait before fetching again after a fetch found less than it asked for (ms). */
+  pollingIntervalMs: number;
+  /** How often held jobs' heartbeats are refreshed (ms); unset when the queue has no heartbeat. */
+  heartbeatRefreshMs?: number;
+  /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
+  deadLetter(job: ClaimedJob<unknown>, message: string): Promise<void>;
+  onError(error: unknown): void;
+}
+
+type Settlement = { status: 'completed' } | { status: 'failed' | 'deadletter'; message: string };
+
+interface Held {
+  job: ClaimedJob<unknown>;
+  abort: AbortController;
+  settlement?: Settlement;
+}
+
+/** After a short fetch, the earliest next fetch once a settle woke the loop (ms). */
+const MIN_REFETCH_GAP_MS = 20;
+/** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
+const ABORT_GRACE_MS = 2_000;
+
+/**
+ * A worker loop over one pg-boss queue built for delivery throughput (issues #8, #9):
+ * - keeps up to `maxInFlight` jobs claimed, fetching `batchSize` at a time as soon as slots are
+ *   free — no idle wait while a backlog exists (a full fetch is followed at once by the next);
+ * - settles each job as soon as ITS promise settles (not when its batch's slowest job does), with
+ *   the settles that pile up meanwhile sent together (one `complete` statement per group);
+ * - caps the jobs of one group in flight across all workers (`groupConcurrency`, pg-boss groups),
+ *   so one group's slow jobs never take every slot: other groups' jobs keep being fetched;
+ * - refreshes the heartbeat of held jobs, and aborts a job whose claim was lost.
+ * pg-boss's own `work()` settles a batch only when all of it is done, hence this loop on its
+ * public fetch/complete/fail/touch calls.
+ */
+export class ClaimLoop<T> {
+  readonly #boss: PgBoss;
+  readonly #name: string;
+  readonly #options: ClaimLoopOptions;
+  readonly #handler: BatchHandler<T>;
+  readonly #held = new Map<string, Held>();
+  #settled: Held[] = [];
+  #flushing: Promise<void> | undefined;
+  #stopping = false;
+  #running: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+  /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
+  #wakePending = false;
+  #heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(boss: PgBoss, name: string, options: ClaimLoopOptions, handler: BatchHandler<T>) {
+    this.#boss = boss;
+    this.#name = name;
+    this.#options = options;
+    this.#handler = handler;
+  }
+
+  /** Starts fetching (returns at once). */
+  start(): void {
+    this.#running = this.#run();
+    const every = this.#options.heartbeatRefreshMs;
+    if (every) this.#heartbeat = setInterval(() => void this.#touch(), every);
+  }
+
+  /** Jobs claimed and not yet settled. */
+  get inFlight(): number {
+    return this.#held.size;
+  }
+
+  /**
+   * Stops fetching, then waits up to `timeoutMs` for held jobs to settle. Jobs still running then
+   * are aborted (their handlers may still record an outcome within a short grace), and the rest are
+   * failed — the queue retries them, or dead-letters them on their last attempt (ARCHITECTURE.md:
+   * an email whose every attempt was interrupted ends `failed` through the dead letter).
+   */
+  async stop(timeoutMs: number): Promise<void> {
+    this.#stopping = true;
+    this.#wakeUp();
+    await this.#running;
+    const deadline = Date.now() + timeoutMs;
+    while (this.#held.size > 0 && Date.now() < deadline) await sleep(20);
+    if (this.#held.size > 0) {
+      for (const held of this.#held.values()) held.abort.abort(new Error('the worker is stopping'));
+      const grace = Date.now() + ABORT_GRACE_MS;
+      while (this.#unsettled().length > 0 && Date.now() < grace) await sleep(20);
+      for (const held of this.#unsettled()) {
+        this.#settle(held, { status: 'failed', message: 'Interrupted: the worker stopped during the job' });
+      }
+    }
+    clearInterval(this.#heartbeat);
+    while (this.#flushing) await this.#flushing;
+  }
+
+  async #run(): Promise<void> {
+    const { maxInFlight, batchSize, pollingIntervalMs } = this.#options;
+    const refill = Math.max(1, Math.min(batchSize, Math.ceil(maxInFlight / 4)));
+    let lastFetch = 0;
+    while (!this.#stopping) {
+      let free = maxInFlight - this.#held.size;
+      // Gather a few free slots rather than fetching one job per settle, but never wait long.
+      if (free < refill) await this.#nap(free <= 0 ? pollingIntervalMs : 5);
+      free = maxInFlight - this.#held.size;
+      if (this.#stopping) break;
+      if (free <= 0) continue;
+      const wanted = Math.min(free, batchSize);
+      let jobs: JobWithMetadata<T>[];
+      try {
+        lastFetch = Date.now();
+        jobs = await this.#fetch(wanted);
+      } catch (error) {
+        this.#options.onError(error);
+        await this.#nap(pollingIntervalMs);
+        continue;
+      }
+      if (jobs.length > 0) this.#dispatch(jobs);
+      if (jobs.length < wanted) {
+        // Nothing more to claim now, or the remaining jobs' groups are at their cap: wait for the
+        // poll interval, or for a settle (which may have freed a group's capacity).
+        await this.#nap(pollingIntervalMs);
+        const since = Date.now() - lastFetch;
+        if (since < MIN_REFETCH_GAP_MS) await sleep(MIN_REFETCH_GAP_MS - since);
+      }
+    }
+  }
+
+  #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
+    const { groupConcurrency } = this.#options;
+    return this.#boss.fetch<T>(this.#name, {
+      batchSize,
+      includeMetadata: true,
+      ...(groupConcurrency ? { groupConcurrency } : {}),
+    });
+  }
+
+  #dispatch(jobs: JobWithMetadata<T>[]): void {
+    const claimed = jobs.map((job) => {
+      const abort = new AbortController();
+      const held: Held = {
+        job: {
+          id: job.id,
+          data: job.data,
+          retryCount: job.retryCount,
+          retryLimit: job.retryLimit,
+          signal: abort.signal,
+        },
+        abort,
+      };
+      this.#held.set(job.id, held);
+      return held;
+    });
+    let promises: Promise<void>[];
+    try {
+      promises = this.#handler(claimed.map((held) => held.job as ClaimedJob<T>));
+    } catch (error) {
+      promises = claimed.map(() => Promise.reject(error));
+    }
+    claimed.forEach((held, index) => {
+      const promise =
+        promises[index] ?? Promise.reject(new Error('The handler returned no promise for this job'));
+      promise.then(
+        () => this.#settle(held, { status: 'completed' }),
+        (error: unknown) =>
+          this.#settle(held, {
+            status: (error as { deadLetter?: boolean } | null)?.deadLetter ? 'deadletter' : 'failed',
+            message: error instanceof Error ? error.message : String(error),
+          }),
+      );
+    });
+  }
+
+  #unsettled(): Held[] {
+    return [...this.#held.values()].filter((held) => !held.settlement);
+  }
+
+  /** Queues a job's settle; the first settle wins (a late handler after stop() is ignored). */
+  #settle(held: Held, settlement: Settlement): void {
+    if (held.settlement || this.#held.get(held.job.id) !== held) return;
+    held.settlement = settlement;
+    this.#settled.push(held);
+    this.#flushing ??= this.#flush().finally(() => {
+      this.#flushing = undefined;
+    });
+  }
+
+  /** Writes queued settles to pg-boss, a group at a time, then frees their slots. */
+  async #flush(): Promise<void> {
+    while (this.#settled.length > 0) {
+      const group = this.#settled;
+      this.#settled = [];
+      const attempt = (held: Held) => ({ id: held.job.id, retryCount: held.job.retryCount });
+      const completed = group.filter((held) => held.settlement?.status === 'completed');
+      const failed = group.filter((held) => held.settlement?.status === 'failed');
+      const deadLettered = group.filter((held) => held.settlement?.status === 'deadletter');
+      try {
+        if (completed.length > 0) await this.#boss.complete(this.#name, completed.map(attempt));
+        for (const [message, jobs] of byMessage(failed)) {
+          await this.#boss.fail(this.#name, jobs.map(attempt), { message });
+        }
+        for (const held of deadLettered) {
+          await this.#options.deadLetter(held.job, messageOf(held));
+        }
+      } catch (error) {
+        // The jobs stay active in pg-boss; their heartbeat lapses and the queue retries them (a
+        // retried email already recorded is skipped by its handler).
+        this.#options.onError(error);
+      }
+      for (const held of group) this.#held.delete(held.job.id);
+      this.#wakeUp();
+    }
+  }
+
+  /** Refreshes the heartbeat of held jobs; aborts those whose claim lapsed (another may run them). */
+  async #touch(): Promise<void> {
+    const held = [...this.#held.values()].filter((h) => !h.settlement);
+    if (held.length === 0) return;
+    try {
+      const response = (await this.#boss.touch(
+        this.#name,
+        held.map((h) => ({ id: h.job.id, retryCount: h.job.retryCount })),
+      )) as { settled?: string[] };
+      if (!response.settled) return;
+      const alive = new Set(response.settled);
+      for (const h of held) {
+        if (!alive.has(h.job.id) && !h.settlement)
+          h.abort.abort(new Error('the job was claimed again elsewhere'));
+      }
+    } catch (error) {
+      this.#options.onError(error);
+    }
+  }
+
+  /** Sleeps up to `ms`, or until a settle or stop() wakes the loop (also one that came before). */
+  #nap(ms: number): Promise<void> {
+    if (this.#wakePending) {
+      this.#wakePending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#wake = done;
+    });
+  }
+
+  #wakeUp(): void {
+    if (this.#wake) this.#wake();
+    else this.#wakePending = true;
+  }
+}
+
+function messageOf(held: Held): string {
+  return held.settlement && 'message' in held.settlement ? held.settlement.message : '';
+}
+
+function byMessage(items: Held[]): Map<string, Held[]> {
+  const groups = new Map<string, Held[]>();
+  for (const held of items) {
+    const message = messageOf(held);
+    groups.set(message, [...(groups.get(message) ?? []), held]);
+  }
+  return groups;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

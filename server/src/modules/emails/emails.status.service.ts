@@ -1,0 +1,103 @@
+import type { Executor } from '../../db/client.ts';
+import { type EmailStatus, statusesBefore } from './email-status.ts';
+import { type EmailLogRow, emailRepository, type TransitionRow } from './emails.repository.ts';
+
+/** The email a status event is about. */
+export interface EmailRef {
+  id: string;
+  teamId: string;
+}
+
+/** Something that happened to an email: a new status, when, and what to keep with it. */
+export interface StatusEvent {
+  status: EmailStatus;
+  /** When it happened (default: now); becomes the status's timestamp if the status moves. */
+  at?: Date;
+  /** Kept in the email's history with the event (e.g. attempt, error, providerMessageId). */
+  detail?: Record<string, unknown>;
+  /** Log fields written with the move (not written when the status does not move). */
+  set?: Partial<Pick<EmailLogRow, 'providerMessageId' | 'errorMessage' | 'attemptCount'>>;
+}
+
+/** What one event did: the email's row after the move, or undefined when its status stayed. */
+export type TransitionResult = EmailLogRow | undefined;
+
+/**
+ * THE one writer of email status (ARCHITECTURE.md "Email status state machine"): for each event it
+ * appends a history row, always; then moves `status` only when the state machine allows it from the
+ * email's status as it is in the database now (checked under the row lock, so two writers racing
+ * cannot move an email backwards); sets the status's timestamp only if it is still empty (each
+ * transition sets its timestamp once); and writes the event's `set` fields with the move.
+ * A late or repeated event (`delivered` after `opened`) is history only.
+ * Works on many emails in a constant number of statements (the batched worker records a whole
+ * group of outcomes in one transaction); several events for one email are applied in order.
+ * Run it inside the caller's transaction (`tx`), so history and status commit together.
+ * Returns one result per event, in order.
+ * Later issues hook webhook fan-out here: the moved rows are known at the marked line, in `tx`.
+ */
+export async function transitionMany(
+  tx: Executor,
+  events: readonly { email: EmailRef; event: StatusEvent }[],
+): Promise<TransitionResult[]> {
+  const now = new Date();
+  await emailRepository.insertEvents(
+    tx,
+    events.map(({ email, event }) => ({
+      teamId: email.teamId,
+      emailId: email.id,
+      status: event.status,
+      detail: event.detail ?? {},
+      occurredAt: event.at ?? now,
+    })),
+  );
+  const results: TransitionResult[] = new Array(events.length).fill(undefined);
+  for (const round of rounds(events)) {
+    const moved = await emailRepository.applyTransitions(
+      tx,
+      round.map((index) => toTransitionRow(events[index]!, now)),
+    );
+    // Webhook fan-out for `moved` belongs here (issue: webhooks), inside `tx`.
+    const byId = new Map(moved.map((row) => [row.id, row]));
+    for (const index of round) results[index] = byId.get(events[index]!.email.id);
+  }
+  return results;
+}
+
+/** {@link transitionMany} for one event. Returns the moved row, or undefined (history only). */
+export async function transition(
+  tx: Executor,
+  email: EmailRef,
+  event: StatusEvent,
+): Promise<TransitionResult> {
+  const [result] = await transitionMany(tx, [{ email, event }]);
+  return result;
+}
+
+function toTransitionRow(item: { email: EmailRef; event: StatusEvent }, now: Date): TransitionRow {
+  const { email, event } = item;
+  return {
+    id: email.id,
+    teamId: email.teamId,
+    status: event.status,
+    from: statusesBefore(event.status),
+    at: event.at ?? now,
+    ...event.set,
+  };
+}
+
+/**
+ * Splits event indexes into rounds holding at most one event per email, keeping each email's
+ * events in order (round k holds every email's k-th event).
+ */
+function rounds(events: readonly { email: EmailRef }[]): number[][] {
+  const result: number[][] = [];
+  const seen = new Map<string, number>();
+  events.forEach(({ email }, index) => {
+    const n = seen.get(email.id) ?? 0;
+    seen.set(email.id, n + 1);
+    const round = result[n] ?? [];
+    round.push(index);
+    result[n] = round;
+  });
+  return result;
+}

@@ -1,0 +1,91 @@
+import { LRUCache } from 'lru-cache';
+import type { Executor } from '../../db/client.ts';
+import type { OutboundPolicy } from '../../outbound/index.ts';
+import type { EmailProvider } from '../../providers/index.ts';
+import { createProvider, getOrCreateProvider } from '../../providers/index.ts';
+import { type AdapterRow, type AdapterType, adapterConfig, findAdapters } from '../adapters/index.ts';
+import { findTemplateVersions, type TemplateVersionRow } from '../templates/index.ts';
+import { type EmailLogRow, emailRepository } from './emails.repository.ts';
+
+/** What the worker knows about one job of a batch before sending it. */
+export type PreparedSend =
+  /** Nothing to do: the email is gone or no longer `queued` (an earlier attempt finished it). */
+  | { kind: 'skip' }
+  /** The email cannot be sent, whatever the retries (adapter deleted or disabled, version gone). */
+  | { kind: 'unsendable'; log: EmailLogRow; message: string }
+  | { kind: 'ready'; log: EmailLogRow; adapter: AdapterRow; version: TemplateVersionRow };
+
+/** Template versions kept in memory (they are immutable, so an entry never goes stale). */
+const MAX_CACHED_VERSIONS = 1_000;
+
+/**
+ * Loads what a batch of `email.send` jobs needs in a constant number of queries (issue #9): the
+ * logs (one query), their adapters (one), and the template versions not cached yet (at most one).
+ * Every lookup is scoped by the team the job names. Adapters are read each batch (an adapter
+ * disabled or changed since is seen at once); their decrypted config and connection pool are
+ * cached by adapter id + updatedAt in {@link providerFor}.
+ * Returns one {@link PreparedSend} per ref, in order.
+ * @throws database errors (the jobs are retried).
+ */
+export class SendBatchLoader {
+  readonly #versions = new LRUCache<string, TemplateVersionRow>({ max: MAX_CACHED_VERSIONS });
+
+  async load(db: Executor, refs: readonly { teamId: string; emailId: string }[]): Promise<PreparedSend[]> {
+    const logs = await emailRepository.findLogs(
+      db,
+      refs.map((ref) => ({ teamId: ref.teamId, id: ref.emailId })),
+    );
+    const queued = new Map(logs.filter((log) => log.status === 'queued').map((log) => [log.id, log]));
+    const wanted = [...queued.values()];
+    const adapters = await findAdapters(
+      db,
+      wanted.map((log) => ({ teamId: log.teamId, id: log.adapterId })),
+    );
+    const versions = await this.#loadVersions(db, wanted);
+    return refs.map((ref) => {
+      const log = queued.get(ref.emailId);
+      if (!log || log.teamId !== ref.teamId) return { kind: 'skip' };
+      const adapter = adapters.get(log.adapterId);
+      if (!adapter)
+        return { kind: 'unsendable', log, message: 'The adapter this email was queued for was deleted' };
+      if (!adapter.isActive)
+        return { kind: 'unsendable', log, message: `Adapter "${adapter.name}" is disabled` };
+      const version = versions.get(log.templateVersionId);
+      if (!version) return { kind: 'unsendable', log, message: 'Template version not found' };
+      return { kind: 'ready', log, adapter, version };
+    });
+  }
+
+  async #loadVersions(db: Executor, logs: EmailLogRow[]): Promise<Map<string, TemplateVersionRow>> {
+    const found = new Map<string, TemplateVersionRow>();
+    const missing: { teamId: string; id: string }[] = [];
+    for (const log of logs) {
+      const cached = this.#versions.get(log.templateVersionId);
+      // A cached version is another team's only if ids collide, which TypeIDs rule out; checked anyway.
+      if (cached?.teamId === log.teamId) found.set(cached.id, cached);
+      else missing.push({ teamId: log.teamId, id: log.templateVersionId });
+    }
+    if (missing.length > 0) {
+      for (const version of (await findTemplateVersions(db, missing)).values()) {
+        this.#versions.set(version.id, version);
+        found.set(version.id, version);
+      }
+    }
+    return found;
+  }
+}
+
+/**
+ * The provider (connection pool) of `adapter`, from the process-wide cache keyed by adapter id and
+ * updatedAt: the config is decrypted only when the adapter is new to this process or changed.
+ * @throws ProviderError (permanent) for an invalid config or unsupported type; a decrypt error.
+ */
+export function providerFor(
+  adapter: AdapterRow,
+  encryptionKey: Buffer,
+  options: { maxConnections: number; outbound: OutboundPolicy },
+): EmailProvider {
+  return getOrCreateProvider(adapter.id, adapter.updatedAt.toISOString(), () =>
+    createProvider(adapter.type as AdapterType, adapterConfig(adapter, encryptionKey), options),
+  );
+}

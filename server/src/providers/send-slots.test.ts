@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { SendSlots } from './send-slots.ts';
+import { ProviderError } from './types.ts';
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('SendSlots', () => {
+  it('grants at most `limit` slots per key, then in arrival order as slots come back', async () => {
+    const slots = new SendSlots();
+    const first = await slots.acquire('adp_a', 2);
+    await slots.acquire('adp_a', 2);
+    await slots.acquire('adp_b', 2); // another adapter is not affected
+    const order: string[] = [];
+    const granted = (name: string) => (release: () => void) => {
+      order.push(name);
+      return release;
+    };
+    const third = slots.acquire('adp_a', 2).then(granted('third'));
+    const fourth = slots.acquire('adp_a', 2).then(granted('fourth'));
+    await tick();
+    expect(order).toEqual([]);
+    expect(slots.busy('adp_a')).toBe(2);
+    first();
+    first(); // giving a slot back twice frees it once
+    await tick();
+    expect(order).toEqual(['third']);
+    (await third)();
+    await fourth;
+    expect(order).toEqual(['third', 'fourth']);
+    expect(slots.busy('adp_a')).toBe(2);
+  });
+
+  it('gives up a wait when its signal aborts, as a transient error, without taking a slot', async () => {
+    const slots = new SendSlots();
+    const held = await slots.acquire('adp_a', 1);
+    const abort = new AbortController();
+    const waiting = slots.acquire('adp_a', 1, abort.signal);
+    const after = slots.acquire('adp_a', 1);
+    abort.abort(new Error('the worker is stopping'));
+    const error = await waiting.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderError);
+    expect(error).toMatchObject({ permanent: false, providerCode: 'EABORT' });
+    expect((error as Error).message).toContain('before anything was sent');
+    held();
+    (await after)();
+    expect(slots.busy('adp_a')).toBe(0);
+    await expect(slots.acquire('adp_a', 1, abort.signal)).rejects.toThrow('the worker is stopping');
+  });
+});

@@ -1,0 +1,137 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emailEvents, emailLogs } from '../src/db/schema/index.ts';
+import { emailRepository } from '../src/modules/emails/emails.repository.ts';
+import { transition, transitionMany } from '../src/modules/emails/emails.status.service.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+
+/** The one status writer (transition / transitionMany) against real PostgreSQL. */
+describe('email status transitions', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+  let key: string;
+  let templateId: string;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    owner = await setupOwner(ctx.app);
+    key = (await buildApiKey(ctx.app, owner)).key;
+    await buildSmtpAdapter(ctx.app, owner, 2525);
+    templateId = (await buildTemplate(ctx.app, owner, { name: 'Transitions' })).id;
+  });
+  afterAll(() => ctx?.close());
+
+  const db = () => ctx.app.ctx.database.db;
+  /** A new queued email of the team (no worker runs in this file). */
+  async function queuedEmail(): Promise<{ id: string; teamId: string }> {
+    const response = await send(ctx.app, key, { templateId, to: 'someone@example.test' });
+    expect(response.statusCode, response.body).toBe(202);
+    return { id: response.json().data.id, teamId: owner.teamId };
+  }
+  const logOf = async (id: string) => (await emailRepository.findLog(db(), owner.teamId, id))!;
+  const historyOf = async (id: string) =>
+    (await emailRepository.events(db(), owner.teamId, id)).map((event) => event.status);
+  const at = (seconds: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, seconds));
+
+  it('moves many emails in one call, with their timestamps, fields and history', async () => {
+    const emails = await Promise.all([queuedEmail(), queuedEmail(), queuedEmail()]);
+    const results = await db().transaction((tx) =>
+      transitionMany(
+        tx,
+        emails.map((email, i) => ({
+          email,
+          event: {
+            status: 'sent' as const,
+            at: at(i),
+            set: { providerMessageId: `pm-${i}`, attemptCount: 1 },
+          },
+        })),
+      ),
+    );
+    expect(results.map((row) => row?.status)).toEqual(['sent', 'sent', 'sent']);
+    for (const [i, email] of emails.entries()) {
+      const log = await logOf(email.id);
+      expect(log).toMatchObject({
+        status: 'sent',
+        providerMessageId: `pm-${i}`,
+        attemptCount: 1,
+        sentAt: at(i),
+      });
+      expect(await historyOf(email.id)).toEqual(['queued', 'sent']);
+    }
+  });
+
+  it('never moves backwards: a late event is history only and sets no timestamp', async () => {
+    const email = await queuedEmail();
+    await transition(db(), email, { status: 'sent', at: at(1) });
+    await transition(db(), email, { status: 'opened', at: at(3) });
+    const late = await transition(db(), email, { status: 'delivered', at: at(2) });
+    expect(late).toBeUndefined();
+    const log = await logOf(email.id);
+    expect(log).toMatchObject({ status: 'opened', openedAt: at(3), deliveredAt: null });
+    expect(await historyOf(email.id)).toEqual(['queued', 'sent', 'delivered', 'opened']);
+  });
+
+  it('sets each timestamp once, even when the same status is reported again', async () => {
+    const email = await queuedEmail();
+    await transition(db(), email, { status: 'sent', at: at(1) });
+    await transition(db(), email, { status: 'delivered', at: at(2) });
+    expect(await transition(db(), email, { status: 'delivered', at: at(5) })).toBeUndefined();
+    expect((await logOf(email.id)).deliveredAt).toEqual(at(2));
+    expect(await historyOf(email.id)).toEqual(['queued', 'sent', 'delivered', 'delivered']);
+  });
+
+  it('checks the state machine against the status in the database, not the caller’s view', async () => {
+    const email = await queuedEmail();
+    await transition(db(), email, { status: 'sent', at: at(1) });
+    await transition(db(), email, { status: 'delivered', at: at(2) });
+    // A writer that still believes the email is `sent` reports a failure: failed is not allowed
+    // after delivered, so nothing moves.
+    expect(
+      await transition(db(), { ...email }, { status: 'failed', set: { errorMessage: 'x' } }),
+    ).toBeUndefined();
+    expect(await logOf(email.id)).toMatchObject({ status: 'delivered', failedAt: null, errorMessage: null });
+  });
+
+  it('applies several events for one email in one call in order', async () => {
+    const email = await queuedEmail();
+    const results = await transitionMany(db(), [
+      { email, event: { status: 'sent', at: at(1) } },
+      { email, event: { status: 'delivered', at: at(2) } },
+      { email, event: { status: 'opened', at: at(3) } },
+    ]);
+    expect(results.map((row) => row?.status)).toEqual(['sent', 'delivered', 'opened']);
+    expect(await logOf(email.id)).toMatchObject({
+      status: 'opened',
+      sentAt: at(1),
+      deliveredAt: at(2),
+      openedAt: at(3),
+    });
+  });
+
+  it("writes nothing for an email named under another team's id", async () => {
+    const email = await queuedEmail();
+    const stranger = await setupOwner(ctx.app);
+    const result = await transition(db(), { id: email.id, teamId: stranger.teamId }, { status: 'sent' });
+    expect(result).toBeUndefined();
+    expect((await logOf(email.id)).status).toBe('queued');
+    // Under any team: no history row was attached to this email.
+    const rows = await db().select().from(emailEvents).where(eq(emailEvents.emailId, email.id));
+    expect(rows.map((row) => [row.teamId, row.status])).toEqual([[owner.teamId, 'queued']]);
+  });
+
+  it('refuses a status outside the state machine at the database', async () => {
+    const email = await queuedEmail();
+    const error = await db()
+      .update(emailLogs)
+      .set({ status: sql`'archived'` as never })
+      .where(eq(emailLogs.id, email.id))
+      .then(
+        () => undefined,
+        (e: unknown) => e as { cause?: { code?: string } },
+      );
+    expect(error?.cause?.code ?? (error as { code?: string } | undefined)?.code).toBe('22P02');
+  });
+});

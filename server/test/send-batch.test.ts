@@ -1,0 +1,159 @@
+import { eq, inArray, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emailLogs } from '../src/db/schema/index.ts';
+import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+
+/**
+ * Issue #9 done-means: one batch in which some emails are refused permanently (5xx), some
+ * transiently (4xx), and the rest accepted, each recorded by the rules.
+ */
+describe('a batch with permanent, transient and accepted recipients', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+  let owner: TeamOwner;
+  const rcptAttempts = new Map<string, number>();
+  const KINDS = ['ok', 'perm', 'busy', 'once'] as const;
+  const PER_KIND = 6;
+  const ids = new Map<string, string>(); // recipient → email id
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres', {
+      SEND_RETRY_LIMIT: '1',
+      SEND_RETRY_DELAY_SECONDS: '1',
+      // The team may have all 24 emails in flight: one fetch claims the whole batch.
+      ADAPTER_MAX_CONNECTIONS: '16',
+    });
+    smtp = await startTestSmtpServer({
+      onRcptTo(address, _session, callback) {
+        const n = (rcptAttempts.get(address.address) ?? 0) + 1;
+        rcptAttempts.set(address.address, n);
+        const kind = address.address.split('-')[0];
+        if (kind === 'perm') return callback(Object.assign(new Error('No such user'), { responseCode: 550 }));
+        if (kind === 'busy' || (kind === 'once' && n === 1)) {
+          return callback(Object.assign(new Error('Mailbox busy, try later'), { responseCode: 451 }));
+        }
+        callback();
+      },
+    });
+    owner = await setupOwner(ctx.app);
+    const key = (await buildApiKey(ctx.app, owner)).key;
+    await buildSmtpAdapter(ctx.app, owner, smtp.port);
+    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Batch' })).id;
+    for (const kind of KINDS) {
+      for (let i = 0; i < PER_KIND; i++) {
+        const to = `${kind}-${i}@example.test`;
+        const response = await send(ctx.app, key, { templateId, to, variables: { first_name: to } });
+        expect(response.statusCode, response.body).toBe(202);
+        ids.set(to, response.json().data.id);
+      }
+    }
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  const logOf = async (id: string) =>
+    (
+      await ctx.app.inject({ method: 'GET', url: `/api/logs/${id}`, headers: sessionHeaders(ctx.app, owner) })
+    ).json().data;
+  const recipients = (kind: string) => [...ids.keys()].filter((to) => to.startsWith(`${kind}-`));
+
+  it('records each email by the rules, once all have settled', async () => {
+    const logs = new Map<string, Awaited<ReturnType<typeof logOf>>>();
+    for (const [to, id] of ids) {
+      logs.set(
+        to,
+        await waitFor(
+          async () => {
+            const log = await logOf(id);
+            return ['sent', 'failed'].includes(log.status) ? log : undefined;
+          },
+          60_000,
+          `${to} to settle`,
+        ),
+      );
+    }
+    const delivered = (to: string) => smtp.messages.filter((m) => m.envelopeTo.includes(to)).length;
+    for (const to of recipients('ok')) {
+      expect(logs.get(to)).toMatchObject({ status: 'sent', attemptCount: 1, errorMessage: null });
+      expect(logs.get(to).providerMessageId).toMatch(/^test-\d+$/); // the sink's "Queued as" id
+      expect(logs.get(to).events.map((e: { status: string }) => e.status)).toEqual(['queued', 'sent']);
+      expect(delivered(to)).toBe(1);
+    }
+    for (const to of recipients('perm')) {
+      expect(logs.get(to)).toMatchObject({ status: 'failed', attemptCount: 1, failedAt: expect.any(String) });
+      expect(logs.get(to).errorMessage).toContain('550');
+      expect(logs.get(to).events.at(-1)).toMatchObject({ status: 'failed', detail: { permanent: true } });
+      expect(rcptAttempts.get(to)).toBe(1);
+    }
+    for (const to of recipients('busy')) {
+      expect(logs.get(to)).toMatchObject({ status: 'failed', attemptCount: 2 });
+      expect(logs.get(to).errorMessage).toContain('451');
+      expect(logs.get(to).events.map((e: { status: string }) => e.status)).toEqual(['queued', 'failed']);
+      expect(rcptAttempts.get(to)).toBe(2);
+      expect(delivered(to)).toBe(0);
+    }
+    for (const to of recipients('once')) {
+      expect(logs.get(to)).toMatchObject({ status: 'sent', attemptCount: 2, errorMessage: null });
+      expect(delivered(to)).toBe(1);
+    }
+  });
+
+  it('wrote the first round of outcomes in shared transactions, not one per email', async () => {
+    // Rows updated by one transaction carry its id in xmin. The accepted and the permanently
+    // refused emails were last written by their first (only) attempt.
+    const firstRound = [...recipients('ok'), ...recipients('perm')].map((to) => ids.get(to)!);
+    const rows = await ctx.app.ctx.database.db
+      .select({ tx: sql<string>`xmin::text` })
+      .from(emailLogs)
+      .where(inArray(emailLogs.id, firstRound));
+    const transactions = new Set(rows.map((row) => row.tx));
+    expect(rows).toHaveLength(12);
+    expect(transactions.size).toBeLessThanOrEqual(6);
+  });
+
+  it('loads a batch in three queries (logs, adapters, versions), two once versions are cached', async () => {
+    const database = ctx.app.ctx.database;
+    const loader = new SendBatchLoader();
+    const refs = (
+      await ctx.app.ctx.database.db.select().from(emailLogs).where(eq(emailLogs.teamId, owner.teamId))
+    )
+      .slice(0, 20)
+      .map((log) => ({ teamId: log.teamId, emailId: log.id }));
+    // Make them look queued to the loader: it skips the others before loading adapters and versions.
+    await ctx.app.ctx.database.db
+      .update(emailLogs)
+      .set({ status: 'queued' })
+      .where(
+        inArray(
+          emailLogs.id,
+          refs.map((ref) => ref.emailId),
+        ),
+      );
+    const countQueries = async (run: () => Promise<unknown>) => {
+      const pool = database.pool;
+      const query = pool.query.bind(pool);
+      let n = 0;
+      pool.query = ((...args: Parameters<typeof pool.query>) => {
+        n += 1;
+        return query(...args);
+      }) as typeof pool.query;
+      try {
+        await run();
+      } finally {
+        pool.query = query;
+      }
+      return n;
+    };
+    let prepared: Awaited<ReturnType<SendBatchLoader['load']>> = [];
+    expect(await countQueries(async () => (prepared = await loader.load(database.db, refs)))).toBe(3);
+    expect(prepared.map((item) => item.kind)).toEqual(refs.map(() => 'ready'));
+    expect(await countQueries(() => loader.load(database.db, refs))).toBe(2);
+  });
+});
