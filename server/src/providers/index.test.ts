@@ -93,21 +93,21 @@ describe('createProvider', () => {
 describe('ProviderCache', () => {
   it('returns the same provider for the same key and a new one for a new key', async () => {
     const cache = new ProviderCache();
-    const first = cache.get('adp_1:v1', 'smtp', smtpConfig);
-    expect(cache.get('adp_1:v1', 'smtp', smtpConfig)).toBe(first);
-    expect(cache.get('adp_1:v2', 'smtp', smtpConfig)).not.toBe(first);
+    const first = cache.get('adp_1:v1', 'smtp', smtpConfig, '', LOCAL);
+    expect(cache.get('adp_1:v1', 'smtp', smtpConfig, '', LOCAL)).toBe(first);
+    expect(cache.get('adp_1:v2', 'smtp', smtpConfig, '', LOCAL)).not.toBe(first);
     expect(cache.size).toBe(2);
     await cache.closeAll();
   });
 
   it('closes the least recently used provider beyond its capacity', async () => {
     const cache = new ProviderCache(2);
-    const a = cache.get('a', 'smtp', smtpConfig);
-    const b = cache.get('b', 'smtp', smtpConfig);
-    cache.get('a', 'smtp', smtpConfig); // a is now more recent than b
-    cache.get('c', 'smtp', smtpConfig);
+    const a = cache.get('a', 'smtp', smtpConfig, '', LOCAL);
+    const b = cache.get('b', 'smtp', smtpConfig, '', LOCAL);
+    cache.get('a', 'smtp', smtpConfig, '', LOCAL); // a is now more recent than b
+    cache.get('c', 'smtp', smtpConfig, '', LOCAL);
     expect(cache.size).toBe(2);
-    expect(cache.get('a', 'smtp', smtpConfig)).toBe(a);
+    expect(cache.get('a', 'smtp', smtpConfig, '', LOCAL)).toBe(a);
     await expect(b.send(anEmail)).rejects.toThrow(CLOSED);
     await expect(a.send(anEmail)).resolves.toMatchObject({ providerMessageId: expect.any(String) });
     await cache.closeAll();
@@ -115,11 +115,11 @@ describe('ProviderCache', () => {
 
   it('closeAll closes and forgets every provider', async () => {
     const cache = new ProviderCache();
-    const provider = cache.get('a', 'smtp', smtpConfig);
+    const provider = cache.get('a', 'smtp', smtpConfig, '', LOCAL);
     await cache.closeAll();
     expect(cache.size).toBe(0);
     await expect(provider.send(anEmail)).rejects.toThrow(CLOSED);
-    expect(cache.get('a', 'smtp', smtpConfig)).not.toBe(provider);
+    expect(cache.get('a', 'smtp', smtpConfig, '', LOCAL)).not.toBe(provider);
     await cache.closeAll();
   });
 

@@ -39,7 +39,10 @@ async function server(options: Partial<SMTPServerOptions>): Promise<{ port: numb
 }
 
 function provider(port: number, maxConnections = 5): EmailProvider {
-  const created = createSmtpProvider({ host: '127.0.0.1', port, secure: false }, { maxConnections });
+  const created = createSmtpProvider(
+    { host: '127.0.0.1', port, secure: false },
+    { maxConnections, outbound: { allowPrivate: true } },
+  );
   cleanups.push(() => created.close());
   return created;
 }
