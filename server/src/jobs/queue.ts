@@ -15,6 +15,9 @@ export interface RetryPolicy {
  */
 export class PermanentJobError extends Error {}
 
+/** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
+export class JobNotInsertedError extends Error {}
+
 /** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
@@ -68,6 +71,25 @@ export class JobQueue {
    */
   async enqueue(tx: Executor, name: string, data: object, id: string): Promise<void> {
     await this.boss.send(name, data, { id, db: fromDrizzle(tx as never, sql as never) });
+  }
+
+  /**
+   * Inserts jobs of queue `name` inside `tx` with ONE statement (pg-boss `insert`; the queue's
+   * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
+   * commits.
+   * @param jobs each job's UUID (see ids.newJobId) and payload.
+   * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
+   *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
+   */
+  async enqueueMany(tx: Executor, name: string, jobs: { id: string; data: object }[]): Promise<void> {
+    if (jobs.length === 0) return;
+    const db = fromDrizzle(tx as never, sql as never);
+    const ids = (await this.boss.insert(name, jobs, { db, returnId: true })) ?? [];
+    if (ids.length !== jobs.length) {
+      const inserted = new Set(ids);
+      const missing = jobs.filter((job) => !inserted.has(job.id)).map((job) => job.id);
+      throw new JobNotInsertedError(`${name}: job id(s) already exist: ${missing.join(', ')}`);
+    }
   }
 
   /**

@@ -16,6 +16,27 @@ export const emailRepository = {
     return created!;
   },
 
+  /**
+   * Inserts email logs with ONE multi-row statement (the group-commit accept path). Columns left
+   * out take their defaults, so `createdAt` is the transaction's `now()` for every row.
+   */
+  async insertLogs(db: Executor, rows: (typeof emailLogs.$inferInsert)[]): Promise<void> {
+    if (rows.length > 0) await db.insert(emailLogs).values(rows);
+  },
+
+  /**
+   * Inserts status events with ONE multi-row statement; each gets a new id, `detail` defaults to
+   * {} and `occurredAt` to the transaction's `now()` (the same instant as its log's `createdAt`
+   * when both are inserted in one transaction).
+   */
+  async insertEvents(
+    db: Executor,
+    rows: { teamId: string; emailId: string; status: EmailStatus; detail?: Record<string, unknown> }[],
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    await db.insert(emailEvents).values(rows.map((row) => ({ id: newId('emailEvent'), detail: {}, ...row })));
+  },
+
   async insertEvent(
     db: Executor,
     row: {
