@@ -45,9 +45,9 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
   const reads = (table: string) => statements.filter((s) => s.includes(`from "${table}"`)).length;
   const subjectOf = async (id: string) =>
     (
-      await ctx.app.ctx.database.db.execute<{ subject: string }>(
+      (await ctx.app.ctx.database.db.execute(
         sql`select subject from email_logs where id = ${id}`,
-      )
+      )) as unknown as { rows: { subject: string }[] }
     ).rows[0]?.subject;
 
   it('reads the template and adapter once, then sends from the cache', async () => {

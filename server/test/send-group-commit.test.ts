@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
 import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
@@ -25,31 +25,35 @@ describe('send: group commit (PostgreSQL)', () => {
     key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
     adapterId = (await buildSmtpAdapter(ctx.app, owner, 2525)).id;
     const { id } = await buildTemplate(ctx.app, owner, { name: 'Grouped' });
-    const current = await ctx.app.ctx.database.db.execute<{ version: string }>(
+    const [current] = await query<{ version: string }>(
       sql`select current_version_id as version from templates where id = ${id}`,
     );
-    template = { id, versionId: current.rows[0]!.version };
+    template = { id, versionId: current!.version };
   });
   afterAll(() => ctx?.close());
 
   const db = () => ctx.app.ctx.database.db;
+  /** The rows `statement` returns. */
+  async function query<T>(statement: SQL): Promise<T[]> {
+    return ((await db().execute(statement)) as unknown as { rows: T[] }).rows;
+  }
   const batcher = () => acceptBatcherFor({ db: db(), queue: ctx.queue });
 
   /** Per email id: the transaction ids of its log, its events and its job (undefined when absent). */
   async function writtenBy(ids: string[]) {
-    const logs = await db().execute<{ id: string; xmin: string; job_id: string }>(
+    const logs = await query<{ id: string; xmin: string; job_id: string }>(
       sql`select id, xmin::text, job_id from email_logs where id in ${sql.raw(`(${ids.map((id) => `'${id}'`).join(',')})`)}`,
     );
     const result = new Map<string, { log: string; events: string[]; job?: string }>();
-    for (const row of logs.rows) {
-      const events = await db().execute<{ xmin: string }>(
+    for (const row of logs) {
+      const events = await query<{ xmin: string }>(
         sql`select xmin::text from email_events where email_id = ${row.id}`,
       );
       const { TypeID } = await import('typeid-js');
-      const jobs = await db().execute<{ xmin: string }>(
+      const jobs = await query<{ xmin: string }>(
         sql`select xmin::text from pgboss.job where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(row.job_id).toUUID()}::uuid`,
       );
-      result.set(row.id, { log: row.xmin, events: events.rows.map((e) => e.xmin), job: jobs.rows[0]?.xmin });
+      result.set(row.id, { log: row.xmin, events: events.map((e) => e.xmin), job: jobs[0]?.xmin });
     }
     return result;
   }
@@ -104,10 +108,10 @@ describe('send: group commit (PostgreSQL)', () => {
     const written = await writtenBy(responses.map((r) => r.json().data.id));
     expect(written.size).toBe(12);
     for (const rows of written.values()) expect(rows.job).toBe(rows.log);
-    const badLogs = await db().execute(
+    const badLogs = await query(
       sql`select 1 from email_logs where team_id = ${owner.teamId} and 'bad@example.test' = any(to_addresses)`,
     );
-    expect(badLogs.rows).toHaveLength(0);
+    expect(badLogs).toHaveLength(0);
     // The bad item shared a batch: that batch was retried item by item (a savepoint each, so
     // those rows carry their subtransaction's id), and its good items committed.
     expect(batcher().stats.isolatedBatches - before.isolatedBatches).toBe(1);
@@ -154,11 +158,11 @@ describe('send: group commit (PostgreSQL)', () => {
     expect((outcomes[2] as PromiseRejectedResult).reason).toBeInstanceOf(JobNotInsertedError);
 
     const failedId = items[2]!.log.id;
-    const leftovers = await db().execute(
+    const leftovers = await query(
       sql`select (select count(*) from email_logs where id = ${failedId})::int as logs,
                  (select count(*) from email_events where email_id = ${failedId})::int as events`,
     );
-    expect(leftovers.rows[0]).toEqual({ logs: 0, events: 0 });
+    expect(leftovers[0]).toEqual({ logs: 0, events: 0 });
     const written = await writtenBy(items.filter((_, i) => i !== 2).map((item) => item.log.id));
     expect(written.size).toBe(3);
     for (const rows of written.values()) {
@@ -179,10 +183,10 @@ describe('send: group commit (PostgreSQL)', () => {
     await db().execute(sql`delete from templates where id = ${doomed.id}`);
     const count = async () =>
       (
-        await db().execute<{ n: number }>(
+        await query<{ n: number }>(
           sql`select count(*)::int as n from email_logs where template_name = 'Deleted elsewhere'`,
         )
-      ).rows[0]!.n;
+      )[0]!.n;
     const logsBefore = await count();
     expectError(
       await send(ctx.app, key, { templateId: doomed.id, to: 'a@example.test' }),
@@ -196,9 +200,9 @@ describe('send: group commit (PostgreSQL)', () => {
     );
     expect(await count()).toBe(logsBefore);
     // The log accepted before the delete still names its version, which outlived the template.
-    const version = await db().execute(
+    const version = await query(
       sql`select v.id from email_logs l join template_versions v on v.id = l.template_version_id where l.id = ${first.json().data.id}`,
     );
-    expect(version.rows).toHaveLength(1);
+    expect(version).toHaveLength(1);
   });
 });
