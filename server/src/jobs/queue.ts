@@ -77,11 +77,16 @@ export class JobQueue {
    * Inserts jobs of queue `name` inside `tx` with ONE statement (pg-boss `insert`; the queue's
    * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
    * commits.
-   * @param jobs each job's UUID (see ids.newJobId) and payload.
+   * @param jobs each job's UUID (see ids.newJobId), payload and, optionally, how long pg-boss
+   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
    */
-  async enqueueMany(tx: Executor, name: string, jobs: { id: string; data: object }[]): Promise<void> {
+  async enqueueMany(
+    tx: Executor,
+    name: string,
+    jobs: { id: string; data: object; deleteAfterSeconds?: number }[],
+  ): Promise<void> {
     if (jobs.length === 0) return;
     const db = fromDrizzle(tx as never, sql as never);
     const ids = (await this.boss.insert(name, jobs, { db, returnId: true })) ?? [];

@@ -26,6 +26,12 @@ const WINDOW_MS = 0;
 const MAX_IN_FLIGHT = 2;
 
 /**
+ * How long pg-boss keeps a completed `email.send` job (its default is 7 days): the job carries the
+ * rendered HTML, and the log and its events are the record that lasts.
+ */
+const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
+
+/**
  * Writes a batch: ONE multi-row insert each for logs, events and jobs, logs first (events
  * reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
  */
@@ -46,7 +52,7 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
   await queue.enqueueMany(
     tx,
     EMAIL_SEND_JOB,
-    items.map((item) => item.job),
+    items.map((item) => ({ ...item.job, deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS })),
   );
 }
 

@@ -26,7 +26,7 @@ export function createSendEmailHandler(deps: { db: Database; encryptionKey: Buff
     const attempt = job.retryCount + 1;
     let providerMessageId: string;
     try {
-      providerMessageId = await deliver(deps, log);
+      providerMessageId = await deliver(deps, log, job.data.rendered);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const permanent =
@@ -117,12 +117,21 @@ export function createUndeliveredEmailHandler(deps: { db: Database }) {
   };
 }
 
-/** Renders and hands the email to its adapter's provider; returns the provider's message id. */
-async function deliver(deps: { db: Database; encryptionKey: Buffer }, log: EmailLogRow): Promise<string> {
+/**
+ * Hands the email to its adapter's provider with the HTML and text rendered at accept time, or
+ * rendered now when the job does not carry them; returns the provider's message id.
+ */
+async function deliver(
+  deps: { db: Database; encryptionKey: Buffer },
+  log: EmailLogRow,
+  prerendered: { html: string; text: string } | undefined,
+): Promise<string> {
   const adapter = await findAdapter(deps.db, log.teamId, log.adapterId);
   if (!adapter) throw new PermanentSendError('The adapter this email was queued for was deleted');
   if (!adapter.isActive) throw new PermanentSendError(`Adapter "${adapter.name}" is disabled`);
-  const rendered = await renderLoggedEmail(deps.db, log);
+  const rendered = prerendered
+    ? { subject: log.subject, ...prerendered }
+    : await renderLoggedEmail(deps.db, log);
   const provider = getProvider(
     adapter.id,
     adapter.type as AdapterType,

@@ -27,9 +27,9 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  * any transaction), then hands the email log, its first status event and the `email.send` job to
  * the accept batcher, which commits them together, in one transaction shared with concurrent
  * sends: an accepted email always has a log and a job, and one that cannot be written fails alone.
- * The rendered HTML is not kept: the worker renders again from the immutable template version and
- * the logged variables (same output; its compiled template is cached by version id), which keeps
- * the accept transaction small.
+ * Rendered once: the subject goes into the log, the HTML and text part into the job, which the
+ * worker sends as they are (the log keeps the version id and variables, so it can be re-rendered
+ * exactly later).
  * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
  * first status event.
  * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error;
@@ -83,7 +83,10 @@ export async function acceptSend(
         jobId,
       },
       eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
-      job: { id: uuid, data: { emailId: id, teamId: caller.teamId } },
+      job: {
+        id: uuid,
+        data: { emailId: id, teamId: caller.teamId, rendered: { html: rendered.html, text: rendered.text } },
+      },
     });
   } catch (error) {
     if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) throw error;

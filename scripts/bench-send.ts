@@ -1,0 +1,317 @@
+/**
+ * Send benchmark (issue #9), one run, everything started here and cleaned up after:
+ *   1. accept   — `postwright start --role api` on a new PostgreSQL database under autocannon
+ *                 (50 connections, BENCH_SECONDS after BENCH_WARMUP_SECONDS), next to a raw
+ *                 per-request Fastify route doing the same durable work (scripts/bench-send/raw-server.ts);
+ *   2. delivery — `--role worker` draining that backlog into a local SMTP sink, next to raw pooled
+ *                 nodemailer (5 connections) sending as many messages to the same sink;
+ *   3. embedded — `postwright start` with a temp DATA_DIR and no DATABASE_URL (whatever the
+ *                 embedded default is): idle memory of its process tree (PSS), accept and delivery.
+ * The sink checks that every accepted email arrived exactly once. Targets are printed with PASS/FAIL.
+ *
+ * Run: npm run bench:send
+ * Environment: BENCH_DATABASE_URL (server to create the bench database on; default
+ * postgres://postgres@127.0.0.1:5432/postgres), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3),
+ * BENCH_PHASES (api,raw,worker,nodemailer,embedded), BENCH_SERVER_ROOT (checkout whose CLI to run;
+ * default this one), BENCH_DRAIN_SECONDS (300, the longest a backlog may take to deliver).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { type LoadResult, measureLoad } from './bench-send/load.ts';
+import {
+  type Child,
+  freePort,
+  postwrightEnv,
+  startChild,
+  startPostwright,
+  treeMemory,
+  waitReady,
+  waitUntil,
+} from './bench-send/processes.ts';
+import { rawNodemailer } from './bench-send/raw-nodemailer.ts';
+import { setUpInstance, statusCounts } from './bench-send/setup.ts';
+import { exactlyOnce, type Sink, startSink } from './bench-send/sink.ts';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(process.env.BENCH_SERVER_ROOT ?? path.join(HERE, '..'));
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300);
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,raw,worker,nodemailer,embedded').split(','));
+const CONNECTIONS = 50;
+/** The queue the raw route's jobs go to: no worker takes them. */
+const RAW_QUEUE = 'bench.raw';
+const SETUP_TOKEN = 'bench-setup-token-0123456789';
+const ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64');
+const BODY = { templateId: '', to: 'user@example.test', variables: { first_name: 'Ada' } };
+
+const lines: string[] = [];
+const say = (line = '') => {
+  lines.push(line);
+  console.log(line);
+};
+const perSecond = (n: number) => `${Math.round(n).toLocaleString('en-US')}/s`;
+const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+const loadLine = (name: string, r: LoadResult) =>
+  `  ${name.padEnd(30)} ${perSecond(r.acceptedPerSecond).padStart(9)}   p50 ${r.p50} ms   p99 ${r.p99} ms` +
+  `   (${r.accepted} accepted${Object.keys(r.refused).length ? `, refused ${JSON.stringify(r.refused)}` : ''}${r.errors ? `, ${r.errors} errors` : ''})`;
+
+/** Waits until the sink holds `expected` messages (or the drain bound passes); messages per second first→last. */
+async function drain(sink: Sink, expected: number): Promise<{ rate: number; complete: boolean }> {
+  await waitUntil('drain', () => sink.received().total >= expected, undefined, DRAIN_SECONDS * 1000).catch(
+    () => {},
+  );
+  await new Promise((resolve) => setTimeout(resolve, 2_000)); // late duplicates would show now
+  const { total, firstAt, lastAt } = sink.received();
+  return { rate: total > 1 ? ((total - 1) * 1000) / (lastAt - firstAt) : 0, complete: total >= expected };
+}
+
+async function main(): Promise<void> {
+  const targets: { name: string; ok: boolean; value: string }[] = [];
+  const children: Child[] = [];
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const sink = await startSink();
+  cleanups.push(() => sink.close());
+  say(
+    `Postwright send benchmark — node ${process.version}, ${CONNECTIONS} connections, ${SECONDS} s measured after ${WARMUP} s warm-up, LOG_LEVEL=warn`,
+  );
+  say(`server checkout: ${ROOT}`);
+  try {
+    let api: LoadResult | undefined;
+    let raw: LoadResult | undefined;
+    let worker: { rate: number; count: number } | undefined;
+    if (['api', 'raw', 'worker'].some((p) => PHASES.has(p))) {
+      const name = `postwright_bench_${Date.now()}`;
+      const admin = new pg.Client({ connectionString: ADMIN_URL });
+      await admin.connect();
+      await admin.query(`create database ${name}`);
+      await admin.end();
+      cleanups.unshift(async () => {
+        const drop = new pg.Client({ connectionString: ADMIN_URL });
+        await drop.connect();
+        await drop.query(`drop database if exists ${name} with (force)`);
+        await drop.end();
+      });
+      const url = new URL(ADMIN_URL);
+      url.pathname = `/${name}`;
+      const databaseUrl = url.toString();
+      const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+      cleanups.unshift(() => db.end());
+      const env = (port: number) =>
+        postwrightEnv({
+          DATABASE_URL: databaseUrl,
+          ENCRYPTION_KEY,
+          SETUP_TOKEN,
+          PORT: String(port),
+          BASE_URL: `http://127.0.0.1:${port}`,
+        });
+
+      const port = await freePort();
+      const baseUrl = `http://127.0.0.1:${port}`;
+      const apiChild = startPostwright(ROOT, 'api', env(port));
+      children.push(apiChild);
+      await waitReady(baseUrl, apiChild);
+      const instance = await setUpInstance({
+        baseUrl,
+        setupToken: SETUP_TOKEN,
+        root: ROOT,
+        smtpPort: sink.port,
+        keyCount: CONNECTIONS,
+      });
+      say(
+        `API keys: ${instance.keys.length}, one per connection, rateLimit ${instance.rateLimit.toLocaleString('en-US')}/min each${instance.rateLimit < 1_000_000 ? ' (the schema maximum on this checkout)' : ''}`,
+      );
+      const body = { ...BODY, templateId: instance.templateId };
+      say();
+      say('Accept: POST /api/v1/send on PostgreSQL');
+      if (PHASES.has('api')) {
+        api = await measureLoad({
+          url: `${baseUrl}/api/v1/send`,
+          keys: instance.keys,
+          body,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          warmupSeconds: WARMUP,
+        });
+        say(loadLine('postwright --role api', api));
+      }
+      await apiChild.stop();
+
+      if (PHASES.has('raw')) {
+        const version = await db.query<{ v: string }>(
+          'select current_version_id as v from templates where id = $1',
+          [instance.templateId],
+        );
+        const rawPort = await freePort();
+        const rawChild = startChild(
+          path.join(HERE, 'bench-send/raw-server.ts'),
+          [],
+          {
+            ...process.env,
+            RAW_DATABASE_URL: databaseUrl,
+            RAW_QUEUE,
+            RAW_PORT: String(rawPort),
+            RAW_TEMPLATE_ID: instance.templateId,
+            RAW_VERSION_ID: version.rows[0]!.v,
+            RAW_ADAPTER_ID: instance.adapterId,
+          },
+          ROOT,
+        );
+        children.push(rawChild);
+        await waitUntil('raw server', () => rawChild.output().includes('raw server ready'), rawChild);
+        raw = await measureLoad({
+          url: `http://127.0.0.1:${rawPort}/raw/send`,
+          keys: instance.keys,
+          body,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          warmupSeconds: WARMUP,
+        });
+        say(loadLine('raw per-request route', raw));
+        await rawChild.stop();
+        // Its rows are not part of the worker's backlog.
+        await db.query(
+          `delete from email_logs where id in (select data->>'emailId' from pgboss.job where name = $1)`,
+          [RAW_QUEUE],
+        );
+        await db.query('delete from pgboss.job where name = $1', [RAW_QUEUE]);
+      }
+      if (api && raw)
+        say(
+          `  ratio                          ${(api.acceptedPerSecond / raw.acceptedPerSecond).toFixed(2)}×`,
+        );
+
+      if (PHASES.has('worker')) {
+        const queued = await db.query<{ id: string }>(`select id from email_logs where status = 'queued'`);
+        const expected = queued.rows.map((r) => r.id);
+        sink.reset();
+        const workerChild = startPostwright(ROOT, 'worker', env(await freePort()));
+        children.push(workerChild);
+        const result = await drain(sink, expected.length);
+        await workerChild.stop();
+        worker = { rate: result.rate, count: expected.length };
+        const check = exactlyOnce(sink, expected);
+        say();
+        say(`Delivery: ${expected.length} queued emails → SMTP sink`);
+        say(
+          `  ${'postwright --role worker'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
+        );
+        say(`  exactly once: ${check.ok ? 'yes' : 'NO'} — ${check.text}`);
+        targets.push({
+          name: 'PostgreSQL: each accepted email delivered exactly once',
+          ok: check.ok,
+          value: check.text,
+        });
+      }
+    }
+
+    if (PHASES.has('nodemailer')) {
+      const count = Math.min(Math.max(worker?.count ?? 5_000, 1_000), 20_000);
+      sink.reset();
+      const sent = await rawNodemailer(ROOT, sink.port, count);
+      const check = exactlyOnce(sink, sent.ids);
+      const rate = count / sent.seconds;
+      say(
+        `  ${'raw nodemailer pool (5 conn.)'.padEnd(30)} ${perSecond(rate).padStart(9)}   (${count} messages${check.ok ? '' : `; sink: ${check.text}`})`,
+      );
+      if (worker) {
+        say(`  ratio                          ${(worker.rate / rate).toFixed(2)}×`);
+        targets.push({
+          name: 'delivery ≥ 0.8× raw nodemailer',
+          ok: worker.rate >= 0.8 * rate,
+          value: `${(worker.rate / rate).toFixed(2)}×`,
+        });
+      }
+    }
+
+    if (PHASES.has('embedded')) {
+      const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-bench-'));
+      cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+      const port = await freePort();
+      const baseUrl = `http://127.0.0.1:${port}`;
+      const child = startPostwright(
+        ROOT,
+        'all',
+        postwrightEnv({ DATA_DIR: dataDir, SETUP_TOKEN, PORT: String(port), BASE_URL: baseUrl }),
+      );
+      children.push(child);
+      await waitReady(baseUrl, child);
+      const instance = await setUpInstance({
+        baseUrl,
+        setupToken: SETUP_TOKEN,
+        root: ROOT,
+        smtpPort: sink.port,
+        keyCount: CONNECTIONS,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      const idle = treeMemory(child.process.pid!);
+      say();
+      say('Embedded default: `postwright start` (all roles), temp DATA_DIR, no DATABASE_URL');
+      say(
+        `  idle memory                    PSS ${mb(idle.pss)} (RSS ${mb(idle.rss)}), ${idle.processes} process(es)`,
+      );
+      targets.push({ name: 'embedded idle PSS ≤ 150 MB', ok: idle.pss <= 150e6, value: mb(idle.pss) });
+      sink.reset();
+      const load = await measureLoad({
+        url: `${baseUrl}/api/v1/send`,
+        keys: instance.keys,
+        body: { ...BODY, templateId: instance.templateId },
+        connections: CONNECTIONS,
+        seconds: SECONDS,
+        warmupSeconds: WARMUP,
+      });
+      say(loadLine('accept (delivering meanwhile)', load));
+      const accepted = load.accepted + load.warmupAccepted;
+      const result = await drain(sink, accepted);
+      const stats = await statusCounts(baseUrl, instance.cookie);
+      await child.stop();
+      const duplicates = [...sink.counts.values()].filter((n) => n > 1).length;
+      const ok =
+        result.complete && duplicates === 0 && sink.counts.size === accepted && stats.total === accepted;
+      say(
+        `  ${'delivery'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
+      );
+      const text = `${accepted} accepted, ${stats.total} logged, ${sink.counts.size} distinct delivered, ${duplicates} more than once`;
+      say(`  exactly once: ${ok ? 'yes' : 'NO'} — ${text}`);
+      targets.push({ name: 'embedded: each accepted email delivered exactly once', ok, value: text });
+    }
+
+    if (api) {
+      targets.unshift(
+        {
+          name: 'accept ≥ 2,000/s',
+          ok: api.acceptedPerSecond >= 2_000,
+          value: perSecond(api.acceptedPerSecond),
+        },
+        { name: 'accept p99 ≤ 50 ms', ok: api.p99 <= 50, value: `${api.p99} ms` },
+      );
+      if (raw) {
+        const ratio = api.acceptedPerSecond / raw.acceptedPerSecond;
+        targets.splice(2, 0, {
+          name: 'accept ≥ 2× raw per-request route',
+          ok: ratio >= 2,
+          value: `${ratio.toFixed(2)}×`,
+        });
+      }
+    }
+    say();
+    say('Targets');
+    for (const t of targets) say(`  ${(t.ok ? 'PASS' : 'FAIL').padEnd(5)} ${t.name.padEnd(56)} ${t.value}`);
+  } finally {
+    await Promise.all(children.map((child) => child.stop()));
+    for (const cleanup of cleanups)
+      await Promise.resolve(cleanup()).catch((error: unknown) => console.error('cleanup:', error));
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
