@@ -66,6 +66,17 @@ describe('GroupCommit', () => {
     expect(group.stats).toEqual({ batches: 3, items: 11, isolatedBatches: 0 });
   });
 
+  it('drains: resolves once every submitted item is committed', async () => {
+    const { db, write, batches } = recordingDatabase(20);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 2, windowMs: 0, maxInFlight: 1 });
+    const committed: number[] = [];
+    for (const item of [1, 2, 3, 4, 5]) void group.submit(item).then(() => committed.push(item));
+    await group.drain();
+    expect(batches.flat()).toEqual([1, 2, 3, 4, 5]);
+    await Promise.resolve();
+    expect(committed.sort()).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it('rejects only the bad item of a failed batch, with its own error', async () => {
     const { db, write, batches } = recordingDatabase(0);
     const group = new GroupCommit<number>(db, { write, maxBatch: 64, windowMs: 0, maxInFlight: 1 });

@@ -57,6 +57,13 @@ export class GroupCommit<T> {
     });
   }
 
+  /** Resolves once no item is waiting and no transaction is open (call before closing the database). */
+  async drain(): Promise<void> {
+    while (this.#pending.length > 0 || this.#inFlight > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
   #schedule(): void {
     if (this.#inFlight >= this.#options.maxInFlight) return; // a finishing batch takes them
     if (this.#pending.length >= this.#options.maxBatch) {

@@ -79,3 +79,8 @@ export function acceptBatcherFor(deps: { db: Database; queue: JobQueue }): Accep
   }
   return batcher;
 }
+
+/** Waits until the accept batcher of `db` (if any) has committed what it holds (before the database closes). */
+export async function drainAcceptBatcher(db: Database): Promise<void> {
+  await batchers.get(db)?.drain();
+}

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
+import { drainAcceptBatcher } from './accept-batcher.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -24,6 +25,8 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Sending'];
   const security = [{ apiKey: [] }];
+  // Sends still being committed finish before the database is closed after the app.
+  app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
 
   app.post(
     '/api/v1/send',
