@@ -61,3 +61,16 @@ export async function measureLoad(options: {
     warmupAccepted: warmup?.['2xx'] ?? 0,
   };
 }
+
+/** `1,234/s`. */
+export const perSecond = (n: number) => `${Math.round(n).toLocaleString('en-US')}/s`;
+
+/** One report line for a load result. */
+export function formatLoad(name: string, r: LoadResult): string {
+  const refused = Object.keys(r.refused).length ? `, refused ${JSON.stringify(r.refused)}` : '';
+  const errors = r.errors ? `, ${r.errors} errors` : '';
+  return (
+    `  ${name.padEnd(30)} ${perSecond(r.acceptedPerSecond).padStart(9)}   p50 ${r.p50} ms   p99 ${r.p99} ms` +
+    `   (${r.accepted} accepted${refused}${errors})`
+  );
+}

@@ -4,6 +4,7 @@
  * so the benchmark can check that every accepted email arrived exactly once.
  */
 import { SMTPServer } from 'smtp-server';
+import { waitUntil } from './processes.ts';
 
 export interface Sink {
   port: number;
@@ -85,4 +86,21 @@ export function exactlyOnce(sink: Sink, accepted: Iterable<string>): { ok: boole
     ok,
     text: `${expected.size} accepted: ${missing} missing, ${duplicated} delivered more than once, ${unexpected} unknown ids`,
   };
+}
+
+/**
+ * Waits until the sink holds `expected` messages, at most `seconds`, then 2 s more (late
+ * duplicates would show). Returns messages per second from the first to the last, and whether all came.
+ */
+export async function drainSink(
+  sink: Sink,
+  seconds: number,
+  expected: number,
+): Promise<{ rate: number; complete: boolean }> {
+  await waitUntil('drain', () => sink.received().total >= expected, undefined, seconds * 1000).catch(
+    () => {},
+  );
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  const { total, firstAt, lastAt } = sink.received();
+  return { rate: total > 1 ? ((total - 1) * 1000) / (lastAt - firstAt) : 0, complete: total >= expected };
 }
