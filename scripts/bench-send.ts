@@ -1,40 +1,19 @@
-/**
- * Send benchmark (issue #9), one run, everything started here and cleaned up after:
- *   1. accept   — `postwright start --role api` on a new PostgreSQL database under autocannon
- *                 (50 connections, BENCH_SECONDS after BENCH_WARMUP_SECONDS), next to a raw
- *                 per-request Fastify route doing the same durable work (scripts/bench-send/raw-server.ts);
- *   2. delivery — `--role worker` draining that backlog into a local SMTP sink, next to raw pooled
- *                 nodemailer (5 connections) sending as many messages to the same sink;
- *   3. embedded — `postwright start` with a temp DATA_DIR and no DATABASE_URL (whatever the
- *                 embedded default is): idle memory of its process tree (PSS), accept and delivery.
- * The sink checks that every accepted email arrived exactly once. Targets are printed with PASS/FAIL.
- *
- * Run: npm run bench:send
- * Environment: BENCH_DATABASE_URL (server to create the bench database on; default
- * postgres://postgres@127.0.0.1:5432/postgres), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3),
- * BENCH_PHASES (api,raw,worker,nodemailer,embedded), BENCH_SERVER_ROOT (checkout whose CLI to run;
- * default this one), BENCH_DRAIN_SECONDS (300, the longest a backlog may take to deliver),
- * BENCH_NODE_ENV (NODE_ENV of the Postwright children; default production).
- */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { embeddedPhase, type Target } from './bench-send/embedded.ts';
 import { formatLoad, type LoadResult, measureLoad, perSecond } from './bench-send/load.ts';
 import {
   type Child,
   freePort,
-  megabytes,
   postwrightEnv,
   startChild,
   startPostwright,
-  treeMemory,
   waitReady,
   waitUntil,
 } from './bench-send/processes.ts';
 import { rawNodemailer } from './bench-send/raw-nodemailer.ts';
-import { setUpInstance, statusCounts } from './bench-send/setup.ts';
+import { setUpInstance } from './bench-send/setup.ts';
 import { drainSink, exactlyOnce, startSink } from './bench-send/sink.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -42,7 +21,7 @@ const ROOT = path.resolve(process.env.BENCH_SERVER_ROOT ?? path.join(HERE, '..')
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
-const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 300);
+const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 180);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,raw,worker,nodemailer,embedded').split(','));
 const CONNECTIONS = 50;
 /** The queue the raw route's jobs go to: no worker takes them. */
@@ -54,7 +33,7 @@ const BODY = { templateId: '', to: 'user@example.test', variables: { first_name:
 const say = (line = '') => console.log(line);
 
 async function main(): Promise<void> {
-  const targets: { name: string; ok: boolean; value: string }[] = [];
+  const targets: Target[] = [];
   const children: Child[] = [];
   const cleanups: (() => Promise<void> | void)[] = [];
   const sink = await startSink();
@@ -212,62 +191,18 @@ async function main(): Promise<void> {
     }
 
     if (PHASES.has('embedded')) {
-      const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-bench-'));
-      cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-      const port = await freePort();
-      const baseUrl = `http://127.0.0.1:${port}`;
-      const child = startPostwright(
-        ROOT,
-        'all',
-        postwrightEnv({ DATA_DIR: dataDir, SETUP_TOKEN, PORT: String(port), BASE_URL: baseUrl }),
-      );
-      children.push(child);
-      await waitReady(baseUrl, child);
-      const instance = await setUpInstance({
-        baseUrl,
-        setupToken: SETUP_TOKEN,
+      const found = await embeddedPhase({
         root: ROOT,
-        smtpPort: sink.port,
-        keyCount: CONNECTIONS,
+        sink,
+        setupToken: SETUP_TOKEN,
+        load: { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP },
+        body: BODY,
+        drainSeconds: DRAIN_SECONDS,
+        say,
+        children,
+        cleanups,
       });
-      await new Promise((resolve) => setTimeout(resolve, 5_000));
-      const idle = treeMemory(child.process.pid!);
-      say();
-      say('Embedded default: `postwright start` (all roles), temp DATA_DIR, no DATABASE_URL');
-      say(
-        `  idle memory                    PSS ${megabytes(idle.pss)} (RSS ${megabytes(idle.rss)}), ${idle.processes} process(es)`,
-      );
-      targets.push({ name: 'embedded idle PSS ≤ 150 MB', ok: idle.pss <= 150e6, value: megabytes(idle.pss) });
-      sink.reset();
-      const load = await measureLoad({
-        url: `${baseUrl}/api/v1/send`,
-        keys: instance.keys,
-        body: { ...BODY, templateId: instance.templateId },
-        connections: CONNECTIONS,
-        seconds: SECONDS,
-        warmupSeconds: WARMUP,
-      });
-      say(formatLoad('accept (delivering meanwhile)', load));
-      // Every log is an accepted send (autocannon does not count answers after its end): wait
-      // until the count stops moving, i.e. the requests still in flight are answered.
-      let accepted = -1;
-      for (let i = 0; i < 60; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
-        const total = (await statusCounts(baseUrl, instance.cookie)).total ?? 0;
-        if (total === accepted) break;
-        accepted = total;
-      }
-      const result = await drainSink(sink, DRAIN_SECONDS, accepted);
-      const sent = (await statusCounts(baseUrl, instance.cookie)).sent ?? 0;
-      await child.stop();
-      const duplicates = [...sink.counts.values()].filter((n) => n > 1).length;
-      const ok = result.complete && duplicates === 0 && sink.counts.size === accepted && sent === accepted;
-      say(
-        `  ${'delivery'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
-      );
-      const text = `${accepted} logged, ${sent} recorded sent, ${sink.counts.size} distinct delivered, ${duplicates} more than once`;
-      say(`  exactly once: ${ok ? 'yes' : 'NO'} — ${text}`);
-      targets.push({ name: 'embedded: each accepted email delivered exactly once', ok, value: text });
+      targets.push(...found);
     }
 
     if (api) {
