@@ -1,14 +1,13 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
-import type { emailLogs } from '../../db/schema/index.ts';
 import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
-import { emailRepository } from './emails.repository.ts';
+import { emailRepository, type NewEmailLog } from './emails.repository.ts';
 
 /** What an accepted send writes: its log, its first status event (`queued`) and its `email.send` job. */
 export interface AcceptedEmailRows {
   /** The log row; `createdAt` is left to the database (the batch transaction's `now()`). */
-  log: typeof emailLogs.$inferInsert & { id: string; teamId: string };
+  log: NewEmailLog;
   /** Kept in the first status event (e.g. `{resendOf}`); `{}` when there is nothing to say. */
   eventDetail: Record<string, unknown>;
   /** The job's UUID (see ids.newJobId) and payload. */
