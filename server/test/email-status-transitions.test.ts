@@ -6,6 +6,7 @@ import { transition, transitionMany } from '../src/modules/emails/emails.status.
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 /** The one status writer (transition / transitionMany) against real PostgreSQL. */
 describe('email status transitions', () => {
@@ -18,7 +19,7 @@ describe('email status transitions', () => {
     ctx = await createTestContext('postgres');
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, 2525);
+    await buildSmtpAdapter(ctx.app, owner, await closedPort());
     templateId = (await buildTemplate(ctx.app, owner, { name: 'Transitions' })).id;
   });
   afterAll(() => ctx?.close());

@@ -151,7 +151,7 @@ describe('send: refusals before anything is queued', () => {
     expect(ok.statusCode, ok.body).toBe(202);
   });
 
-  it('commits the log, its first event and the job together', async () => {
+  it('answers with the ids of the queued log and of its created email.send job', async () => {
     const template = await buildTemplate(ctx.app, owner, { name: 'Committed' });
     const response = await send(ctx.app, key, {
       templateId: template.id,

@@ -14,6 +14,12 @@ export function isUniqueViolation(error: unknown, constraint?: string): boolean 
   return pgError?.code === '23505' && (constraint === undefined || pgError.constraint === constraint);
 }
 
+/** PostgreSQL SQLSTATE 23503 (foreign_key_violation), optionally of `constraint`, through Drizzle's wrapper. */
+export function isForeignKeyViolation(error: unknown, constraint?: string): boolean {
+  const pgError = postgresError(error);
+  return pgError?.code === '23503' && (constraint === undefined || pgError.constraint === constraint);
+}
+
 /**
  * True for PostgreSQL errors caused by the values a client sent, not by the server: SQLSTATE class
  * 22 "data exception" (a NUL byte or an invalid Unicode escape in text or JSON, a number out of

@@ -8,6 +8,15 @@ import type { RetryPolicy } from './queue.ts';
  * A `deadLetter` queue is declared before the queues that name it (definition order).
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
+/**
+ * `email.send` also carries the HTML and text part rendered when the send was accepted (issue #9
+ * "Render once"): the worker sends them instead of rendering again. A job without them (queued
+ * before this field existed) is rendered from the logged template version and variables, which
+ * gives the same output.
+ */
+const sendJobPayload = emailJobPayload.extend({
+  rendered: z.object({ html: z.string(), text: z.string() }).optional(),
+});
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 
 /** pg-boss fails a job still active after this long (its worker is presumed gone). */
@@ -25,7 +34,7 @@ export const JOB_DEFINITIONS = {
     expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
   'email.send': {
-    payload: emailJobPayload,
+    payload: sendJobPayload,
     deadLetter: 'email.send.failed',
     /** Transient provider errors retry with exponential backoff (30 s, 60 s, 120 s, … by default). */
     retry: (config: Config): RetryPolicy => ({

@@ -35,6 +35,9 @@ export interface QueueDeclaration {
   heartbeatSeconds?: number | undefined;
 }
 
+/** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
+export class JobNotInsertedError extends Error {}
+
 /** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
@@ -138,6 +141,35 @@ export class JobQueue {
       await this.boss.cancel(name, { id: job.id, retryCount: job.retryCount }, { db });
       if (deadLetter) await this.boss.send(deadLetter, job.data as object, { db });
     });
+  }
+
+  /**
+   * Inserts jobs of queue `name` inside `tx` with ONE statement (pg-boss `insert`; the queue's
+   * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
+   * commits.
+   * @param jobs each job's UUID (see ids.newJobId), payload and, optionally, how long pg-boss
+   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise).
+   * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
+   *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
+   */
+  async enqueueMany(
+    tx: Executor,
+    name: string,
+    jobs: { id: string; data: object; deleteAfterSeconds?: number }[],
+  ): Promise<void> {
+    if (jobs.length === 0) return;
+    const db = fromDrizzle(tx as never, sql as never);
+    // The same concurrency group as enqueue() gives (e.g. the team of an email.send job).
+    const grouped = jobs.map((job) => {
+      const group = groupOf(name, job.data);
+      return group ? { ...job, group: { id: group } } : job;
+    });
+    const ids = (await this.boss.insert(name, grouped, { db, returnId: true })) ?? [];
+    if (ids.length !== jobs.length) {
+      const inserted = new Set(ids);
+      const missing = jobs.filter((job) => !inserted.has(job.id)).map((job) => job.id);
+      throw new JobNotInsertedError(`${name}: job id(s) already exist: ${missing.join(', ')}`);
+    }
   }
 
   /**

@@ -7,6 +7,7 @@ import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-c
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
 import type { AdapterView } from './adapters.schema.ts';
+import { adapterSendCache, forgetTeamAdapters } from './adapters.send-cache.ts';
 
 /** Adapter without its config (spec: config only in get-one). */
 export function presentAdapter(row: AdapterRow): AdapterView {
@@ -86,7 +87,7 @@ export async function createAdapter(
   },
 ): Promise<AdapterRow> {
   const config = parseAdapterConfig(input.type, input.config);
-  return db.transaction(async (tx) => {
+  const created = await db.transaction(async (tx) => {
     await adapterRepository.lockTeamDefault(tx, teamId);
     const id = newId('adapter');
     const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
@@ -101,6 +102,8 @@ export async function createAdapter(
       isDefault,
     });
   });
+  forgetTeamAdapters(teamId);
+  return created;
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
@@ -138,7 +141,7 @@ export async function updateAdapter(
     isActive?: boolean | undefined;
   },
 ): Promise<AdapterRow> {
-  return db.transaction(async (tx) => {
+  const updated = await db.transaction(async (tx) => {
     const current = await getAdapter(tx, teamId, id);
     const changes: Partial<AdapterRow> = {};
     if (input.name !== undefined) changes.name = input.name;
@@ -157,11 +160,14 @@ export async function updateAdapter(
     if (!row) throw notFound('Adapter');
     return row;
   });
+  forgetTeamAdapters(teamId);
+  return updated;
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
 export async function deleteAdapter(db: Executor, teamId: string, id: string): Promise<void> {
   if (!(await adapterRepository.delete(db, teamId, id))) throw notFound('Adapter');
+  forgetTeamAdapters(teamId);
 }
 
 /**
@@ -203,6 +209,16 @@ export async function resolveSendingAdapter(db: Executor, teamId: string): Promi
     });
   }
   return adapter;
+}
+
+/**
+ * {@link resolveSendingAdapter} through the per-process {@link adapterSendCache} (issue #9 "Cheap
+ * hot path"): no database round trip on a hit; changes through another process are seen within
+ * ADAPTER_SEND_CACHE_TTL_MS. The row is shared: read-only.
+ * @throws VALIDATION_ERROR (400) NO_ACTIVE_ADAPTER as resolveSendingAdapter (not cached).
+ */
+export function cachedSendingAdapter(db: Executor, teamId: string): Promise<AdapterRow> {
+  return adapterSendCache.get(teamId, 'sending', () => resolveSendingAdapter(db, teamId));
 }
 
 /** An adapter row by id within the team, or undefined (the worker decides what a missing one means). */

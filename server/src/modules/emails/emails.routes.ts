@@ -4,6 +4,7 @@ import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
+import { drainAcceptBatcher } from './accept-batcher.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -26,6 +27,8 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const tags = ['Sending'];
   const security = [{ apiKey: [] }];
   const sendBody = sendBodySchema(variablesLimitsOf(app.ctx.config));
+  // Sends still being committed finish before the database is closed after the app.
+  app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
 
   app.post(
     '/api/v1/send',

@@ -73,7 +73,11 @@ async function attempt(
   try {
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
     const { log, adapter, version } = item;
-    const rendered = await renderLoggedEmailWith(version, log);
+    // The HTML and text rendered when the send was accepted travel in the job (issue #9: render
+    // once); jobs queued before that field existed are rendered from the logged version.
+    const rendered = job.data.rendered
+      ? { subject: log.subject, ...job.data.rendered }
+      : await renderLoggedEmailWith(version, log);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(adapter, deps.encryptionKey, {
       maxConnections,

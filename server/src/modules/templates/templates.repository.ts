@@ -16,14 +16,13 @@ export const templateRepository = {
 
   /**
    * A template by id (`tpl_…`) or slug within the team. `lock: 'update'` locks the row until the
-   * transaction ends (edits, version numbering and restore serialise on it); `lock: 'key share'`
-   * only keeps it from being deleted meanwhile (a send referencing it).
+   * transaction ends (edits, version numbering and restore serialise on it).
    */
   async findByIdOrSlug(
     db: Executor,
     teamId: string,
     idOrSlug: string,
-    options: { lock?: 'update' | 'key share' } = {},
+    options: { lock?: 'update' } = {},
   ): Promise<TemplateRow | undefined> {
     const key = hasIdPrefix(idOrSlug, 'template') ? eq(templates.id, idOrSlug) : eq(templates.slug, idOrSlug);
     const query = db

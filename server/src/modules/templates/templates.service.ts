@@ -8,6 +8,7 @@ import { firstFreeSlug, slugify } from '../../slug.ts';
 import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } from '../rendering/index.ts';
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
+import { forgetTeamTemplates, templateSendCache } from './templates.send-cache.ts';
 
 /** List item shape (spec "Template": list items carry …). */
 export function presentTemplateListItem(row: TemplateRow) {
@@ -179,7 +180,7 @@ export async function updateTemplate(
   input: UpdateTemplateInput,
 ): Promise<TemplateRow> {
   try {
-    return await db.transaction(async (tx) => {
+    const updated = await db.transaction(async (tx) => {
       // Locked, so a concurrent edit cannot be overwritten with content compiled from a stale read.
       const current = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'update' });
       if (!current) throw notFound('Template');
@@ -200,6 +201,8 @@ export async function updateTemplate(
       if (!row) throw notFound('Template');
       return row;
     });
+    forgetTeamTemplates(teamId);
+    return updated;
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? '');
     throw error;
@@ -210,22 +213,24 @@ export async function updateTemplate(
 export async function deleteTemplate(db: Executor, teamId: string, idOrSlug: string): Promise<void> {
   const current = await getTemplate(db, teamId, idOrSlug);
   await templateRepository.delete(db, teamId, current.id);
+  forgetTeamTemplates(teamId);
 }
 
 /**
- * The template and the immutable version a send renders from, inside the send's transaction.
- * Snapshots a version first when the content changed since the current one (issue #4: a log can
- * always be re-rendered exactly); concurrent sends agree on one snapshot.
+ * The template and the immutable version a send renders from. Reads without a transaction; when
+ * the content changed since the current version it snapshots one first, in a short transaction of
+ * its own (issue #4: a log can always be re-rendered exactly); concurrent sends agree on one
+ * snapshot. No lock is held for the send: a template deleted before the send commits makes the
+ * log's insert fail its foreign key (the send answers INVALID_TEMPLATE), and the version it names
+ * is immutable and outlives its template (template_versions.template_id ON DELETE SET NULL).
  * @throws INVALID_TEMPLATE (400) when the template does not exist in the team or is inactive.
  */
 export async function resolveTemplateForSend(
-  tx: Executor,
+  db: Database,
   teamId: string,
   idOrSlug: string,
 ): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
-  // KEY SHARE: a concurrent delete waits for this send to commit instead of breaking its log's
-  // foreign key; edits are not blocked.
-  const template = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'key share' });
+  const template = await templateRepository.findByIdOrSlug(db, teamId, idOrSlug);
   if (!template)
     throw new AppError('INVALID_TEMPLATE', `Template "${idOrSlug}" not found`, { templateId: idOrSlug });
   if (!template.isActive) {
@@ -234,14 +239,30 @@ export async function resolveTemplateForSend(
     });
   }
   if (template.hasUnversionedChanges || !template.currentVersionId) {
-    const claimed = await templateRepository.claimUnversionedChanges(tx, template);
-    if (claimed) return { template: claimed, version: await snapshotVersion(tx, claimed, null) };
-    return resolveTemplateForSend(tx, teamId, template.id);
+    const snapshot = await db.transaction(async (tx) => {
+      const claimed = await templateRepository.claimUnversionedChanges(tx, template);
+      return claimed ? { template: claimed, version: await snapshotVersion(tx, claimed, null) } : undefined;
+    });
+    return snapshot ?? resolveTemplateForSend(db, teamId, template.id);
   }
-  const version = await templateRepository.findVersion(tx, teamId, template.currentVersionId);
+  const version = await templateRepository.findVersion(db, teamId, template.currentVersionId);
   if (!version)
     throw new Error(`template ${template.id} points at missing version ${template.currentVersionId}`);
   return { template, version };
+}
+
+/**
+ * {@link resolveTemplateForSend} through the per-process {@link templateSendCache} (issue #9
+ * "Cheap hot path"): no database round trip on a hit, changes through another process seen within
+ * TEMPLATE_SEND_CACHE_TTL_MS. The result is shared: read-only.
+ * @throws INVALID_TEMPLATE (400) as resolveTemplateForSend (errors are not cached).
+ */
+export function cachedTemplateForSend(
+  db: Database,
+  teamId: string,
+  idOrSlug: string,
+): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
+  return templateSendCache.get(teamId, idOrSlug, () => resolveTemplateForSend(db, teamId, idOrSlug));
 }
 
 /** A version by id within the team (the worker renders from it). */

@@ -2,6 +2,7 @@ import type { Database, Executor } from '../../db/client.ts';
 import { notFound } from '../../http/errors.ts';
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { TemplateVersionView } from './templates.schema.ts';
+import { forgetTeamTemplates } from './templates.send-cache.ts';
 import { compileContent, getTemplate, snapshotVersion } from './templates.service.ts';
 
 /** Version names are 1-100 characters, like template names (spec "Limits"). */
@@ -51,10 +52,12 @@ export async function createVersion(
   idOrSlug: string,
   name?: string,
 ): Promise<TemplateVersionView> {
-  return db.transaction(async (tx) => {
+  const version = await db.transaction(async (tx) => {
     const template = await lockTemplate(tx, teamId, idOrSlug);
     return presentVersion(await snapshotVersion(tx, template, userId, name));
   });
+  forgetTeamTemplates(teamId);
+  return version;
 }
 
 /**
@@ -76,7 +79,7 @@ export async function restoreVersion(
   const version = await templateRepository.findVersion(db, teamId, versionId);
   if (!version || version.templateId !== template.id) throw notFound('Template version');
   const content = await compileContent(version.subject, version.designJson);
-  return db.transaction(async (tx) => {
+  const result = await db.transaction(async (tx) => {
     const locked = await lockTemplate(tx, teamId, template.id);
     const restored = await templateRepository.update(tx, teamId, locked.id, {
       name: version.templateName,
@@ -92,4 +95,6 @@ export async function restoreVersion(
     const snapshot = await snapshotVersion(tx, restored, userId, name);
     return { ...restored, currentVersionId: snapshot.id, hasUnversionedChanges: false };
   });
+  forgetTeamTemplates(teamId);
+  return result;
 }

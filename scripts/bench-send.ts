@@ -1,0 +1,242 @@
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { embeddedPhase, type Target } from './bench-send/embedded.ts';
+import { formatLoad, type LoadResult, measureLoad, perSecond } from './bench-send/load.ts';
+import {
+  type Child,
+  freePort,
+  postwrightEnv,
+  startChild,
+  startPostwright,
+  waitReady,
+  waitUntil,
+} from './bench-send/processes.ts';
+import { rawNodemailer } from './bench-send/raw-nodemailer.ts';
+import { setUpInstance } from './bench-send/setup.ts';
+import { drainSink, exactlyOnce, startSink } from './bench-send/sink.ts';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(process.env.BENCH_SERVER_ROOT ?? path.join(HERE, '..'));
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
+const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 180);
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,raw,worker,nodemailer,embedded').split(','));
+const CONNECTIONS = 50;
+/** The queue the raw route's jobs go to: no worker takes them. */
+const RAW_QUEUE = 'bench.raw';
+const SETUP_TOKEN = 'bench-setup-token-0123456789';
+const ENCRYPTION_KEY = Buffer.alloc(32, 9).toString('base64');
+const BODY = { templateId: '', to: 'user@example.test', variables: { first_name: 'Ada' } };
+
+const say = (line = '') => console.log(line);
+
+async function main(): Promise<void> {
+  const targets: Target[] = [];
+  const children: Child[] = [];
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const sink = await startSink();
+  cleanups.push(() => sink.close());
+  say(
+    `Postwright send benchmark — node ${process.version}, ${CONNECTIONS} connections, ${SECONDS} s measured after ${WARMUP} s warm-up, children with LOG_LEVEL=warn NODE_ENV=${process.env.BENCH_NODE_ENV ?? 'production'}`,
+  );
+  say(`server checkout: ${ROOT}`);
+  try {
+    let api: LoadResult | undefined;
+    let raw: LoadResult | undefined;
+    let worker: { rate: number; count: number } | undefined;
+    if (['api', 'raw', 'worker'].some((p) => PHASES.has(p))) {
+      const name = `postwright_bench_${Date.now()}`;
+      const admin = new pg.Client({ connectionString: ADMIN_URL });
+      await admin.connect();
+      await admin.query(`create database ${name}`);
+      await admin.end();
+      cleanups.unshift(async () => {
+        const drop = new pg.Client({ connectionString: ADMIN_URL });
+        await drop.connect();
+        await drop.query(`drop database if exists ${name} with (force)`);
+        await drop.end();
+      });
+      const url = new URL(ADMIN_URL);
+      url.pathname = `/${name}`;
+      const databaseUrl = url.toString();
+      const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+      cleanups.unshift(() => db.end());
+      const env = (port: number) =>
+        postwrightEnv({
+          DATABASE_URL: databaseUrl,
+          ENCRYPTION_KEY,
+          SETUP_TOKEN,
+          PORT: String(port),
+          BASE_URL: `http://127.0.0.1:${port}`,
+        });
+
+      const port = await freePort();
+      const baseUrl = `http://127.0.0.1:${port}`;
+      const apiChild = startPostwright(ROOT, 'api', env(port));
+      children.push(apiChild);
+      await waitReady(baseUrl, apiChild);
+      const instance = await setUpInstance({
+        baseUrl,
+        setupToken: SETUP_TOKEN,
+        root: ROOT,
+        smtpPort: sink.port,
+        keyCount: CONNECTIONS,
+      });
+      say(
+        `API keys: ${instance.keys.length}, one per connection, rateLimit ${instance.rateLimit.toLocaleString('en-US')}/min each${instance.rateLimit < 1_000_000 ? ' (the schema maximum on this checkout)' : ''}`,
+      );
+      const body = { ...BODY, templateId: instance.templateId };
+      say();
+      say('Accept: POST /api/v1/send on PostgreSQL');
+      if (PHASES.has('api')) {
+        api = await measureLoad({
+          url: `${baseUrl}/api/v1/send`,
+          keys: instance.keys,
+          body,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          warmupSeconds: WARMUP,
+        });
+        say(formatLoad('postwright --role api', api));
+      }
+      await apiChild.stop();
+
+      if (PHASES.has('raw')) {
+        const version = await db.query<{ v: string }>(
+          'select current_version_id as v from templates where id = $1',
+          [instance.templateId],
+        );
+        const rawPort = await freePort();
+        const rawChild = startChild(
+          path.join(HERE, 'bench-send/raw-server.ts'),
+          [],
+          {
+            ...process.env,
+            RAW_DATABASE_URL: databaseUrl,
+            RAW_QUEUE,
+            RAW_PORT: String(rawPort),
+            RAW_TEMPLATE_ID: instance.templateId,
+            RAW_VERSION_ID: version.rows[0]!.v,
+            RAW_ADAPTER_ID: instance.adapterId,
+          },
+          ROOT,
+        );
+        children.push(rawChild);
+        await waitUntil('raw server', () => rawChild.output().includes('raw server ready'), rawChild);
+        raw = await measureLoad({
+          url: `http://127.0.0.1:${rawPort}/raw/send`,
+          keys: instance.keys,
+          body,
+          connections: CONNECTIONS,
+          seconds: SECONDS,
+          warmupSeconds: WARMUP,
+        });
+        say(formatLoad('raw per-request route', raw));
+        await rawChild.stop();
+        // Its rows are not part of the worker's backlog.
+        await db.query(
+          `delete from email_logs where id in (select data->>'emailId' from pgboss.job where name = $1)`,
+          [RAW_QUEUE],
+        );
+        await db.query('delete from pgboss.job where name = $1', [RAW_QUEUE]);
+      }
+      if (api && raw)
+        say(
+          `  ratio                          ${(api.acceptedPerSecond / raw.acceptedPerSecond).toFixed(2)}×`,
+        );
+
+      if (PHASES.has('worker')) {
+        const queued = await db.query<{ id: string }>(`select id from email_logs where status = 'queued'`);
+        const expected = queued.rows.map((r) => r.id);
+        sink.reset();
+        const workerChild = startPostwright(ROOT, 'worker', env(await freePort()));
+        children.push(workerChild);
+        const result = await drainSink(sink, DRAIN_SECONDS, expected.length);
+        await workerChild.stop();
+        worker = { rate: result.rate, count: expected.length };
+        const check = exactlyOnce(sink, expected);
+        say();
+        say(`Delivery: ${expected.length} queued emails → SMTP sink`);
+        say(
+          `  ${'postwright --role worker'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
+        );
+        say(`  exactly once: ${check.ok ? 'yes' : 'NO'} — ${check.text}`);
+        targets.push({
+          name: 'PostgreSQL: each accepted email delivered exactly once',
+          ok: check.ok,
+          value: check.text,
+        });
+      }
+    }
+
+    if (PHASES.has('nodemailer')) {
+      const count = Math.min(Math.max(worker?.count ?? 5_000, 1_000), 20_000);
+      sink.reset();
+      const sent = await rawNodemailer(ROOT, sink.port, count);
+      const check = exactlyOnce(sink, sent.ids);
+      const rate = count / sent.seconds;
+      say(
+        `  ${'raw nodemailer pool (5 conn.)'.padEnd(30)} ${perSecond(rate).padStart(9)}   (${count} messages${check.ok ? '' : `; sink: ${check.text}`})`,
+      );
+      if (worker) {
+        say(`  ratio                          ${(worker.rate / rate).toFixed(2)}×`);
+        targets.push({
+          name: 'delivery ≥ 0.8× raw nodemailer',
+          ok: worker.rate >= 0.8 * rate,
+          value: `${(worker.rate / rate).toFixed(2)}×`,
+        });
+      }
+    }
+
+    if (PHASES.has('embedded')) {
+      const found = await embeddedPhase({
+        root: ROOT,
+        sink,
+        setupToken: SETUP_TOKEN,
+        load: { connections: CONNECTIONS, seconds: SECONDS, warmupSeconds: WARMUP },
+        body: BODY,
+        drainSeconds: DRAIN_SECONDS,
+        say,
+        children,
+        cleanups,
+      });
+      targets.push(...found);
+    }
+
+    if (api) {
+      targets.unshift(
+        {
+          name: 'accept ≥ 2,000/s',
+          ok: api.acceptedPerSecond >= 2_000,
+          value: perSecond(api.acceptedPerSecond),
+        },
+        { name: 'accept p99 ≤ 50 ms', ok: api.p99 <= 50, value: `${api.p99} ms` },
+      );
+      if (raw) {
+        const ratio = api.acceptedPerSecond / raw.acceptedPerSecond;
+        targets.splice(2, 0, {
+          name: 'accept ≥ 2× raw per-request route',
+          ok: ratio >= 2,
+          value: `${ratio.toFixed(2)}×`,
+        });
+      }
+    }
+    say();
+    say('Targets');
+    for (const t of targets) say(`  ${(t.ok ? 'PASS' : 'FAIL').padEnd(5)} ${t.name.padEnd(56)} ${t.value}`);
+  } finally {
+    await Promise.all(children.map((child) => child.stop()));
+    for (const cleanup of cleanups)
+      await Promise.resolve(cleanup()).catch((error: unknown) => console.error('cleanup:', error));
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,147 @@
+/**
+ * Child processes of the send benchmark: the real CLI (`node server/src/main.ts start`) started
+ * with process.execPath, readiness polling, stopping, free ports, and the memory of a process tree
+ * (PSS from /proc/<pid>/smaps_rollup, summed over the process and its descendants).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+
+/** A started child: its handle, the tail of its output (for errors) and a stop function. */
+export interface Child {
+  process: ChildProcess;
+  output: () => string;
+  stop: () => Promise<void>;
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `node <script> ...args` (same Node.js binary as this process) with `env`, output kept in memory. */
+export function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Child {
+  const child = spawn(process.execPath, [script, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-8_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    process: child,
+    output: () => tail,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * The environment of a Postwright child: this one's, minus database settings, plus LOG_LEVEL=warn,
+ * NODE_ENV=production (BENCH_NODE_ENV overrides) and `env`.
+ */
+export function postwrightEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base = { ...process.env };
+  for (const name of ['DATABASE_URL', 'ENCRYPTION_KEY', 'DATA_DIR', 'PORT', 'REDIS_URL']) delete base[name];
+  return {
+    ...base,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    // React's production build renders about twice as fast as its development build.
+    NODE_ENV: process.env.BENCH_NODE_ENV ?? 'production',
+    // Another branch adds an outbound policy that refuses private/loopback SMTP hosts by default.
+    SMTP_ALLOW_PRIVATE: 'true',
+    ...env,
+  };
+}
+
+/** Starts `postwright start --role <role>` from the checkout at `root`. */
+export function startPostwright(root: string, role: 'all' | 'api' | 'worker', env: NodeJS.ProcessEnv): Child {
+  return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root);
+}
+
+/** Polls `check` every 100 ms until it is true; throws with the child's output after `timeoutMs`. */
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  child?: Child,
+  timeoutMs = 90_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (
+    !(await Promise.resolve()
+      .then(check)
+      .catch(() => false))
+  ) {
+    if (child && child.process.exitCode !== null) {
+      throw new Error(`${what}: the process exited (${child.process.exitCode}).\n${child.output()}`);
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: timed out.\n${child?.output() ?? ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Waits until `GET <baseUrl>/readyz` answers 200. */
+export function waitReady(baseUrl: string, child: Child): Promise<void> {
+  return waitUntil(`${baseUrl}/readyz`, async () => (await fetch(`${baseUrl}/readyz`)).status === 200, child);
+}
+
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Field 4 (ppid) follows the command name, which is in parentheses and may hold spaces.
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+function kilobytes(pid: number, field: 'Pss' | 'Rss'): number {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(rollup);
+    return match ? Number(match[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** PSS and RSS (bytes) of `root` and all its descendants, and how many processes that is. */
+export function treeMemory(root: number): { pss: number; rss: number; processes: number } {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    const parent = parentOf(pid);
+    if (parent !== undefined) children.set(parent, [...(children.get(parent) ?? []), pid]);
+  }
+  const tree: number[] = [];
+  for (const queue = [root]; queue.length > 0; ) {
+    const pid = queue.shift()!;
+    tree.push(pid);
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return {
+    pss: tree.reduce((sum, pid) => sum + kilobytes(pid, 'Pss'), 0) * 1024,
+    rss: tree.reduce((sum, pid) => sum + kilobytes(pid, 'Rss'), 0) * 1024,
+    processes: tree.length,
+  };
+}
+
+/** Bytes as megabytes (10^6 bytes), one decimal. */
+export const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import type { Database } from './client.ts';
+import { GroupCommit } from './group-commit.ts';
+
+/**
+ * How GroupCommit forms batches. The transaction runner here only records calls (the database
+ * behaviour — one transaction, savepoints, rollbacks — is tested on PostgreSQL in
+ * server/test/send-group-commit.test.ts).
+ */
+function recordingDatabase(writeDelayMs: number) {
+  const batches: number[][] = [];
+  let open = 0;
+  let peak = 0;
+  const db = {
+    async transaction<R>(fn: (tx: unknown) => Promise<R>): Promise<R> {
+      open++;
+      peak = Math.max(peak, open);
+      try {
+        return await fn({
+          async transaction<S>(inner: (tx: unknown) => Promise<S>) {
+            return inner({});
+          },
+        });
+      } finally {
+        open--;
+      }
+    },
+  } as unknown as Database;
+  const write = async (_tx: unknown, items: number[]) => {
+    batches.push(items);
+    await new Promise((resolve) => setTimeout(resolve, writeDelayMs));
+    if (items.length === 1 && items[0]! < 0) throw new Error(`bad item ${items[0]}`);
+    if (items.some((item) => item < 0)) throw new Error('batch has a bad item');
+  };
+  return { db, write, batches, peak: () => peak };
+}
+
+describe('GroupCommit', () => {
+  it('commits a lone item at once when a transaction slot is free (no window delay)', async () => {
+    const { db, write, batches } = recordingDatabase(0);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 64, windowMs: 0, maxInFlight: 1 });
+    const started = performance.now();
+    await group.submit(1);
+    expect(performance.now() - started).toBeLessThan(50);
+    expect(batches).toEqual([[1]]);
+  });
+
+  it('waits up to windowMs after the first item for others to join', async () => {
+    const { db, write, batches } = recordingDatabase(0);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 64, windowMs: 30, maxInFlight: 1 });
+    const first = group.submit(1);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await Promise.all([first, group.submit(2)]);
+    expect(batches).toEqual([[1, 2]]);
+  });
+
+  it('caps batches at maxBatch and transactions at maxInFlight; items arriving meanwhile form the next batch', async () => {
+    const { db, write, batches, peak } = recordingDatabase(20);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 4, windowMs: 0, maxInFlight: 2 });
+    const items = Array.from({ length: 11 }, (_, i) => i + 1);
+    await Promise.all(items.map((item) => group.submit(item)));
+    expect(peak()).toBe(2);
+    expect(batches.every((batch) => batch.length <= 4)).toBe(true);
+    expect(batches.flat().sort((a, b) => a - b)).toEqual(items);
+    expect(batches.length).toBe(3);
+    expect(group.stats).toEqual({ batches: 3, items: 11, isolatedBatches: 0 });
+  });
+
+  it('drains: resolves once every submitted item is committed', async () => {
+    const { db, write, batches } = recordingDatabase(20);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 2, windowMs: 0, maxInFlight: 1 });
+    const committed: number[] = [];
+    for (const item of [1, 2, 3, 4, 5]) void group.submit(item).then(() => committed.push(item));
+    await group.drain();
+    expect(batches.flat()).toEqual([1, 2, 3, 4, 5]);
+    await Promise.resolve();
+    expect(committed.sort()).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('rejects only the bad item of a failed batch, with its own error', async () => {
+    const { db, write, batches } = recordingDatabase(0);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 64, windowMs: 0, maxInFlight: 1 });
+    const outcomes = await Promise.allSettled([1, -2, 3].map((item) => group.submit(item)));
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[1] as PromiseRejectedResult).reason.message).toBe('bad item -2');
+    expect(batches).toEqual([[1, -2, 3], [1], [-2], [3]]);
+    expect(group.stats).toEqual({ batches: 1, items: 2, isolatedBatches: 1 });
+  });
+});

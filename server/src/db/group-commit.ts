@@ -1,0 +1,148 @@
+import type { Database, Executor } from './client.ts';
+
+/** How a {@link GroupCommit} forms its batches. */
+export interface GroupCommitOptions<T> {
+  /**
+   * Writes `items` inside `tx` (multi-row statements). Throws when any item cannot be written;
+   * it is then called again with one item at a time, each in its own savepoint.
+   */
+  write: (tx: Executor, items: T[]) => Promise<void>;
+  /** Most items one transaction carries. */
+  maxBatch: number;
+  /**
+   * How long (ms) the first item of a batch waits for company while a transaction slot is free;
+   * 0 = until the current turn of the event loop ends (setImmediate), which adds no timer delay.
+   */
+  windowMs: number;
+  /** Transactions open at once (each holds one pooled connection). */
+  maxInFlight: number;
+}
+
+interface Waiting<T> {
+  item: T;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit (issue #9 "Group-commit accept"): items submitted at about the same time share one
+ * database transaction. Each `submit` resolves once its item is committed, or rejects with that
+ * item's own error: when the batch fails, the items are written again in ONE transaction with a
+ * savepoint each, so an item that violates a constraint fails alone and the rest commit together.
+ * A batch starts when `maxBatch` items wait, when the window after its first item ends, or when a
+ * running transaction finishes and items are waiting; at most `maxInFlight` run at once.
+ */
+export class GroupCommit<T> {
+  readonly #db: Database;
+  readonly #options: GroupCommitOptions<T>;
+  #pending: Waiting<T>[] = [];
+  #inFlight = 0;
+  #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** Batches committed so far and the items they carried (for tests and diagnostics). */
+  readonly stats = { batches: 0, items: 0, isolatedBatches: 0 };
+
+  constructor(db: Database, options: GroupCommitOptions<T>) {
+    if (options.maxBatch < 1 || options.maxInFlight < 1 || options.windowMs < 0) {
+      throw new Error('GroupCommit: maxBatch and maxInFlight must be ≥ 1 and windowMs ≥ 0');
+    }
+    this.#db = db;
+    this.#options = options;
+  }
+
+  /** Queues `item` for the next batch; resolves when it is committed, rejects with its own error. */
+  submit(item: T): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.push({ item, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /** Resolves once no item is waiting and no transaction is open (call before closing the database). */
+  async drain(): Promise<void> {
+    while (this.#pending.length > 0 || this.#inFlight > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+
+  #schedule(): void {
+    if (this.#inFlight >= this.#options.maxInFlight) return; // a finishing batch takes them
+    if (this.#pending.length >= this.#options.maxBatch) {
+      this.#startBatch();
+      return;
+    }
+    if (this.#timer) return;
+    const fire = () => {
+      this.#timer = undefined;
+      this.#startBatch();
+    };
+    this.#timer =
+      this.#options.windowMs === 0 ? setImmediate(fire) : setTimeout(fire, this.#options.windowMs);
+  }
+
+  #startBatch(): void {
+    if (this.#timer) {
+      clearTimeout(this.#timer as NodeJS.Timeout);
+      clearImmediate(this.#timer as NodeJS.Immediate);
+      this.#timer = undefined;
+    }
+    while (this.#pending.length > 0 && this.#inFlight < this.#options.maxInFlight) {
+      const batch = this.#pending.splice(0, this.#options.maxBatch);
+      this.#inFlight++;
+      void this.#commit(batch).finally(() => {
+        this.#inFlight--;
+        // Whatever arrived meanwhile has already waited a whole transaction: no further window.
+        if (this.#pending.length > 0) this.#startBatch();
+      });
+    }
+  }
+
+  async #commit(batch: Waiting<T>[]): Promise<void> {
+    try {
+      await this.#db.transaction((tx) =>
+        this.#options.write(
+          tx,
+          batch.map((w) => w.item),
+        ),
+      );
+      this.#count(batch.length);
+      for (const waiting of batch) waiting.resolve();
+      return;
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+    }
+    await this.#commitIsolated(batch);
+  }
+
+  /** The fallback: one transaction, a savepoint per item; failed items get their own error. */
+  async #commitIsolated(batch: Waiting<T>[]): Promise<void> {
+    const failures = new Map<Waiting<T>, unknown>();
+    try {
+      await this.#db.transaction(async (tx) => {
+        for (const waiting of batch) {
+          try {
+            await tx.transaction((savepoint) => this.#options.write(savepoint, [waiting.item]));
+          } catch (error) {
+            failures.set(waiting, error);
+          }
+        }
+      });
+    } catch (error) {
+      for (const waiting of batch) waiting.reject(failures.get(waiting) ?? error);
+      return;
+    }
+    this.stats.isolatedBatches++;
+    this.#count(batch.length - failures.size);
+    for (const waiting of batch) {
+      if (failures.has(waiting)) waiting.reject(failures.get(waiting));
+      else waiting.resolve();
+    }
+  }
+
+  #count(items: number): void {
+    this.stats.batches++;
+    this.stats.items += items;
+  }
+}

@@ -1,0 +1,85 @@
+import type { Database, Executor } from '../../db/client.ts';
+import { GroupCommit } from '../../db/group-commit.ts';
+import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import { emailRepository, type NewEmailLog } from './emails.repository.ts';
+
+/** What an accepted send writes: its log, its first status event (`queued`) and its `email.send` job. */
+export interface AcceptedEmailRows {
+  /** The log row; `createdAt` is left to the database (the batch transaction's `now()`). */
+  log: NewEmailLog;
+  /** Kept in the first status event (e.g. `{resendOf}`); `{}` when there is nothing to say. */
+  eventDetail: Record<string, unknown>;
+  /** The job's UUID (see ids.newJobId) and payload. */
+  job: { id: string; data: JobPayload<'email.send'> };
+}
+
+/**
+ * Batch shape of the accept path (issue #9), tuned on the 2-core machine with `npm run bench:send`:
+ * a batch starts as soon as a transaction slot is free (no timer delay: a lone request is not
+ * slowed), otherwise when a running one commits, carrying whatever arrived meanwhile, up to
+ * MAX_BATCH. Two transactions in flight let one batch form while the other commits.
+ */
+const MAX_BATCH = 128;
+const WINDOW_MS = 0;
+const MAX_IN_FLIGHT = 2;
+
+/**
+ * How long pg-boss keeps a completed `email.send` job (its default is 7 days): the job carries the
+ * rendered HTML, and the log and its events are the record that lasts.
+ */
+const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
+
+/**
+ * Writes a batch: ONE multi-row insert each for logs, events and jobs, logs first (events
+ * reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
+ */
+async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmailRows[]): Promise<void> {
+  await emailRepository.insertLogs(
+    tx,
+    items.map((item) => item.log),
+  );
+  await emailRepository.insertEvents(
+    tx,
+    items.map((item) => ({
+      teamId: item.log.teamId,
+      emailId: item.log.id,
+      status: 'queued' as const,
+      detail: item.eventDetail,
+    })),
+  );
+  await queue.enqueueMany(
+    tx,
+    EMAIL_SEND_JOB,
+    items.map((item) => ({ ...item.job, deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS })),
+  );
+}
+
+/** Group commit of accepted sends over one database (see {@link GroupCommit}). */
+export type AcceptBatcher = GroupCommit<AcceptedEmailRows>;
+
+const batchers = new WeakMap<Database, AcceptBatcher>();
+
+/**
+ * The accept batcher of `deps.db`, created on first use: every send of a process through the same
+ * database shares it, so concurrent requests share transactions. `submit(rows)` resolves once the
+ * rows are committed and rejects with that item's own error (a constraint it violates, …).
+ */
+export function acceptBatcherFor(deps: { db: Database; queue: JobQueue }): AcceptBatcher {
+  let batcher = batchers.get(deps.db);
+  if (!batcher) {
+    batcher = new GroupCommit<AcceptedEmailRows>(deps.db, {
+      write: (tx, items) => writeAccepted(deps.queue, tx, items),
+      maxBatch: MAX_BATCH,
+      windowMs: WINDOW_MS,
+      maxInFlight: MAX_IN_FLIGHT,
+    });
+    batchers.set(deps.db, batcher);
+  }
+  return batcher;
+}
+
+/** Waits until the accept batcher of `db` (if any) has committed what it holds (before the database closes). */
+export async function drainAcceptBatcher(db: Database): Promise<void> {
+  await batchers.get(db)?.drain();
+}

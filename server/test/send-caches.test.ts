@@ -1,0 +1,131 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADAPTER_SEND_CACHE_TTL_MS } from '../src/modules/adapters/index.ts';
+import { TEMPLATE_SEND_CACHE_TTL_MS } from '../src/modules/templates/index.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { setupOwner, type TeamOwner } from './helpers/auth.ts';
+import {
+  buildApiKey,
+  buildSmtpAdapter,
+  buildTemplate,
+  dashboardCall,
+  expectError,
+  send,
+} from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
+
+/**
+ * Issue #9 "Cheap hot path": template and adapter resolution for sends cost no database round trip
+ * while nothing changed; changes through this process are seen at once, changes made elsewhere
+ * (another process, here: SQL behind the app's back) within the caches' bound.
+ */
+describe('send: template and adapter caches (PostgreSQL)', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+  let key: string;
+  let adapterId: string;
+  /** SQL texts the app sent through its pool (outside transactions) since the last reset. */
+  let statements: string[] = [];
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    owner = await setupOwner(ctx.app);
+    key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
+    adapterId = (await buildSmtpAdapter(ctx.app, owner, await closedPort())).id;
+    const handle = ctx.app.ctx.database;
+    const query = handle.pool.query.bind(handle.pool) as (...args: unknown[]) => unknown;
+    (handle.pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
+      const first = args[0] as string | { text?: string };
+      statements.push(typeof first === 'string' ? first : (first.text ?? ''));
+      return query(...args);
+    };
+  });
+  afterAll(() => ctx?.close());
+
+  const reads = (table: string) => statements.filter((s) => s.includes(`from "${table}"`)).length;
+  const subjectOf = async (id: string) =>
+    (
+      (await ctx.app.ctx.database.db.execute(
+        sql`select subject from email_logs where id = ${id}`,
+      )) as unknown as { rows: { subject: string }[] }
+    ).rows[0]?.subject;
+
+  it('reads the template and adapter once, then sends from the cache', async () => {
+    const template = await buildTemplate(ctx.app, owner, { name: 'Cached', subject: 'First' });
+    statements = [];
+    const first = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(first.statusCode, first.body).toBe(202);
+    expect(reads('templates')).toBe(1);
+    expect(reads('template_versions')).toBe(1);
+    expect(reads('adapters')).toBe(1);
+    statements = [];
+    for (let i = 0; i < 3; i++) {
+      const again = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+      expect(again.statusCode, again.body).toBe(202);
+    }
+    expect(reads('templates')).toBe(0);
+    expect(reads('template_versions')).toBe(0);
+    expect(reads('adapters')).toBe(0);
+  });
+
+  it('sees edits made through this process at once', async () => {
+    const template = await buildTemplate(ctx.app, owner, { name: 'Edited here', subject: 'Before' });
+    const before = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(await subjectOf(before.json().data.id)).toBe('Before');
+    const put = await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${template.id}`, {
+      subject: 'After',
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    const after = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(await subjectOf(after.json().data.id)).toBe('After');
+
+    await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${template.id}`, { isActive: false });
+    expectError(
+      await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+      400,
+      'INVALID_TEMPLATE',
+    );
+
+    await dashboardCall(ctx.app, owner, 'PUT', `/api/adapters/${adapterId}`, { isActive: false });
+    const cachedTemplate = await buildTemplate(ctx.app, owner, { name: 'Adapter check' });
+    const refused = expectError(
+      await send(ctx.app, key, { templateId: cachedTemplate.id, to: 'a@example.test' }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect(refused.details.reason).toBe('NO_ACTIVE_ADAPTER');
+    await dashboardCall(ctx.app, owner, 'PUT', `/api/adapters/${adapterId}`, { isActive: true });
+    const back = await send(ctx.app, key, { templateId: cachedTemplate.id, to: 'a@example.test' });
+    expect(back.statusCode, back.body).toBe(202);
+  });
+
+  it('sees changes made elsewhere within the bound', async () => {
+    const template = await buildTemplate(ctx.app, owner, { name: 'Edited elsewhere' });
+    const warm = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(warm.statusCode, warm.body).toBe(202);
+    const db = ctx.app.ctx.database.db;
+    await db.execute(sql`update templates set is_active = false where id = ${template.id}`);
+    await db.execute(sql`update adapters set is_active = false where id = ${adapterId}`);
+    try {
+      const stale = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+      expect(stale.statusCode, stale.body).toBe(202);
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.max(TEMPLATE_SEND_CACHE_TTL_MS, ADAPTER_SEND_CACHE_TTL_MS) + 100),
+      );
+      expectError(
+        await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+        400,
+        'INVALID_TEMPLATE',
+      );
+      await db.execute(sql`update templates set is_active = true where id = ${template.id}`);
+      const refused = expectError(
+        await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(refused.details.reason).toBe('NO_ACTIVE_ADAPTER');
+    } finally {
+      await db.execute(sql`update adapters set is_active = true where id = ${adapterId}`);
+    }
+  });
+});
