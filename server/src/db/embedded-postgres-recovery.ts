@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, readlink, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { type EmbeddedLayout, EmbeddedPostgresError } from './embedded-postgres-cluster.ts';
@@ -19,6 +19,9 @@ interface ProcessInfo {
  * also means a `kill -9` of Postwright leaves it running, orphaned. From `pgdata/postmaster.pid`:
  * - no file, or its PID is gone: nothing to do (PostgreSQL replaces a stale lock file itself and
  *   recovers from its WAL);
+ * - its PID is a zombie (the server was killed and nobody reaps it, as under a container's PID 1
+ *   that reaps nothing): PostgreSQL would take the zombie for a live server and refuse to start, so
+ *   once none of the old server's processes is left the lock file is removed;
  * - its PID is our server and its parent is still the Postwright process named in `postgres.owner`:
  *   the database is in use, throws;
  * - its PID is our server and that parent is gone: the orphan is stopped (fast shutdown, then
@@ -32,7 +35,11 @@ export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: str
   const pid = Number.parseInt(lock?.split('\n')[0] ?? '', 10);
   if (!Number.isInteger(pid) || pid <= 0) return;
   const info = await processInfo(pid);
-  if (!info || info.state === 'Z') return;
+  if (!info) return;
+  if (info.state === 'Z') {
+    await removeZombieLock(layout, lockFile, pid, log);
+    return;
+  }
   if (!/(^|\/)postgres(\s|$)/.test(info.command)) {
     log(`Removing ${lockFile}: its PID ${pid} now belongs to another program.`);
     await rm(lockFile, { force: true });
@@ -57,6 +64,53 @@ export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: str
   throw new EmbeddedPostgresError(
     `The orphaned PostgreSQL server (PID ${pid}) on ${layout.pgdata} does not stop: kill it and start again.`,
   );
+}
+
+/**
+ * Removes the lock file of a killed server whose PID lingers as a zombie, after waiting (up to
+ * 15 s) for its backends to exit: each notices the postmaster's death, and while one still runs
+ * (working directory = pgdata) the shared memory is in use and the lock must stay.
+ * @throws EmbeddedPostgresError when a process of the old server is still running then.
+ */
+async function removeZombieLock(
+  layout: EmbeddedLayout,
+  lockFile: string,
+  pid: number,
+  log: (line: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while ((await processesIn(layout.pgdata)).length > 0) {
+    if (Date.now() > deadline) {
+      throw new EmbeddedPostgresError(
+        `Processes of a killed PostgreSQL server still run on ${layout.pgdata}: stop them and start again.`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  log(`Removing ${lockFile}: its server (PID ${pid}) was killed and is gone.`);
+  await rm(lockFile, { force: true });
+  // The Unix socket's lock file (in pgdata, the socket directory) names the same dead PID.
+  for (const name of await readdir(layout.pgdata)) {
+    if (!/^\.s\.PGSQL\.\d+\.lock$/.test(name)) continue;
+    const socketLock = path.join(layout.pgdata, name);
+    const owner = (await readFile(socketLock, 'utf8').catch(() => '')).split('\n')[0];
+    if (owner === String(pid)) await rm(socketLock, { force: true });
+  }
+}
+
+/** Live (non-zombie) processes whose working directory is `dir` (Linux /proc; none elsewhere). */
+async function processesIn(dir: string): Promise<number[]> {
+  if (process.platform !== 'linux') return [];
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => undefined);
+    if (cwd !== dir) continue;
+    const info = await processInfo(pid);
+    if (info && info.state !== 'Z') found.push(pid);
+  }
+  return found;
 }
 
 /** Sends `signal` and polls until the process is gone; true when it went within `timeoutMs`. */
