@@ -84,7 +84,7 @@ export function exactlyOnce(sink: Sink, accepted: Iterable<string>): { ok: boole
   const ok = missing === 0 && duplicated === 0 && unexpected === 0;
   return {
     ok,
-    text: `${expected.size} accepted: ${missing} missing, ${duplicated} delivered more than once, ${unexpected} unknown ids`,
+    text: `${expected.size} accepted: ${missing} not (yet) delivered, ${duplicated} delivered more than once, ${unexpected} unknown ids`,
   };
 }
 
