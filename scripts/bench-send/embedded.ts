@@ -93,7 +93,7 @@ export async function embeddedPhase(o: {
   o.say(
     `  ${'delivery'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${o.drainSeconds} s)`}`,
   );
-  const text = `${accepted} logged, ${sent} recorded sent, ${o.sink.counts.size} distinct delivered, ${duplicates} more than once`;
+  const text = `${accepted} accepted (logged), ${sent} recorded sent, ${o.sink.counts.size} distinct delivered, ${duplicates} more than once`;
   o.say(`  exactly once: ${ok ? 'yes' : 'NO'} — ${text}`);
   targets.push({ name: 'embedded: each accepted email delivered exactly once', ok, value: text });
   return targets;

@@ -15,10 +15,11 @@ export interface AcceptedEmailRows {
 }
 
 /**
- * Batch shape of the accept path (issue #9), tuned on the 2-core machine with `npm run bench:send`:
- * a batch starts as soon as a transaction slot is free (no timer delay: a lone request is not
- * slowed), otherwise when a running one commits, carrying whatever arrived meanwhile, up to
- * MAX_BATCH. Two transactions in flight let one batch form while the other commits.
+ * Batch shape of the accept path (issue #9): a batch starts as soon as a transaction slot is free
+ * (no timer delay: a lone request is not slowed), otherwise when a running one commits, carrying
+ * whatever arrived meanwhile, up to MAX_BATCH. Two transactions in flight let one batch form while
+ * the other commits. On the shared 2-core machine, 1, 2 or 4 in flight and a 1 ms window measured
+ * the same within its noise (`npm run bench:send`); at 50 connections batches carried ~14 sends.
  */
 const MAX_BATCH = 128;
 const WINDOW_MS = 0;
