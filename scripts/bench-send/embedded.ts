@@ -4,7 +4,7 @@
  * of the process tree), accepted sends under load while it delivers, the drain rate into the
  * sink, and whether every accepted email arrived exactly once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { formatLoad, measureLoad, perSecond } from './load.ts';
@@ -41,6 +41,8 @@ export async function embeddedPhase(o: {
 }): Promise<Target[]> {
   const targets: Target[] = [];
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-bench-'));
+  // As root, the embedded PostgreSQL runs as "postgres", which must enter DATA_DIR (mkdtemp makes it 0700).
+  chmodSync(dataDir, 0o755);
   o.cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
