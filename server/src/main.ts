@@ -3,7 +3,6 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
-import { startPostwright } from './runtime.ts';
 
 const USAGE = `Usage: postwright <command> [options]
 
@@ -45,6 +44,10 @@ async function main(argv: string[]): Promise<number> {
   if (role !== 'all' && !config.DATABASE_URL) {
     console.warn('Running one role on the embedded database: only one process can open DATA_DIR at a time.');
   }
+  // A server runs React's production build unless told otherwise (it renders about twice as fast
+  // as the development build). React reads NODE_ENV when first loaded, hence the late import.
+  process.env.NODE_ENV ??= 'production';
+  const { startPostwright } = await import('./runtime.ts');
   const running = await startPostwright(config, role);
   if (running.url)
     console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
