@@ -1,8 +1,10 @@
 /**
  * Import boundaries of server/src (issue #9 "Dependencies point one way").
- * Direction: composition root (main/runtime/app) → modules → http, jobs, db, providers, outbound.
- * Modules plug into http and jobs by registering guards and handlers; the lower layers
- * never import a module. Run by `npm run lint`.
+ * Direction: composition root (main, runtime, app, job-handlers) → modules → http, jobs, db,
+ * providers, outbound. Modules plug into http and jobs through registration (http/access.ts
+ * registerAccessGuards, jobs/registry.ts JobHandlers), wired by the composition root; the lower
+ * layers never import a module, and modules reach each other only through their index.ts.
+ * Run by `npm run lint`; colocated *.test.ts files are not checked.
  */
 module.exports = {
   forbidden: [
@@ -20,6 +22,13 @@ module.exports = {
         'http, jobs, db, providers and outbound are below the modules: modules register with them, they never import a module.',
       from: { path: '^server/src/(http|jobs|db|providers|outbound)/' },
       to: { path: '^server/src/modules/' },
+    },
+    {
+      name: 'composition-root-on-top',
+      severity: 'error',
+      comment: 'main, runtime, app and job-handlers wire the modules together; nothing below imports them.',
+      from: { path: '^server/src/(modules|http|jobs|db|providers|outbound)/' },
+      to: { path: '^server/src/(main|runtime|app|job-handlers)\\.ts$' },
     },
     {
       name: 'module-through-index',
