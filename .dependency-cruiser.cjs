@@ -16,6 +16,15 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'no-circular-folders',
+      severity: 'error',
+      scope: 'folder',
+      comment:
+        'No cycle between folders either (e.g. auth → teams → auth through different files): modules and layers depend one way.',
+      from: { path: '^server/src' },
+      to: { circular: true },
+    },
+    {
       name: 'infrastructure-not-to-modules',
       severity: 'error',
       comment:
