@@ -11,11 +11,15 @@ export {
   type TeamRole,
 } from '../../http/permissions.ts';
 export {
+  clearActiveTeam,
+  deleteMember,
   findMembership,
+  insertMember,
   insertUserWithPassword,
   lockUnverifiedUserByEmail,
   markEmailVerified,
   reclaimUnverifiedUser,
+  setMemberRole,
 } from './auth.repository.ts';
 export { authRoutes } from './auth.routes.ts';
 export { meResponse } from './auth.schema.ts';
