@@ -10,7 +10,7 @@ import {
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
-import { access, type RouteAccess } from './http/access.ts';
+import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
@@ -24,8 +24,9 @@ import {
   createApiKeyCache,
   createRateLimiter,
   type RateLimiter,
+  requireApiKey,
 } from './modules/api-keys/index.ts';
-import { type Auth, authRoutes, createAuth } from './modules/auth/index.ts';
+import { type Auth, authRoutes, createAuth, requireSession } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
 import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
@@ -86,6 +87,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
 
+  // The composition root plugs the modules' guards into http (http imports no module).
+  registerAccessGuards({ session: requireSession, apiKey: (scopes) => requireApiKey(...scopes) });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);

@@ -3,6 +3,7 @@ import { buildApp } from './app.ts';
 import type { Config, Role } from './config.ts';
 import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.ts';
 import { resolveEncryptionKey } from './encryption-key.ts';
+import { bindJobHandlers } from './job-handlers.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { declareQueues, startWorkers } from './jobs/registry.ts';
 import { upgradeLegacyAdapterConfigs } from './modules/adapters/index.ts';
@@ -47,7 +48,9 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     url = await app.listen({ port: config.PORT, host: config.HOST });
     await printSetupUrlIfNeeded(app.ctx, { info: (line: string) => console.log(line) });
   }
-  if (role !== 'api') await startWorkers(queue, { config, db: database.db, encryptionKey });
+  if (role !== 'api') {
+    await startWorkers(queue, config, bindJobHandlers({ config, db: database.db, encryptionKey }));
+  }
 
   let stopping: Promise<void> | undefined;
   const stop = () => {

@@ -1,12 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AccessRule, RouteAccess } from '../src/http/access.ts';
+import { type Permission, ROLE_PERMISSIONS, TEAM_ROLES, type TeamRole } from '../src/http/permissions.ts';
 import { API_KEY_SCOPES, type ApiKeyScope } from '../src/modules/api-keys/index.ts';
-import {
-  type Permission,
-  ROLE_PERMISSIONS,
-  TEAM_ROLES,
-  type TeamRole,
-} from '../src/modules/auth/permissions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, ORIGIN_HEADERS, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';

@@ -8,10 +8,10 @@ import { loadConfig } from '../src/config.ts';
 import { sessions, users } from '../src/db/schema/index.ts';
 import { ok } from '../src/http/envelope.ts';
 import { installErrorHandling } from '../src/http/error-handler.ts';
+import { PERMISSIONS } from '../src/http/permissions.ts';
 import { sessionOf } from '../src/http/principal.ts';
 import { fastifyTrustProxy } from '../src/http/trust-proxy.ts';
 import { authRoutes, createAuth, requireSession, setupUrl } from '../src/modules/auth/index.ts';
-import { PERMISSIONS } from '../src/modules/auth/permissions.ts';
 import {
   addTeamMember,
   cookieHeaderFrom,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PERMISSIONS } from '../src/http/permissions.ts';
 import { insertMember } from '../src/modules/auth/auth.repository.ts';
-import { PERMISSIONS } from '../src/modules/auth/permissions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, setupOwner, signIn, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, expectError } from './helpers/factories.ts';

@@ -1,8 +1,6 @@
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
-import { type ApiKeyScope, requireApiKey } from '../modules/api-keys/index.ts';
-import { requireSession } from '../modules/auth/index.ts';
-import type { Permission } from '../modules/auth/permissions.ts';
 import { AppError } from './errors.ts';
+import type { ApiKeyScope, Permission } from './permissions.ts';
 
 /**
  * Who may call a route. Every route of the app declares one (the isolation matrix test walks the
@@ -32,17 +30,44 @@ declare module 'fastify' {
   }
 }
 
-type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+/** An onRequest hook: resolves, or throws an AppError (401/403/429) refusing the request. */
+export type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/**
+ * The guards access rules are enforced with, owned by the modules that know sessions and keys:
+ * `session` (auth module: session cookie, role holding `permission`) and `apiKey` (api-keys
+ * module: `X-API-Key` holding one of `scopes`). The composition root registers them with
+ * {@link registerAccessGuards} before any route is declared, so http never imports a module
+ * (issue #9, "Dependencies point one way").
+ */
+export interface AccessGuards {
+  session(permission: Permission | undefined, options: { teamFallback: boolean }): Hook;
+  apiKey(scopes: readonly ApiKeyScope[]): Hook;
+}
+
+let registered: AccessGuards | undefined;
+
+/** Registers the guards {@link access} installs; called once per process, before routes register. */
+export function registerAccessGuards(guards: AccessGuards): void {
+  registered = guards;
+}
+
+function guards(): AccessGuards {
+  if (!registered) throw new Error('access(): no guards registered (call registerAccessGuards first)');
+  return registered;
+}
 
 /**
  * The guard enforcing `rule`, run as an onRequest hook: it reads headers only, so an unauthenticated
  * caller is refused before its body is read or parsed (and before validation, so 401/403 come first).
+ * @throws Error when a non-public rule is declared before {@link registerAccessGuards} ran.
  */
 function guardFor(rule: AccessRule): Hook | undefined {
   if (rule.kind === 'public') return undefined;
-  if (rule.kind === 'apiKey') return requireApiKey(...rule.scopes);
-  const sessionGuard = requireSession(rule.permission, { teamFallback: rule.teamFallback ?? false });
-  const keyGuard = rule.apiKeyScopes?.length ? requireApiKey(...rule.apiKeyScopes) : undefined;
+  const { session, apiKey } = guards();
+  if (rule.kind === 'apiKey') return apiKey(rule.scopes);
+  const sessionGuard = session(rule.permission, { teamFallback: rule.teamFallback ?? false });
+  const keyGuard = rule.apiKeyScopes?.length ? apiKey(rule.apiKeyScopes) : undefined;
   return async (request, reply) => {
     if (request.headers['x-api-key'] === undefined) return sessionGuard(request, reply);
     if (!keyGuard)

@@ -1,4 +1,4 @@
-import type { Permission, TeamRole } from '../modules/auth/permissions.ts';
+import type { Permission, TeamRole } from './permissions.ts';
 
 /** Who is calling, as established by a guard (session cookie or API key). */
 export type Principal = SessionPrincipal | ApiKeyPrincipal;

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
-import type { RetryPolicy } from './queue.ts';
 
 /**
  * Every job the system runs: name, payload schema and retry policy in one place
- * (CONVENTIONS.md "Jobs are declared in one registry"). Handlers are bound in registry.ts.
+ * (CONVENTIONS.md "Jobs are declared in one registry"). The modules bring their handlers
+ * (registry.ts `JobHandlers`), which the composition root passes to `startWorkers`.
  * A `deadLetter` queue is declared before the queues that name it (definition order).
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
@@ -18,6 +18,13 @@ const sendJobPayload = emailJobPayload.extend({
   rendered: z.object({ html: z.string(), text: z.string() }).optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
+
+/** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
+export interface RetryPolicy {
+  retryLimit: number;
+  retryDelaySeconds: number;
+  retryBackoff: boolean;
+}
 
 /** pg-boss fails a job still active after this long (its worker is presumed gone). */
 const DEFAULT_EXPIRE_SECONDS = 300;

@@ -2,16 +2,9 @@ import { sql } from 'drizzle-orm';
 import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { DatabaseHandle, Executor } from '../db/client.ts';
 import { type BatchHandler, type ClaimedJob, ClaimLoop, type ClaimLoopOptions } from './claim-loop.ts';
-import { groupOf } from './definitions.ts';
+import { groupOf, type JobName, type JobPayload, type RetryPolicy } from './definitions.ts';
 
 export type { BatchHandler, ClaimedJob } from './claim-loop.ts';
-
-/** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
-export interface RetryPolicy {
-  retryLimit: number;
-  retryDelaySeconds: number;
-  retryBackoff: boolean;
-}
 
 /**
  * Thrown by a handler when retrying cannot help (e.g. an unreadable payload): the job skips its
@@ -89,9 +82,10 @@ export class JobQueue {
   /**
    * Inserts a job inside `tx` (it becomes visible only if `tx` commits), in the concurrency group
    * its definition names (definitions.ts `group`, e.g. the team of an email).
+   * @param data the payload of `name`'s definition (definitions.ts), checked at compile time.
    * @param id the job's UUID (see ids.newJobId); it doubles as the dedupe key.
    */
-  async enqueue(tx: Executor, name: string, data: object, id: string): Promise<void> {
+  async enqueue<N extends JobName>(tx: Executor, name: N, data: JobPayload<N>, id: string): Promise<void> {
     const group = groupOf(name, data);
     await this.boss.send(name, data, {
       id,
@@ -147,15 +141,15 @@ export class JobQueue {
    * Inserts jobs of queue `name` inside `tx` with ONE statement (pg-boss `insert`; the queue's
    * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
    * commits.
-   * @param jobs each job's UUID (see ids.newJobId), payload and, optionally, how long pg-boss
+   * @param jobs each job's UUID (see ids.newJobId), payload (`name`'s definition) and, optionally, how long pg-boss
    *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
    */
-  async enqueueMany(
+  async enqueueMany<N extends JobName>(
     tx: Executor,
-    name: string,
-    jobs: { id: string; data: object; deleteAfterSeconds?: number }[],
+    name: N,
+    jobs: { id: string; data: JobPayload<N>; deleteAfterSeconds?: number }[],
   ): Promise<void> {
     if (jobs.length === 0) return;
     const db = fromDrizzle(tx as never, sql as never);

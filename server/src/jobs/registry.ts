@@ -1,7 +1,5 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
-import { createSendEmailHandler, createUndeliveredEmailHandler } from '../modules/emails/index.ts';
-import { createSendInvitationHandler } from '../modules/teams/index.ts';
 import { JOB_DEFINITIONS, type JobName, type JobPayload, teamSendsInFlight } from './definitions.ts';
 import {
   type BatchHandler,
@@ -11,7 +9,7 @@ import {
   type QueuedJob,
 } from './queue.ts';
 
-/** What job handlers may use. */
+/** What job handlers may use (each module builds its handlers from it). */
 export interface WorkerDeps {
   config: Config;
   db: Database;
@@ -19,20 +17,16 @@ export interface WorkerDeps {
 }
 
 /** A handler per job (pg-boss work loop), or per batch (claim loop, for throughput). */
-type Binding<N extends JobName> =
+export type JobBinding<N extends JobName> =
   | { kind: 'job'; handle: (job: QueuedJob<JobPayload<N>>) => Promise<void> }
   | { kind: 'batch'; handle: BatchHandler<JobPayload<N>> };
 
-type Handlers = { [N in JobName]: Binding<N> };
-
-/** Exactly one handler per job name (a missing one is a type error; checked again at start). */
-function bindHandlers(deps: WorkerDeps): Handlers {
-  return {
-    'email.send': { kind: 'batch', handle: createSendEmailHandler(deps) },
-    'email.send.failed': { kind: 'job', handle: createUndeliveredEmailHandler(deps) },
-    'invitation.send': { kind: 'job', handle: createSendInvitationHandler(deps) },
-  };
-}
+/**
+ * Exactly one handler per job name (a missing one is a type error; checked again at start). Each
+ * module provides the bindings of its own jobs (e.g. emails: `email.send`, `email.send.failed`)
+ * and the composition root merges them, so jobs imports no module (issue #9).
+ */
+export type JobHandlers = { [N in JobName]: JobBinding<N> };
 
 /** Creates every queue of {@link JOB_DEFINITIONS} with its policies (API and worker processes). */
 export async function declareQueues(queue: JobQueue, config: Config): Promise<void> {
@@ -58,11 +52,10 @@ const JOB_BATCH_SIZE = 20;
  * most {@link teamSendsInFlight} of one team across all workers, each job settled when its own
  * email is done (issues #8, #9).
  */
-export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<void> {
-  const handlers = bindHandlers(deps);
+export async function startWorkers(queue: JobQueue, config: Config, handlers: JobHandlers): Promise<void> {
   for (const name of Object.keys(JOB_DEFINITIONS) as JobName[]) {
     // Each handler gets the payload its own job's schema parsed below, hence the widening.
-    const binding = handlers[name] as Binding<JobName>;
+    const binding = handlers[name] as JobBinding<JobName>;
     if (typeof binding?.handle !== 'function') throw new Error(`No handler registered for job "${name}"`);
     const definition = JOB_DEFINITIONS[name];
     const parse = (data: unknown): JobPayload<JobName> => {
@@ -74,9 +67,9 @@ export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<v
       await queue.consume<JobPayload<JobName>>(
         name,
         {
-          maxInFlight: deps.config.WORKER_CONCURRENCY,
-          batchSize: Math.min(SEND_BATCH_SIZE, deps.config.WORKER_CONCURRENCY),
-          groupConcurrency: teamSendsInFlight(deps.config),
+          maxInFlight: config.WORKER_CONCURRENCY,
+          batchSize: Math.min(SEND_BATCH_SIZE, config.WORKER_CONCURRENCY),
+          groupConcurrency: teamSendsInFlight(config),
           pollingIntervalMs: 500,
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,
@@ -87,7 +80,7 @@ export async function startWorkers(queue: JobQueue, deps: WorkerDeps): Promise<v
     }
     await queue.work<JobPayload<JobName>>(
       name,
-      { batchSize: Math.min(JOB_BATCH_SIZE, deps.config.WORKER_CONCURRENCY), pollingIntervalSeconds: 0.5 },
+      { batchSize: Math.min(JOB_BATCH_SIZE, config.WORKER_CONCURRENCY), pollingIntervalSeconds: 0.5 },
       async (job) => binding.handle({ ...job, data: parse(job.data) }),
     );
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSmtpServer, type TestSmtpServer } from '../../test/helpers/smtp-server.ts';
-import type { AdapterType } from '../modules/adapters/adapter-types.ts';
 import { createProvider, ProviderCache } from './index.ts';
+import type { AdapterType } from './provider-configs.ts';
 import { type OutgoingEmail, ProviderError } from './types.ts';
 
 const anEmail: OutgoingEmail = {

@@ -1,9 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import {
-  ADAPTER_CONFIG_SCHEMAS,
-  type AdapterConfig,
-  type AdapterType,
-} from '../modules/adapters/adapter-types.ts';
+import { ADAPTER_CONFIG_SCHEMAS, type AdapterConfig, type AdapterType } from './provider-configs.ts';
 import { createSmtpProvider } from './smtp.ts';
 import { type EmailProvider, ProviderError, type ProviderOptions } from './types.ts';
 

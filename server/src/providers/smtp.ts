@@ -1,6 +1,6 @@
 import { createTransport, type SMTPPoolOptions } from 'nodemailer';
-import type { SmtpConfig } from '../modules/adapters/adapter-types.ts';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
+import type { SmtpConfig } from './provider-configs.ts';
 import { classifySmtpError } from './smtp-errors.ts';
 import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
 import {

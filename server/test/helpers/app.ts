@@ -3,6 +3,7 @@ import type { DestinationStream } from 'pino';
 import { vi } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
+import { bindJobHandlers } from '../../src/job-handlers.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
 import { declareQueues, startWorkers } from '../../src/jobs/registry.ts';
 import { closeAllProviders } from '../../src/providers/index.ts';
@@ -51,7 +52,8 @@ export async function createTestContext(
     app,
     config,
     queue,
-    startWorkers: () => startWorkers(queue, { config, db: handle.db, encryptionKey }),
+    startWorkers: () =>
+      startWorkers(queue, config, bindJobHandlers({ config, db: handle.db, encryptionKey })),
     async close() {
       await app.close();
       await queue.stop(2_000);

@@ -3,9 +3,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { OAuth2Server } from 'oauth2-mock-server';
+import type { TeamRole } from '../../src/http/permissions.ts';
 import { insertMember, insertTeam, insertUserWithPassword } from '../../src/modules/auth/auth.repository.ts';
 import { resolveSetupToken } from '../../src/modules/auth/index.ts';
-import type { TeamRole } from '../../src/modules/auth/permissions.ts';
 import { slugify } from '../../src/slug.ts';
 
 /** A signed-in user of a test: the `cookie` header value and who they are. */

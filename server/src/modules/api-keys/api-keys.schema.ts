@@ -1,17 +1,8 @@
 import { z } from 'zod';
 
-/**
- * API key scopes (spec "API key"), plus `templates:delete` (issue #8): `templates:write` creates and
- * modifies templates but does not delete them, as a session needs `templates:delete` to delete.
- */
-export const API_KEY_SCOPES = [
-  'send',
-  'templates:read',
-  'templates:write',
-  'templates:delete',
-  'logs:read',
-] as const;
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
+import { API_KEY_SCOPES } from '../../http/permissions.ts';
+
+export { API_KEY_SCOPES, type ApiKeyScope } from '../../http/permissions.ts';
 
 /** Requests per minute when a key is created without rateLimit (issue #2). */
 export const DEFAULT_RATE_LIMIT = 100;

@@ -1,6 +1,12 @@
 import { createAccessControl } from 'better-auth/plugins/access';
 import { adminAc, defaultStatements, memberAc, ownerAc } from 'better-auth/plugins/organization/access';
-import { PERMISSIONS, type Permission, ROLE_PERMISSIONS, TEAM_ROLES, type TeamRole } from './permissions.ts';
+import {
+  PERMISSIONS,
+  type Permission,
+  ROLE_PERMISSIONS,
+  TEAM_ROLES,
+  type TeamRole,
+} from '../../http/permissions.ts';
 
 /** Resource → actions, the shape better-auth's access control works with. */
 type StatementMap = Record<string, string[]>;

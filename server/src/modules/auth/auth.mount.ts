@@ -4,7 +4,7 @@ import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
 import { CLIENT_IP_HEADER } from './better-auth.ts';
-import { loginUrl } from './provider-sign-in.ts';
+import { loginUrl } from './setup-intent.ts';
 
 /**
  * Largest request body accepted by better-auth's endpoints. better-call streams the raw body

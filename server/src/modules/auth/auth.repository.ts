@@ -3,6 +3,13 @@ import type { Executor } from '../../db/client.ts';
 import { accounts, members, sessions, teams, users } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 
+/*
+ * The auth module is the one writer of the auth and team tables better-auth keeps (users,
+ * accounts, sessions, verifications, teams, members): other modules change them through these
+ * functions, exported by index.ts (issue #9, "one owner writes the auth and team tables").
+ * Invitations are the teams module's (teams.repository.ts).
+ */
+
 /** One membership of a user: the team and the user's role in it. */
 export interface Membership {
   teamId: string;
@@ -72,6 +79,32 @@ export async function insertMember(
   await tx
     .insert(members)
     .values({ id: newId('member'), organizationId: input.teamId, userId: input.userId, role: input.role });
+}
+
+/** Changes `userId`'s role in `teamId` (the caller checked the member rules: member-rules.ts). */
+export async function setMemberRole(
+  db: Executor,
+  teamId: string,
+  userId: string,
+  role: string,
+): Promise<void> {
+  await db
+    .update(members)
+    .set({ role })
+    .where(and(eq(members.organizationId, teamId), eq(members.userId, userId)));
+}
+
+/** Removes `userId`'s membership of `teamId`. */
+export async function deleteMember(db: Executor, teamId: string, userId: string): Promise<void> {
+  await db.delete(members).where(and(eq(members.organizationId, teamId), eq(members.userId, userId)));
+}
+
+/** Points the user's sessions that were active in `teamId` at no team (their next request picks another). */
+export async function clearActiveTeam(db: Executor, userId: string, teamId: string): Promise<void> {
+  await db
+    .update(sessions)
+    .set({ activeOrganizationId: null, updatedAt: new Date() })
+    .where(and(eq(sessions.userId, userId), eq(sessions.activeOrganizationId, teamId)));
 }
 
 /** Every team the user belongs to, oldest membership first. */

@@ -23,8 +23,8 @@ import { enabledSignInMethods } from './sign-in-methods.ts';
 
 /**
  * Access rules of these routes for the route table (http/access.ts). Declared as plain route
- * config: importing `access()` here would close an import cycle (it imports this module's guard),
- * so `/api/auth/me` keeps its `requireSession()` hook, which is what `access()` would install.
+ * config, with `/api/auth/me` keeping its own `requireSession()` hook (what `access()` would
+ * install), so this plugin needs no guards registered with http (auth.test.ts mounts it alone).
  */
 const PUBLIC: { access: AccessRule } = { access: { kind: 'public' } };
 const MEMBER: { access: AccessRule } = { access: { kind: 'session' } };

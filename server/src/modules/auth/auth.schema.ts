@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { envelopeOf } from '../../http/envelope.ts';
-import { PERMISSIONS, TEAM_ROLES } from './permissions.ts';
+import { PERMISSIONS, TEAM_ROLES } from '../../http/permissions.ts';
 import { SIGN_IN_METHOD_IDS } from './sign-in-methods.ts';
 
 /** Body of `POST /api/auth/setup` (issue #2). Passwords: 8-128 characters (better-auth's limits). */

@@ -1,6 +1,7 @@
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
+import { PERMISSIONS, type Permission, type TeamRole } from '../../http/permissions.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import { slugify } from '../../slug.ts';
 import {
@@ -14,7 +15,6 @@ import {
 } from './auth.repository.ts';
 import type { SetupInput } from './auth.schema.ts';
 import type { Auth } from './better-auth.ts';
-import { PERMISSIONS, type Permission, type TeamRole } from './permissions.ts';
 import { isSetupTokenValid } from './setup-token.ts';
 
 interface TeamSummary {

@@ -19,7 +19,7 @@ import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
 import { type AuthLog, betterAuthLogger } from './auth-logger.ts';
-import { loginUrl, setupIntentMiddleware } from './provider-sign-in.ts';
+import { loginUrl, setupIntentMiddleware } from './setup-intent.ts';
 import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
 import { type JoinInvitedTeams, signUpHooks } from './sign-up-policy.ts';
 import { verifiedEmailReclaim } from './verified-email-reclaim.ts';

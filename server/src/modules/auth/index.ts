@@ -2,19 +2,30 @@
  * The auth module's public face: better-auth, its routes, the session guard and first-run setup;
  * for the teams module also memberships, password accounts, the session description and errors.
  */
+
 export {
+  isTeamRole,
+  type Permission,
+  permissionsOf,
+  TEAM_ROLES,
+  type TeamRole,
+} from '../../http/permissions.ts';
+export {
+  clearActiveTeam,
+  deleteMember,
   findMembership,
+  insertMember,
   insertUserWithPassword,
   lockUnverifiedUserByEmail,
   markEmailVerified,
   reclaimUnverifiedUser,
+  setMemberRole,
 } from './auth.repository.ts';
 export { authRoutes } from './auth.routes.ts';
 export { meResponse } from './auth.schema.ts';
 export { describeSession, type SessionDescription } from './auth.service.ts';
 export { authErrorToAppError } from './auth-error-envelope.ts';
 export { type Auth, type AuthDeps, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
-export { isTeamRole, type Permission, permissionsOf, TEAM_ROLES, type TeamRole } from './permissions.ts';
 export { assertSameOrigin, authHeaders, signedInUser } from './request-auth.ts';
 export { requireSession } from './require-session.ts';
 export { isSetupRequired, printSetupUrlIfNeeded, resolveSetupToken, setupUrl } from './setup-token.ts';

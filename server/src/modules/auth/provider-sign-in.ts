@@ -1,43 +1,14 @@
-import { addOAuthServerContext, createAuthMiddleware } from 'better-auth/api';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import { anyUserExists } from './auth.repository.ts';
 import type { Auth } from './better-auth.ts';
+import { loginUrl, SETUP_TOKEN_HEADER } from './setup-intent.ts';
 import { isSetupTokenValid } from './setup-token.ts';
 import { isEnabledOAuthProvider } from './sign-in-methods.ts';
-import { SETUP_SERVER_CONTEXT_KEY } from './sign-up-policy.ts';
-
-/**
- * Request header in which the start route hands better-auth's `/sign-in/social` endpoint the setup
- * token of a setup sign-in. That endpoint is not reachable from outside (`disabledPaths`), and the
- * middleware below checks the token again before it marks the flow.
- */
-export const SETUP_TOKEN_HEADER = 'x-postwright-setup-token';
 
 /** Sign-in starts allowed per client IP per minute on `GET /api/auth/sign-in/:provider`. */
 export const SIGN_IN_STARTS_PER_MINUTE = 10;
-
-/** The dashboard's sign-in page, where failed OAuth sign-ins land with `?error=<code>`. */
-export function loginUrl(config: Pick<Config, 'BASE_URL'>): string {
-  return `${config.BASE_URL}/login`;
-}
-
-/**
- * better-auth `hooks.before` middleware: on `/sign-in/social` with a valid {@link SETUP_TOKEN_HEADER},
- * records the setup intent in the OAuth server context, which travels in the state to the callback
- * (where sign-up-policy.ts reads it) and, unlike the request's `additionalData`, cannot come from
- * the client.
- */
-export function setupIntentMiddleware(config: Pick<Config, 'SETUP_TOKEN'>) {
-  return createAuthMiddleware(async (ctx) => {
-    if (ctx.path !== '/sign-in/social') return;
-    const token = ctx.headers?.get(SETUP_TOKEN_HEADER);
-    if (token && isSetupTokenValid(config, token)) {
-      await addOAuthServerContext({ [SETUP_SERVER_CONTEXT_KEY]: true });
-    }
-  });
-}
 
 /** Where the provider should send the browser, and the cookies (OAuth state) to set first. */
 export interface ProviderSignInStart {

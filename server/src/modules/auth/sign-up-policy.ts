@@ -1,6 +1,7 @@
 import { getCurrentAdapter } from 'better-auth';
 import { APIError, getOAuthState } from 'better-auth/api';
 import type { Database } from '../../db/client.ts';
+import type { TeamRole } from '../../http/permissions.ts';
 import { slugify } from '../../slug.ts';
 import {
   anotherUserExists,
@@ -10,7 +11,6 @@ import {
   lockSetup,
   teamSlugTaken,
 } from './auth.repository.ts';
-import type { TeamRole } from './permissions.ts';
 
 /**
  * Key in better-auth's OAuth server context (`addOAuthServerContext`, carried in the state across

@@ -1,3 +1,3 @@
 export { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 export { logRoutes, sendRoutes } from './emails.routes.ts';
-export { createSendEmailHandler, createUndeliveredEmailHandler } from './send-email.job.ts';
+export { createSendEmailHandler, createUndeliveredEmailHandler, emailJobHandlers } from './send-email.job.ts';

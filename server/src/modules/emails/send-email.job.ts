@@ -3,6 +3,7 @@ import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
+import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { ProviderError, SendSlots } from '../../providers/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
@@ -165,5 +166,16 @@ export function createUndeliveredEmailHandler(deps: { db: Database }) {
         set: { errorMessage: message },
       }),
     );
+  };
+}
+
+/**
+ * The emails module's job bindings, for the composition root to pass to `startWorkers`:
+ * `email.send` in a claim loop (batches), `email.send.failed` one job at a time.
+ */
+export function emailJobHandlers(deps: WorkerDeps): Pick<JobHandlers, 'email.send' | 'email.send.failed'> {
+  return {
+    'email.send': { kind: 'batch', handle: createSendEmailHandler(deps) },
+    'email.send.failed': { kind: 'job', handle: createUndeliveredEmailHandler(deps) },
   };
 }

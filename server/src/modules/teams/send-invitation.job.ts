@@ -2,6 +2,7 @@ import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { QueuedJob } from '../../jobs/queue.ts';
+import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { getProvider, ProviderError } from '../../providers/index.ts';
 import {
   type AdapterRow,
@@ -106,4 +107,9 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
       );
     }
   };
+}
+
+/** The teams module's job bindings, for the composition root to pass to `startWorkers`. */
+export function teamJobHandlers(deps: WorkerDeps): Pick<JobHandlers, 'invitation.send'> {
+  return { 'invitation.send': { kind: 'job', handle: createSendInvitationHandler(deps) } };
 }

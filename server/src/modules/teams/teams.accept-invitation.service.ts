@@ -1,9 +1,9 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
 import { AppError, validationError } from '../../http/errors.ts';
-import { newId } from '../../ids.ts';
 import {
   type Auth,
+  insertMember,
   insertUserWithPassword,
   lockUnverifiedUserByEmail,
   markEmailVerified,
@@ -225,12 +225,7 @@ async function addMember(
   userId: string,
 ): Promise<AcceptedInvitationView> {
   const role = invitation.role ?? 'member';
-  await teamRepository.insertMember(tx, {
-    id: newId('member'),
-    teamId: invitation.organizationId,
-    userId,
-    role,
-  });
+  await insertMember(tx, { teamId: invitation.organizationId, userId, role });
   await teamRepository.updateInvitation(tx, invitation.id, { status: 'accepted' });
   return describeMembership(tx, invitation, userId);
 }

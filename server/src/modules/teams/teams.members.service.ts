@@ -1,7 +1,14 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { notFound } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
-import { isTeamRole, permissionsOf, type TeamRole } from '../auth/index.ts';
+import {
+  clearActiveTeam,
+  deleteMember,
+  isTeamRole,
+  permissionsOf,
+  setMemberRole,
+  type TeamRole,
+} from '../auth/index.ts';
 import {
   checkMemberChange,
   type MemberChange,
@@ -41,7 +48,7 @@ export async function updateMemberRole(
   role: TeamRole,
 ): Promise<MemberView> {
   return changeMember(db, principal, userId, { kind: 'updateRole', role }, async (tx, target) => {
-    if (target.role !== role) await teamRepository.updateMemberRole(tx, principal.teamId, userId, role);
+    if (target.role !== role) await setMemberRole(tx, principal.teamId, userId, role);
     return presentMember({ ...target, role });
   });
 }
@@ -59,8 +66,8 @@ export async function updateMemberRole(
 export async function removeMember(db: Database, principal: SessionPrincipal, userId: string): Promise<void> {
   if (userId !== principal.userId && !principal.permissions.has('team:manage')) throw missingTeamManage();
   await changeMember(db, principal, userId, { kind: 'remove' }, async (tx) => {
-    await teamRepository.deleteMember(tx, principal.teamId, userId);
-    if (userId === principal.userId) await teamRepository.clearActiveTeam(tx, userId, principal.teamId);
+    await deleteMember(tx, principal.teamId, userId);
+    if (userId === principal.userId) await clearActiveTeam(tx, userId, principal.teamId);
   });
 }
 

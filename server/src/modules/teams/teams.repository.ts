@@ -1,6 +1,6 @@
 import { and, asc, count, desc, eq, gt, like, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
-import { invitations, members, sessions, teams, users } from '../../db/schema/index.ts';
+import { invitations, members, teams, users } from '../../db/schema/index.ts';
 
 /** A team with the user's role in it. */
 export interface TeamOfUser {
@@ -107,31 +107,6 @@ export const teamRepository = {
       .from(members)
       .where(and(eq(members.organizationId, teamId), eq(members.role, 'owner')));
     return row?.n ?? 0;
-  },
-
-  async updateMemberRole(db: Executor, teamId: string, userId: string, role: string): Promise<void> {
-    await db
-      .update(members)
-      .set({ role })
-      .where(and(eq(members.organizationId, teamId), eq(members.userId, userId)));
-  },
-
-  async deleteMember(db: Executor, teamId: string, userId: string): Promise<void> {
-    await db.delete(members).where(and(eq(members.organizationId, teamId), eq(members.userId, userId)));
-  },
-
-  async insertMember(db: Executor, row: { id: string; teamId: string; userId: string; role: string }) {
-    await db
-      .insert(members)
-      .values({ id: row.id, organizationId: row.teamId, userId: row.userId, role: row.role });
-  },
-
-  /** Points the user's sessions that were active in `teamId` at no team (their next request picks another). */
-  async clearActiveTeam(db: Executor, userId: string, teamId: string): Promise<void> {
-    await db
-      .update(sessions)
-      .set({ activeOrganizationId: null, updatedAt: new Date() })
-      .where(and(eq(sessions.userId, userId), eq(sessions.activeOrganizationId, teamId)));
   },
 
   /** The user with this email (case-insensitive): id and whether ownership of the email was proven. */

@@ -1,4 +1,9 @@
 /**
+ * The access vocabulary the route guards check (http/access.ts): team roles, their permissions
+ * and API key scopes. It lives under http, not in the auth or api-keys module, so that access
+ * rules and principals can name it without http importing a module (issue #9, "Dependencies
+ * point one way").
+ *
  * Team roles and the permission matrix (spec "Authentication" 5; the matrix is issue #2's):
  * owner and admin hold every permission; member holds api-keys:view, templates:create,
  * templates:update, logs:view, logs:resend; viewer holds logs:view. `team:manage` (members and
@@ -44,3 +49,16 @@ export function permissionsOf(role: string): ReadonlySet<Permission> {
 export function isTeamRole(value: string): value is TeamRole {
   return (TEAM_ROLES as readonly string[]).includes(value);
 }
+
+/**
+ * API key scopes (spec "API key"), plus `templates:delete` (issue #8): `templates:write` creates and
+ * modifies templates but does not delete them, as a session needs `templates:delete` to delete.
+ */
+export const API_KEY_SCOPES = [
+  'send',
+  'templates:read',
+  'templates:write',
+  'templates:delete',
+  'logs:read',
+] as const;
+export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];

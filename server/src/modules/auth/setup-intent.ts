@@ -1,0 +1,38 @@
+import { addOAuthServerContext, createAuthMiddleware } from 'better-auth/api';
+import type { Config } from '../../config.ts';
+import { isSetupTokenValid } from './setup-token.ts';
+import { SETUP_SERVER_CONTEXT_KEY } from './sign-up-policy.ts';
+
+/*
+ * The parts of provider sign-in that better-auth is configured with (its error page and the
+ * setup-intent hook). Kept apart from provider-sign-in.ts, which calls the built better-auth
+ * instance, so the two do not import each other (issue #9, no import cycles).
+ */
+
+/**
+ * Request header in which the start route hands better-auth's `/sign-in/social` endpoint the setup
+ * token of a setup sign-in. That endpoint is not reachable from outside (`disabledPaths`), and the
+ * middleware below checks the token again before it marks the flow.
+ */
+export const SETUP_TOKEN_HEADER = 'x-postwright-setup-token';
+
+/** The dashboard's sign-in page, where failed OAuth sign-ins land with `?error=<code>`. */
+export function loginUrl(config: Pick<Config, 'BASE_URL'>): string {
+  return `${config.BASE_URL}/login`;
+}
+
+/**
+ * better-auth `hooks.before` middleware: on `/sign-in/social` with a valid {@link SETUP_TOKEN_HEADER},
+ * records the setup intent in the OAuth server context, which travels in the state to the callback
+ * (where sign-up-policy.ts reads it) and, unlike the request's `additionalData`, cannot come from
+ * the client.
+ */
+export function setupIntentMiddleware(config: Pick<Config, 'SETUP_TOKEN'>) {
+  return createAuthMiddleware(async (ctx) => {
+    if (ctx.path !== '/sign-in/social') return;
+    const token = ctx.headers?.get(SETUP_TOKEN_HEADER);
+    if (token && isSetupTokenValid(config, token)) {
+      await addOAuthServerContext({ [SETUP_SERVER_CONTEXT_KEY]: true });
+    }
+  });
+}
