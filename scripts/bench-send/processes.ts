@@ -121,8 +121,8 @@ function kilobytes(pid: number, field: 'Pss' | 'Rss'): number {
   }
 }
 
-/** PSS and RSS (bytes) of `root` and all its descendants, and how many processes that is. */
-export function treeMemory(root: number): { pss: number; rss: number; processes: number } {
+/** `root` and the pids of all its descendants (from /proc), root first, breadth first. */
+export function processTree(root: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);
@@ -136,8 +136,17 @@ export function treeMemory(root: number): { pss: number; rss: number; processes:
     tree.push(pid);
     queue.push(...(children.get(pid) ?? []));
   }
+  return tree;
+}
+
+/** PSS of one process in bytes (0 once it is gone). */
+export const pssBytes = (pid: number): number => kilobytes(pid, 'Pss') * 1024;
+
+/** PSS and RSS (bytes) of `root` and all its descendants, and how many processes that is. */
+export function treeMemory(root: number): { pss: number; rss: number; processes: number } {
+  const tree = processTree(root);
   return {
-    pss: tree.reduce((sum, pid) => sum + kilobytes(pid, 'Pss'), 0) * 1024,
+    pss: tree.reduce((sum, pid) => sum + pssBytes(pid), 0),
     rss: tree.reduce((sum, pid) => sum + kilobytes(pid, 'Rss'), 0) * 1024,
     processes: tree.length,
   };

@@ -1,5 +1,4 @@
 import swagger from '@fastify/swagger';
-import scalar from '@scalar/fastify-api-reference';
 import Fastify, { type FastifyInstance } from 'fastify';
 import {
   jsonSchemaTransform,
@@ -11,6 +10,7 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
+import { apiDocsRoutes } from './http/api-docs.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
@@ -144,10 +144,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     transform: jsonSchemaTransform,
   });
-  await app.register(scalar, {
-    routePrefix: '/docs',
-    openApiDocumentEndpoints: { json: '/json', yaml: '/yaml' },
-  });
+  // The reference UI's plugin is loaded on the first /docs request (idle memory, issue #9).
+  await apiDocsRoutes(app);
 
   app.get('/healthz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => ({
     success: true,

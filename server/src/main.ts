@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
+import { trimHeapAfterStart } from './heap-trim.ts';
 
 const USAGE = `Usage: postwright <command> [options]
 
@@ -52,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
   if (running.url)
     console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
   else console.log(`Postwright worker started.`);
+  // Start-up's garbage and grown young generation stay committed while idle otherwise (issue #9).
+  trimHeapAfterStart();
   await new Promise<void>((resolve) => {
     const shutdown = () => {
       process.off('SIGINT', shutdown);

@@ -49,6 +49,17 @@ const READY_TIMEOUT_MS = 120_000;
 const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
 
 /**
+ * Server settings for a PostgreSQL that serves one Postwright process (issue #9, idle memory):
+ * its pools open at most 5 + 4 connections (db/client.ts, jobs/queue.ts), so 25 slots leave
+ * room for `psql` and a second process during a restart, and size the shared arrays accordingly;
+ * nothing replicates from it (no logical replication launcher). Overridable by `settings`.
+ */
+export const EMBEDDED_SERVER_SETTINGS: Readonly<Record<string, string>> = {
+  max_connections: '25',
+  max_logical_replication_workers: '0',
+};
+
+/**
  * Starts PostgreSQL on DATA_DIR, initialising the cluster on first use (ARCHITECTURE.md "Runtime
  * shape": `npm start` needs no other service). The server runs in its own session, so signals
  * meant for Postwright (Ctrl-C) do not reach it and Postwright stops it last; it is also stopped
@@ -73,6 +84,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       listen_addresses: listen === 'tcp' ? '127.0.0.1' : '',
       // A list setting: quoted, so a path with a comma or a space stays one directory.
       unix_socket_directories: listen === 'socket' ? `"${layout.pgdata.replaceAll('"', '""')}"` : '',
+      ...EMBEDDED_SERVER_SETTINGS,
       ...options.settings,
     };
     const args = ['-D', layout.pgdata, '-p', String(port)];

@@ -2,5 +2,10 @@
 export { createFileStorage, storageBackendOf, UnconfiguredS3Storage } from './storage.factory.ts';
 export { isValidStorageKey } from './storage.key.ts';
 export { LocalDiskStorage } from './storage.local.ts';
-export { createS3Client, IMMUTABLE_CACHE_CONTROL, S3Storage, s3PublicBaseUrl } from './storage.s3.ts';
-export type { FileStorage, StorageKind, StoredFile } from './storage.types.ts';
+// storage.s3.ts (the AWS SDK, ~10 MB of heap) is not re-exported: the factory imports it only for S3.
+export {
+  type FileStorage,
+  IMMUTABLE_CACHE_CONTROL,
+  type StorageKind,
+  type StoredFile,
+} from './storage.types.ts';

@@ -13,12 +13,12 @@ describe('createFileStorage', () => {
     expect(storageBackendOf(config({ STORAGE: 's3' }))).toBe('s3');
     expect(storageBackendOf(config({ STORAGE: 'local', S3_BUCKET: 'b' }))).toBe('local');
 
-    const local = createFileStorage(config({ BASE_URL: 'https://mail.example.com' }));
+    const local = await createFileStorage(config({ BASE_URL: 'https://mail.example.com' }));
     expect(local.kind).toBe('local');
     expect(local.publicUrl('t/a.png')).toBe('https://mail.example.com/files/t/a.png');
     await local.close();
 
-    const s3 = createFileStorage(config({ S3_BUCKET: 'media', S3_REGION: 'eu-west-3' }));
+    const s3 = await createFileStorage(config({ S3_BUCKET: 'media', S3_REGION: 'eu-west-3' }));
     expect(s3.kind).toBe('s3');
     expect(s3.publicUrl('t/a.png')).toBe('https://media.s3.eu-west-3.amazonaws.com/t/a.png');
     await s3.close();
@@ -30,7 +30,7 @@ describe('createFileStorage', () => {
       [{ S3_BUCKET: 'b', S3_ACCESS_KEY_ID: 'id' }, ['S3_SECRET_ACCESS_KEY']],
       [{ S3_BUCKET: 'b', S3_SECRET_ACCESS_KEY: 'secret' }, ['S3_ACCESS_KEY_ID']],
     ] as const) {
-      const storage = createFileStorage(config(env));
+      const storage = await createFileStorage(config(env));
       expect(storage.kind).toBe('unconfigured');
       const error = await storage.put('t/a.png', Buffer.from('x'), 'image/png').catch((e: unknown) => e);
       expect(error).toBeInstanceOf(AppError);

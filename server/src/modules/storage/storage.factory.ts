@@ -4,7 +4,6 @@ import path from 'node:path';
 import type { Config } from '../../config.ts';
 import { AppError } from '../../http/errors.ts';
 import { LocalDiskStorage } from './storage.local.ts';
-import { S3Storage, s3PublicBaseUrl } from './storage.s3.ts';
 import type { FileStorage } from './storage.types.ts';
 
 type StorageConfig = Pick<
@@ -38,8 +37,10 @@ export function storageBackendOf(config: Pick<Config, 'STORAGE' | 'S3_BUCKET'>):
  *   `S3_SECRET_ACCESS_KEY` are set (the SDK's default chain when neither is).
  * S3 chosen without `S3_BUCKET`, or with only one of the two credentials, does not stop start-up:
  * it gives a storage whose every operation throws AppError S3_NOT_CONFIGURED (500).
+ * The S3 backend's module (and the AWS SDK) is imported only here, when S3 is chosen: the SDK costs
+ * ~10 MB of heap in every process otherwise (issue #9, idle memory).
  */
-export function createFileStorage(config: StorageConfig): FileStorage {
+export async function createFileStorage(config: StorageConfig): Promise<FileStorage> {
   if (storageBackendOf(config) === 'local') {
     const temporary = config.DATA_DIR === 'memory://';
     return new LocalDiskStorage({
@@ -59,6 +60,7 @@ export function createFileStorage(config: StorageConfig): FileStorage {
   ];
   if (!config.S3_BUCKET || missing.length > 0) return new UnconfiguredS3Storage(missing);
 
+  const { S3Storage, s3PublicBaseUrl } = await import('./storage.s3.ts');
   const forcePathStyle = config.S3_FORCE_PATH_STYLE ?? Boolean(config.S3_ENDPOINT);
   const options = {
     bucket: config.S3_BUCKET,

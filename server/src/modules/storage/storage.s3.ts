@@ -8,10 +8,9 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { assertValidStorageKey, isValidStorageKey, keyToUrlPath } from './storage.key.ts';
-import type { FileStorage, StoredFile } from './storage.types.ts';
+import { type FileStorage, IMMUTABLE_CACHE_CONTROL, type StoredFile } from './storage.types.ts';
 
-/** Uploaded keys are random and never rewritten, so caches may keep them for a year. */
-export const IMMUTABLE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
+export { IMMUTABLE_CACHE_CONTROL };
 
 export interface S3ClientOptions {
   region: string;

@@ -9,6 +9,9 @@ export interface StoredFile {
 }
 
 /** Which backend a {@link FileStorage} is; `unconfigured` is S3 chosen without its settings. */
+/** Uploaded keys are random and never rewritten, so caches may keep them for a year. */
+export const IMMUTABLE_CACHE_CONTROL = 'public, max-age=31536000, immutable';
+
 export type StorageKind = 'local' | 's3' | 'unconfigured';
 
 /**

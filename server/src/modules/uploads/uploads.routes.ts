@@ -34,7 +34,7 @@ export async function uploadRoutes(
 ): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const { config } = app.ctx;
-  const storage = options.storage ?? createFileStorage(config);
+  const storage = options.storage ?? (await createFileStorage(config));
   if (!options.storage) app.addHook('onClose', async () => storage.close());
   if (storage.kind === 'unconfigured') {
     app.log.warn(

@@ -1,0 +1,104 @@
+/**
+ * Idle memory of `npm start` on the embedded default (issue #9: ≤ 150 MB for the process tree).
+ *
+ * Runs exactly what a user runs — `npm start` in this checkout — with a fresh temp DATA_DIR,
+ * PORT=0 and no DATABASE_URL, waits for "listening", lets it idle IDLE_SECONDS (default 10), then
+ * prints the PSS (from /proc/<pid>/smaps_rollup) of every process in the tree under npm, the
+ * total, and the total without npm (node + PostgreSQL). Stops it with SIGTERM and removes the
+ * DATA_DIR. Linux only (/proc). Usage: `npm run bench:idle-memory`.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { megabytes, processTree, pssBytes } from './bench-send/processes.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+const idleSeconds = Number(process.env.IDLE_SECONDS ?? 10);
+const START_TIMEOUT_MS = 120_000;
+const STOP_TIMEOUT_MS = 30_000;
+
+/** The command name of `pid` (its /proc comm), or `?` once it is gone. */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+}
+
+/** Resolves when `child` printed "listening"; rejects with its output when it exits or times out. */
+function listening(child: ChildProcess, output: () => string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no "listening" within 120 s.\n${output()}`)),
+      START_TIMEOUT_MS,
+    );
+    const check = () => {
+      if (/listening/i.test(output())) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', check);
+    child.stderr?.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`npm start exited (${code}) before listening.\n${output()}`));
+    });
+  });
+}
+
+/** Sends SIGTERM to npm and waits for the whole tree to be gone (SIGKILL after 30 s). */
+async function stopTree(child: ChildProcess): Promise<void> {
+  const pids = processTree(child.pid!);
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // Already gone.
+    }
+  }
+  const deadline = Date.now() + STOP_TIMEOUT_MS;
+  const alive = () => pids.filter((pid) => commandOf(pid) !== '?');
+  while (alive().length > 0 && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  for (const pid of alive()) process.kill(pid, 'SIGKILL');
+}
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-idle-'));
+  // Run as root, Postwright runs its PostgreSQL as "postgres", which must traverse DATA_DIR.
+  chmodSync(dataDir, 0o711);
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1' };
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'npm_config_loglevel']) delete env[name];
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const child = spawn(npm, ['start'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-8_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  try {
+    await listening(child, () => tail);
+    await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
+    const rows = processTree(child.pid!)
+      .map((pid) => ({ pid, command: commandOf(pid), pss: pssBytes(pid) }))
+      // A short-lived child (a PostgreSQL backend that just ended) is gone by the time it is read.
+      .filter((row) => row.command !== '?');
+    const total = rows.reduce((sum, row) => sum + row.pss, 0);
+    const npmPss = rows.filter((row) => row.pid === child.pid).reduce((sum, row) => sum + row.pss, 0);
+    console.log(`Idle memory of \`npm start\` (embedded PostgreSQL) after ${idleSeconds} s idle, PSS:`);
+    for (const row of rows)
+      console.log(`  ${String(row.pid).padStart(7)}  ${row.command.padEnd(16)} ${megabytes(row.pss)}`);
+    console.log(`  total                     ${megabytes(total)} (${rows.length} processes)`);
+    console.log(`  without npm               ${megabytes(total - npmPss)}`);
+    console.log(`  target ≤ 150 MB total: ${total <= 150e6 ? 'met' : 'NOT met'}`);
+  } finally {
+    await stopTree(child);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+
+/**
+ * The API reference is loaded on the first /docs request (server/src/http/api-docs.ts): it must
+ * answer what the Scalar plugin answers — redirect, document in both formats, UI and its script.
+ */
+describe('API reference under /docs, loaded on first use', () => {
+  let ctx: TestContext;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+  });
+
+  afterAll(() => ctx?.close());
+
+  it('redirects /docs to /docs/ and serves the YAML document and the UI script with their types', async () => {
+    const entry = await ctx.app.inject({ method: 'GET', url: '/docs' });
+    expect(entry.statusCode).toBe(301);
+    expect(entry.headers.location).toBe('/docs/');
+    const yaml = await ctx.app.inject({ method: 'GET', url: '/docs/yaml' });
+    expect(yaml.statusCode).toBe(200);
+    expect(yaml.headers['content-type']).toContain('application/yaml');
+    expect(yaml.body).toMatch(/^openapi: 3\./m);
+    expect(yaml.body).toContain('/api/v1/send');
+    const script = await ctx.app.inject({ method: 'GET', url: '/docs/js/scalar.js' });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers['content-type']).toContain('application/javascript');
+    expect(Number(script.headers['content-length'])).toBe(script.rawPayload.length);
+    expect(script.rawPayload.length).toBeGreaterThan(1_000_000);
+  });
+
+  it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {
+    const missing = await ctx.app.inject({ method: 'GET', url: '/docs/nope' });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
+  });
+});
