@@ -5,7 +5,7 @@
  *   - compile+render:  renders/s when every call compiles (no cacheKey),
  * and prints one row per document with the mean time per render in ms.
  *
- * Run: npm run bench:render   (documents from EMAILBUILDER_FIXTURES or ../shared/fixtures/emailbuilder)
+ * Run: npm run bench:render   (documents from EMAILBUILDER_FIXTURES or server/test/fixtures/emailbuilder)
  */
 import {
   compileTemplate,
