@@ -127,17 +127,6 @@ export class ProviderCache {
 
 const defaultCache = new ProviderCache();
 
-/** {@link ProviderCache.get} on the process-wide cache the worker uses. */
-export function getProvider(
-  key: string,
-  type: AdapterType,
-  config: unknown,
-  version = '',
-  options: ProviderOptions = {},
-): EmailProvider {
-  return defaultCache.get(key, type, config, version, options);
-}
-
 /** {@link ProviderCache.getOrCreate} on the process-wide cache the worker uses. */
 export function getOrCreateProvider(
   key: string,

@@ -1,9 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Executor } from '../../db/client.ts';
-import type { OutboundPolicy } from '../../outbound/index.ts';
-import type { EmailProvider } from '../../providers/index.ts';
-import { createProvider, getOrCreateProvider } from '../../providers/index.ts';
-import { type AdapterRow, type AdapterType, adapterConfig, findAdapters } from '../adapters/index.ts';
+import { type AdapterRow, findAdapters } from '../adapters/index.ts';
 import { findTemplateVersions, type TemplateVersionRow } from '../templates/index.ts';
 import { type EmailLogRow, emailRepository } from './emails.repository.ts';
 
@@ -23,7 +20,7 @@ const MAX_CACHED_VERSIONS = 1_000;
  * logs (one query), their adapters (one), and the template versions not cached yet (at most one).
  * Every lookup is scoped by the team the job names. Adapters are read each batch (an adapter
  * disabled or changed since is seen at once); their decrypted config and connection pool are
- * cached by adapter id + updatedAt in {@link providerFor}.
+ * cached by adapter id + updatedAt in the adapters module's `providerFor`.
  * Returns one {@link PreparedSend} per ref, in order.
  * @throws database errors (the jobs are retried).
  */
@@ -73,19 +70,4 @@ export class SendBatchLoader {
     }
     return found;
   }
-}
-
-/**
- * The provider (connection pool) of `adapter`, from the process-wide cache keyed by adapter id and
- * updatedAt: the config is decrypted only when the adapter is new to this process or changed.
- * @throws ProviderError (permanent) for an invalid config or unsupported type; a decrypt error.
- */
-export function providerFor(
-  adapter: AdapterRow,
-  encryptionKey: Buffer,
-  options: { maxConnections: number; outbound: OutboundPolicy },
-): EmailProvider {
-  return getOrCreateProvider(adapter.id, adapter.updatedAt.toISOString(), () =>
-    createProvider(adapter.type as AdapterType, adapterConfig(adapter, encryptionKey), options),
-  );
 }

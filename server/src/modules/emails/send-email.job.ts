@@ -5,10 +5,11 @@ import type { JobPayload } from '../../jobs/definitions.ts';
 import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { ProviderError, SendSlots } from '../../providers/index.ts';
+import { providerFor } from '../adapters/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
-import { type PreparedSend, providerFor, SendBatchLoader } from './send-batch.ts';
+import { type PreparedSend, SendBatchLoader } from './send-batch.ts';
 import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.ts';
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
@@ -80,10 +81,7 @@ async function attempt(
       ? { subject: log.subject, ...job.data.rendered }
       : await renderLoggedEmailWith(version, log);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
-    const provider = providerFor(adapter, deps.encryptionKey, {
-      maxConnections,
-      outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE },
-    });
+    const provider = providerFor(adapter, deps.encryptionKey, deps.config);
     // One slot per pooled connection: the deadline starts when this email's send can start.
     const release = await slots.acquire(adapter.id, maxConnections, job.signal);
     const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);

@@ -1,15 +1,11 @@
+import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { QueuedJob } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
-import { getProvider, ProviderError } from '../../providers/index.ts';
-import {
-  type AdapterRow,
-  type AdapterType,
-  adapterConfig,
-  resolveSendingAdapter,
-} from '../adapters/index.ts';
+import { ProviderError } from '../../providers/index.ts';
+import { type AdapterRow, providerFor, resolveSendingAdapter } from '../adapters/index.ts';
 import { buildInvitationEmail } from './invitation-email.ts';
 import { invitationUrl, newInvitationToken } from './invitation-token.ts';
 import { teamRepository } from './teams.repository.ts';
@@ -21,14 +17,14 @@ import { teamRepository } from './teams.repository.ts';
 export interface SendInvitationDeps {
   db: Database;
   encryptionKey: Buffer;
-  config: { BASE_URL: string; SMTP_ALLOW_PRIVATE: boolean };
+  config: Pick<Config, 'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
 }
 
 /**
  * The `invitation.send` job handler (issue #3): emails an invitation's link through the team's
  * sending adapter (resolved now, as when it was queued: its default when active, else its oldest
  * active one), from the adapter's defaultFrom, with the provider the worker keeps per adapter
- * (`getProvider`). The message reflects the invitation as it is now (role, inviter, expiry).
+ * (`providerFor`). The message reflects the invitation as it is now (role, inviter, expiry).
  *
  * The link's acceptance token is made here, right before sending (issue #8): its SHA-256 replaces
  * the invitation's previous one (`tokenEmailed`: it goes to the mailbox only), and the token itself
@@ -90,13 +86,7 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
       adapter.defaultFrom,
     );
     try {
-      const provider = getProvider(
-        adapter.id,
-        adapter.type as AdapterType,
-        adapterConfig(adapter, deps.encryptionKey),
-        adapter.updatedAt.toISOString(),
-        { outbound: { allowPrivate: deps.config.SMTP_ALLOW_PRIVATE } },
-      );
+      const provider = providerFor(adapter, deps.encryptionKey, deps.config);
       await provider.send(message);
     } catch (error) {
       const permanent = error instanceof AppError || (error instanceof ProviderError && error.permanent);
