@@ -37,9 +37,7 @@ beforeAll(async () => {
   ctx = await createTestContext('postgres', {
     BASE_URL: url,
     TRUST_PROXY: '1',
-    OIDC_ISSUER: oidc.issuer,
-    OIDC_CLIENT_ID: 'postwright-test',
-    OIDC_CLIENT_SECRET: 'oidc-secret',
+    ...oidc.env,
   });
   await ctx.app.listen({ port: Number(new URL(url).port), host: '127.0.0.1' });
   await ctx.startWorkers();

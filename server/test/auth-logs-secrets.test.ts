@@ -43,9 +43,7 @@ describe('logs of a full invitation flow (PostgreSQL, LOG_LEVEL=trace)', () => {
         BASE_URL: url,
         TRUST_PROXY: '1',
         LOG_LEVEL: 'trace',
-        OIDC_ISSUER: oidc.issuer,
-        OIDC_CLIENT_ID: 'postwright-test',
-        OIDC_CLIENT_SECRET: 'oidc-secret',
+        ...oidc.env,
       },
       { logStream: { write: (line: string) => void lines.push(line) } },
     );

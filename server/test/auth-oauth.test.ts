@@ -70,9 +70,7 @@ async function startOAuthApp(kind: DatabaseKind): Promise<OAuthApp> {
     GITHUB_CLIENT_SECRET: CLIENTS.github.clientSecret,
     GOOGLE_CLIENT_ID: CLIENTS.google.clientId,
     GOOGLE_CLIENT_SECRET: CLIENTS.google.clientSecret,
-    OIDC_ISSUER: oidc.issuer,
-    OIDC_CLIENT_ID: 'postwright-test',
-    OIDC_CLIENT_SECRET: 'oidc-secret',
+    ...oidc.env,
     OIDC_NAME: 'Acme SSO',
   });
   await ctx.app.listen({ port, host: '127.0.0.1' });

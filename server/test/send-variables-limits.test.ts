@@ -12,6 +12,7 @@ import {
   send,
   simpleDesign,
 } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 /** `{ note: 'x…x' }` whose JSON text is exactly `bytes` bytes. */
 function noteOfBytes(bytes: number): { note: string } {
@@ -22,7 +23,7 @@ function noteOfBytes(bytes: number): { note: string } {
 async function sendingTeam(ctx: TestContext) {
   const owner = await setupOwner(ctx.app);
   const key = (await buildApiKey(ctx.app, owner)).key;
-  await buildSmtpAdapter(ctx.app, owner, 9); // workers are not started: nothing is delivered
+  await buildSmtpAdapter(ctx.app, owner, await closedPort()); // workers are not started: nothing is delivered
   const template = await buildTemplate(ctx.app, owner, {
     name: 'Limits',
     designJson: simpleDesign('{{ note | size }} {{ items | sort_natural | size }}'),

@@ -714,9 +714,7 @@ describe('team invitations with password sign-in off (PostgreSQL)', () => {
       BASE_URL: url,
       TRUST_PROXY: '1',
       AUTH_PASSWORD: 'false',
-      OIDC_ISSUER: oidc.issuer,
-      OIDC_CLIENT_ID: 'postwright-test',
-      OIDC_CLIENT_SECRET: 'oidc-secret',
+      ...oidc.env,
     });
     await ctx.app.listen({ port: Number(new URL(url).port), host: '127.0.0.1' });
   });

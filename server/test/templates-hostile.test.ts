@@ -8,6 +8,7 @@ import {
   expectError,
   simpleDesign,
 } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 type Block = { type: string; data: Record<string, unknown> };
 type Response = { statusCode: number; body: string; json: () => any };
@@ -202,7 +203,7 @@ describe('hostile templates through HTTP', () => {
 
     it('send with a 10 MB variable value → 400 VALIDATION_ERROR before anything is queued', async () => {
       const key = (await buildApiKey(ctx.app, owner)).key;
-      await buildSmtpAdapter(ctx.app, owner, 9); // never contacted: the send is refused first
+      await buildSmtpAdapter(ctx.app, owner, await closedPort()); // never contacted: the send is refused first
       const payload = JSON.stringify({
         templateId,
         to: 'x@example.test',

@@ -419,6 +419,8 @@ export async function startSocialProviderFakes(clients: {
 export interface OidcProvider {
   /** `http://127.0.0.1:<port>`: the value for OIDC_ISSUER. */
   issuer: string;
+  /** The OIDC_* variables that point Postwright at this provider (client id and secret included). */
+  env: { OIDC_ISSUER: string; OIDC_CLIENT_ID: string; OIDC_CLIENT_SECRET: string };
   /** The identity the next authorization signs in as (its claims go into the ID token). */
   nextIdentity(identity: ProviderIdentity): void;
   close(): Promise<void>;
@@ -459,6 +461,7 @@ export async function startOidcProvider(): Promise<OidcProvider> {
   if (!issuer) throw new Error('oauth2-mock-server has no issuer URL');
   return {
     issuer,
+    env: { OIDC_ISSUER: issuer, OIDC_CLIENT_ID: 'postwright-test', OIDC_CLIENT_SECRET: 'oidc-secret' },
     nextIdentity(identity) {
       next = identity;
     },
@@ -466,14 +469,7 @@ export async function startOidcProvider(): Promise<OidcProvider> {
   };
 }
 
-/** A free TCP port on 127.0.0.1 (for an app whose BASE_URL must name its port before it listens). */
-export async function freePort(): Promise<number> {
-  const probe = createNetServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
+export { freePort } from './ports.ts';
 
 /** Cookies kept between the redirects of one sign-in, as a browser would. */
 export class CookieJar {

@@ -1,6 +1,7 @@
 import { type AddressInfo, createServer } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { freePort } from './ports.ts';
 
 /** A message the test SMTP server accepted: the envelope and the parsed MIME message. */
 export interface ReceivedMessage {
@@ -65,14 +66,7 @@ export async function startTestSmtpServer(options: Partial<SMTPServerOptions> = 
 }
 
 /**
- * A TCP port on 127.0.0.1 that nothing listens on: the port the system just gave a server of ours,
- * which is closed again (issue #9: a hard-coded port such as 2525 may be in use on the machine).
- * The system hands out ephemeral ports in turn, so it is not given again soon.
+ * A TCP port on 127.0.0.1 that nothing listens on (issue #9: a hard-coded port such as 2525 may be
+ * in use on the machine): see {@link freePort}.
  */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export const closedPort = freePort;
