@@ -20,6 +20,12 @@ export interface OutgoingEmail {
   from: string;
   /** One or more recipient addresses. */
   to: string[];
+  /** Carbon-copy recipients (issue #10); `to` + `cc` + `bcc` hold at most 50 addresses. */
+  cc?: string[];
+  /** Blind carbon-copy recipients: in the envelope, never in a header. */
+  bcc?: string[];
+  /** Reply-To addresses. */
+  replyTo?: string[];
   subject: string;
   html: string;
   /** Plain-text alternative of `html`. */
@@ -27,6 +33,12 @@ export interface OutgoingEmail {
   attachments?: OutgoingAttachment[];
   /** Extra header lines, name → value. */
   headers?: Record<string, string>;
+  /**
+   * The sender's labels (name → value, issue #10): providers with a native tag or metadata field
+   * pass them there (Resend tags, SendGrid custom_args, Mailgun `v:` variables, SES message tags,
+   * Postmark Metadata); SMTP ignores them.
+   */
+  tags?: Record<string, string>;
   /** Message-ID header to set, with or without angle brackets; the provider generates one when omitted. */
   messageId?: string;
 }
