@@ -29,8 +29,18 @@ export function freePort(): Promise<number> {
 }
 
 /** Starts `node <script> ...args` (same Node.js binary as this process) with `env`, output kept in memory. */
-export function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Child {
-  const child = spawn(process.execPath, [script, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startChild(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  nodeArgs: string[] = [],
+): Child {
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let tail = '';
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-8_000);
@@ -70,9 +80,14 @@ export function postwrightEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   };
 }
 
-/** Starts `postwright start --role <role>` from the checkout at `root`. */
+/**
+ * Starts `postwright start --role <role>` from the checkout at `root`. With BENCH_CPU_PROF_DIR set,
+ * the child runs with `--cpu-prof` and writes its V8 CPU profile (`*.cpuprofile`) there on exit.
+ */
 export function startPostwright(root: string, role: 'all' | 'api' | 'worker', env: NodeJS.ProcessEnv): Child {
-  return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root);
+  const profileDir = process.env.BENCH_CPU_PROF_DIR;
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
+  return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root, nodeArgs);
 }
 
 /** Polls `check` every 100 ms until it is true; throws with the child's output after `timeoutMs`. */

@@ -9,13 +9,14 @@ import type { Config } from '../config.ts';
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
 /**
- * `email.send` also carries the HTML and text part rendered when the send was accepted (issue #9
- * "Render once"): the worker sends them instead of rendering again. A job without them (queued
- * before this field existed) is rendered from the logged template version and variables, which
- * gives the same output.
+ * `email.send` also carries the HTML rendered when the send was accepted (issue #9 "Render once"):
+ * the worker sends it instead of rendering again and derives the text part from it, unless the job
+ * carries `text` too (queued before the accept path left it to the worker). A job without
+ * `rendered` (queued before this field existed) is rendered from the logged template version and
+ * variables, which gives the same output.
  */
 const sendJobPayload = emailJobPayload.extend({
-  rendered: z.object({ html: z.string(), text: z.string() }).optional(),
+  rendered: z.object({ html: z.string(), text: z.string().optional() }).optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 

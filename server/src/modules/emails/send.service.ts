@@ -5,7 +5,7 @@ import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import { cachedSendingAdapter } from '../adapters/index.ts';
-import { renderTemplate } from '../rendering/index.ts';
+import { renderTemplateHtml } from '../rendering/index.ts';
 import { cachedTemplateForSend, forgetTeamTemplates } from '../templates/index.ts';
 import { acceptBatcherFor } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
@@ -27,9 +27,10 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  * any transaction), then hands the email log, its first status event and the `email.send` job to
  * the accept batcher, which commits them together, in one transaction shared with concurrent
  * sends: an accepted email always has a log and a job, and one that cannot be written fails alone.
- * Rendered once: the subject goes into the log, the HTML and text part into the job, which the
- * worker sends as they are (the log keeps the version id and variables, so it can be re-rendered
- * exactly later).
+ * Rendered once: the subject goes into the log, the HTML into the job, which the worker sends as it
+ * is; the worker derives the text part from that HTML (`htmlToText`, the function rendering uses),
+ * which keeps the most expensive step of rendering off the request (README "Performance"). The log
+ * keeps the version id and variables, so it can be re-rendered exactly later.
  * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
  * first status event.
  * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error;
@@ -59,7 +60,7 @@ export async function acceptSend(
       issues: [{ path: 'body.from', message: 'required when the adapter has no defaultFrom' }],
     });
   }
-  const rendered = await renderTemplate(
+  const rendered = await renderTemplateHtml(
     { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
     variables,
   );
@@ -85,7 +86,7 @@ export async function acceptSend(
       eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
       job: {
         id: uuid,
-        data: { emailId: id, teamId: caller.teamId, rendered: { html: rendered.html, text: rendered.text } },
+        data: { emailId: id, teamId: caller.teamId, rendered: { html: rendered.html } },
       },
     });
   } catch (error) {

@@ -31,6 +31,9 @@ export interface RenderedEmail {
   text: string;
 }
 
+/** An email rendered without its text part: what the accept path queues (see `renderHtml`). */
+export type RenderedHtml = Omit<RenderedEmail, 'text'>;
+
 /** A template whose design and Liquid are parsed once; `render` only applies variables. */
 export interface CompiledTemplate {
   /**
@@ -39,6 +42,11 @@ export interface CompiledTemplate {
    * LIQUID_LIMITS was hit) or RENDER_ERROR, `details.issues[0].path` naming the string.
    */
   render(variables: Record<string, unknown>): Promise<RenderedEmail>;
+  /**
+   * `render` without the text part (`text` is `htmlToText(html)`, which the caller may derive
+   * later: the accept path leaves it to the worker, issue #9). Rejects as `render` does.
+   */
+  renderHtml(variables: Record<string, unknown>): Promise<RenderedHtml>;
   /** Variables the template reads, as returned by `extractVariables`. */
   variables: string[];
   /**
@@ -122,13 +130,18 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
   const design = parseDesign(input.designJson);
   const { subject: parsedSubject, strings, parts } = parseTemplate(subject, design);
   const variables = variablesOf([parsedSubject, ...parts]);
+  const renderHtml = async (values: Record<string, unknown>): Promise<RenderedHtml> => {
+    const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
+    const html = renderDesignHtml(withStrings(design, strings, renderedStrings));
+    return { subject: toSubjectLine(renderedSubject), html };
+  };
   return {
     variables: variables.map((variable) => variable.path),
     missingVariables: (values) => missingVariables(variables, values),
+    renderHtml,
     async render(values) {
-      const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
-      const html = renderDesignHtml(withStrings(design, strings, renderedStrings));
-      return { subject: toSubjectLine(renderedSubject), html, text: htmlToText(html) };
+      const { subject: renderedSubject, html } = await renderHtml(values);
+      return { subject: renderedSubject, html, text: htmlToText(html) };
     },
   };
 }
@@ -168,6 +181,17 @@ export async function renderTemplate(
   variables: Record<string, unknown>,
 ): Promise<RenderedEmail> {
   return compileTemplateCached(input).render(variables);
+}
+
+/**
+ * `compileTemplateCached(input).renderHtml(variables)`: subject and HTML, no text part.
+ * @throws (rejects with) AppError INVALID_TEMPLATE as `renderTemplate` does.
+ */
+export async function renderTemplateHtml(
+  input: { subject: string; designJson: unknown; cacheKey?: string },
+  variables: Record<string, unknown>,
+): Promise<RenderedHtml> {
+  return compileTemplateCached(input).renderHtml(variables);
 }
 
 /**
