@@ -23,6 +23,7 @@ import {
   variablesOf,
 } from './rendering.liquid.ts';
 import type { EmailDesign } from './rendering.schema.ts';
+import { buildSkeleton, fillSkeleton, type HtmlSkeleton } from './rendering.skeleton.ts';
 
 /** One rendered email. `subject` and `text` are plain text (never HTML-escaped). */
 export interface RenderedEmail {
@@ -118,7 +119,9 @@ export function extractVariables(subject: string, design: EmailDesign): string[]
  * Validates the design (`parseDesign`) and parses the subject and each string of it once.
  * The returned template renders `{subject, html, text}`:
  * - strings are rendered by Liquid one by one, then the document by React, which escapes them;
- *   only Html blocks get Liquid-side HTML escaping (their contents are inserted raw);
+ *   only Html blocks get Liquid-side HTML escaping (their contents are inserted raw). React's
+ *   render is made once per compiled template and reused where it provably gives the same HTML
+ *   (rendering.skeleton.ts);
  * - URL props (button/image url, linkHref, avatar imageUrl) rendered to a `javascript:`,
  *   `vbscript:` or `data:` URL are dropped ('#' for a button, '' otherwise);
  * - `text` is derived from the HTML (html-to-text), `subject` is kept on one line.
@@ -130,9 +133,15 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
   const design = parseDesign(input.designJson);
   const { subject: parsedSubject, strings, parts } = parseTemplate(subject, design);
   const variables = variablesOf([parsedSubject, ...parts]);
+  const dynamicStrings = parts.flatMap((part, index) => (part.templates ? [index] : []));
+  // React's render of the design, made on first use and reused by every render it reproduces.
+  let skeleton: HtmlSkeleton | null | undefined;
   const renderHtml = async (values: Record<string, unknown>): Promise<RenderedHtml> => {
     const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
-    const html = renderDesignHtml(withStrings(design, strings, renderedStrings));
+    if (skeleton === undefined) skeleton = buildSkeleton(design, strings, dynamicStrings);
+    const html =
+      (skeleton && fillSkeleton(skeleton, strings, renderedStrings)) ??
+      renderDesignHtml(withStrings(design, strings, renderedStrings));
     return { subject: toSubjectLine(renderedSubject), html };
   };
   return {
