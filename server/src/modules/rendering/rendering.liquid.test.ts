@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../http/errors.ts';
-import { compileTemplate, extractVariables, parseDesign, renderTemplate } from './index.ts';
+import { compileTemplate, extractVariables, LIQUID_LIMITS, parseDesign, renderTemplate } from './index.ts';
 import { buildDesign, buttonBlock, htmlBlock, textBlock } from './rendering.factories.ts';
 
 /** The INVALID_TEMPLATE error a promise or function ends with (anything else fails the test). */
@@ -162,6 +162,49 @@ describe('Liquid limits', () => {
     expect(error.details.issues).toEqual([
       { path: 'b1.data.props.text', message: expect.stringMatching(limit) },
     ]);
+    expect(performance.now() - started).toBeLessThan(HANG_GUARD_MS);
+  });
+
+  /** A value whose lookup blocks the thread for `ms` without using CPU, like a descheduled process. */
+  const stalling = (ms: number) => ({
+    get value() {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+      return 'v';
+    },
+  });
+
+  it('counts CPU time, not wall time: a render stalled longer than renderMs is not refused', async () => {
+    const stall = LIQUID_LIMITS.renderMs + 30;
+    const email = await render('', ['{{ slow.value }}|{{ next }}'], { slow: stalling(stall), next: 'n' });
+    expect(email.text).toBe('v|n');
+  });
+
+  it('still refuses a render stalled past the wall-time backstop (renderWallMs)', async () => {
+    const error = await templateError(() =>
+      render('', ['{{ slow.value }}|{{ next }}'], { slow: stalling(LIQUID_LIMITS.renderWallMs + 50) }),
+    );
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+    expect((error.details.issues as { message: string }[])[0]?.message).toMatch(
+      /^template render limit exceeded: .*wall/,
+    );
+  });
+
+  it('refuses loops over a caller array that no memory or output budget stops, by CPU time', async () => {
+    const xs = Array.from({ length: 1_000 }, (_, i) => i); // 10^9 iterations, nothing allocated
+    const started = performance.now();
+    const error = await templateError(() =>
+      render(
+        '',
+        ['{% for a in xs %}{% for b in xs %}{% for c in xs %}{% endfor %}{% endfor %}{% endfor %}'],
+        {
+          xs,
+        },
+      ),
+    );
+    expect(error.details.reason).toBe('LIMIT_EXCEEDED');
+    expect((error.details.issues as { message: string }[])[0]?.message).toMatch(
+      /^template render limit exceeded: .*CPU/,
+    );
     expect(performance.now() - started).toBeLessThan(HANG_GUARD_MS);
   });
 

@@ -26,8 +26,14 @@ import { builtinFilter, chargeArrayFilters } from './rendering.filters.ts';
 export const LIQUID_LIMITS = {
   /** Characters of Liquid source in one template (subject and every string together). */
   sourceChars: 1_000_000,
-  /** Wall time of the Liquid part of one render, ms, all strings together. */
+  /**
+   * CPU time of the Liquid part of one render, ms, all strings together: time the rendering
+   * thread spent working (`process.threadCpuUsage`), so a render stalled by a loaded machine (the
+   * process descheduled, other processes on the cores) is not refused for time it did not use.
+   */
   renderMs: 50,
+  /** Wall time of the Liquid part of one render, ms: the backstop whatever the CPU clock says. */
+  renderWallMs: 1_000,
   /**
    * liquidjs allocation units per render: range items, characters built by filters, and the
    * per-element work of array filters (rendering.filters.ts: sorts n·log2 n, `where` 25 per item).
@@ -55,6 +61,48 @@ export interface ParsedLiquid {
 
 class OutputLimitError extends Error {}
 
+/** CPU time this thread has spent, ms. */
+function threadCpuMs(): number {
+  const { user, system } = process.threadCpuUsage();
+  return (user + system) / 1000;
+}
+
+/**
+ * The render clock of one email, in place of liquidjs's wall-time `renderLimit` (a `Limiter`
+ * whose `check(now)` liquidjs calls with `performance.now()` before each node it renders).
+ * Refuses the render once it used {@link LIQUID_LIMITS}.renderMs of CPU time or
+ * {@link LIQUID_LIMITS}.renderWallMs of wall time. The CPU clock is read only when the wall clock
+ * says the CPU budget could be spent (never more than once per node, never in an ordinary render).
+ * The message starts as liquidjs's own ("template render limit exceeded"), which `isLimitError`
+ * recognises.
+ */
+class RenderClock {
+  private readonly startCpu = threadCpuMs();
+  private readonly wallDeadline: number;
+  /** Before this wall time the CPU budget cannot be spent yet: no need to read the CPU clock. */
+  private nextCpuCheck: number;
+
+  constructor(now = performance.now()) {
+    this.wallDeadline = now + LIQUID_LIMITS.renderWallMs;
+    this.nextCpuCheck = now + LIQUID_LIMITS.renderMs;
+  }
+
+  check(now: number): void {
+    if (now <= this.nextCpuCheck) return;
+    if (now > this.wallDeadline) {
+      throw new Error(`template render limit exceeded: ${LIQUID_LIMITS.renderWallMs} ms of wall time`);
+    }
+    const used = threadCpuMs() - this.startCpu;
+    if (used > LIQUID_LIMITS.renderMs) {
+      throw new Error(`template render limit exceeded: ${LIQUID_LIMITS.renderMs} ms of CPU time`);
+    }
+    this.nextCpuCheck = now + (LIQUID_LIMITS.renderMs - used);
+  }
+
+  /** Part of liquidjs's Limiter interface; the render clock is only ever `check`ed. */
+  use(): void {}
+}
+
 const escapeFilter = builtinFilter('escape');
 const appendFilter = builtinFilter('append');
 
@@ -75,7 +123,8 @@ function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
     ownPropertyOnly: true,
     outputEscape,
     parseLimit: LIQUID_LIMITS.sourceChars,
-    renderLimit: LIQUID_LIMITS.renderMs,
+    // Renders pass their own RenderClock (CPU time); this wall bound applies to any other use.
+    renderLimit: LIQUID_LIMITS.renderWallMs,
     memoryLimit: LIQUID_LIMITS.memory,
   });
   chargeArrayFilters(engine);
@@ -209,7 +258,7 @@ class CappedEmitter implements Emitter {
 /**
  * Renders parsed strings with the caller's variables, synchronously (so the time budget is
  * not spent by other work on the event loop), under ONE budget of {@link LIQUID_LIMITS} for
- * all of them. Each string gets its own scope (an `assign` in one block does not leak into the
+ * all of them (its time limit counts CPU time: see RenderClock). Each string gets its own scope (an `assign` in one block does not leak into the
  * next) over a shallow copy of `variables` (`increment` cannot change the caller's object).
  * Missing variables render as ''. Returns the outputs in the order of `parts`.
  * @throws AppError INVALID_TEMPLATE, `reason` LIMIT_EXCEEDED or RENDER_ERROR, `issues[0].path`
@@ -217,6 +266,7 @@ class CappedEmitter implements Emitter {
  */
 export function renderLiquid(parts: ParsedLiquid[], variables: Record<string, unknown>): string[] {
   const budget = new Context({}, ENGINES.plain.options, { sync: true });
+  const renderLimit = new RenderClock() as unknown as Context['renderLimit'];
   const emitter = new CappedEmitter(budget);
   return parts.map((part) => {
     if (!part.templates) return part.source;
@@ -225,7 +275,7 @@ export function renderLiquid(parts: ParsedLiquid[], variables: Record<string, un
       { ...variables },
       engine.options,
       { sync: true },
-      { memoryLimit: budget.memoryLimit, renderLimit: budget.renderLimit, liquid: engine },
+      { memoryLimit: budget.memoryLimit, renderLimit, liquid: engine },
     );
     emitter.buffer = '';
     try {
