@@ -8,8 +8,11 @@ import { buildApiKey, buildSmtpAdapter, buildTemplate, dashboardCall, send } fro
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /**
- * Issue #9 "Render once": the accept path renders outside any transaction and the job carries the
- * HTML, which the worker sends without rendering again; the worker derives the text part from it.
+ * Issue #9 "Render once, outside the transaction; decide what the worker reuses": the accept path
+ * renders before writing (to refuse what does not render, and for the log's subject) and the job
+ * carries no HTML; the worker renders from the logged version and variables, which gives what the
+ * log's re-render gives. A job that does carry the rendered email (queued by an earlier build) is
+ * sent as it is.
  */
 describe('send: rendered once, at accept (PostgreSQL)', () => {
   let ctx: TestContext;
@@ -34,11 +37,13 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
   const jobDataOf = async (jobId: string) => {
     const result = (await ctx.app.ctx.database.db.execute(
       sql`select data from pgboss.job where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(jobId).toUUID()}::uuid`,
-    )) as unknown as { rows: { data: { rendered?: { html: string; text?: string } } }[] };
+    )) as unknown as { rows: { data: { rendered?: { html: string; text: string } } }[] };
     return result.rows[0]!.data;
   };
 
-  it('queues the rendered HTML (no text part) with the job, equal to a re-render of the log', async () => {
+  let firstId = '';
+
+  it('queues no rendered HTML with the job, only the log to render from', async () => {
     const response = await send(ctx.app, key, {
       templateId,
       to: 'a@example.test',
@@ -46,14 +51,13 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
     });
     expect(response.statusCode, response.body).toBe(202);
     const { id, jobId } = response.json().data;
-    const data = await jobDataOf(jobId);
-    const rerendered = await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${id}/rendered`);
-    expect(rerendered.statusCode, rerendered.body).toBe(200);
-    expect(data.rendered).toEqual({ html: rerendered.json().data.html });
-    expect(data.rendered!.html).toContain('Hello Zoë');
+    firstId = id;
+    expect(await jobDataOf(jobId)).toEqual({ emailId: id, teamId: owner.teamId });
+    const log = await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${id}`);
+    expect(log.json().data.subject).toBe('Hi Zoë');
   });
 
-  it('delivers the HTML the job carries without rendering again, its text part derived from it', async () => {
+  it('sends what a re-render of the log gives; a job carrying the rendered email (earlier build) as it is', async () => {
     const response = await send(ctx.app, key, {
       templateId,
       to: 'b@example.test',
@@ -61,23 +65,25 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
     });
     const { jobId } = response.json().data;
     // Only the job's copy is changed: a worker that rendered again would send "Hello Q".
-    await setRendered(jobId, { html: '<p>From the <b>job</b></p>' });
-    // A job queued with a text part (as before the worker derived it) is sent with that text.
-    const withText = await send(ctx.app, key, { templateId, to: 'c@example.test', variables: {} });
-    await setRendered(withText.json().data.jobId, { html: '<p>Html</p>', text: 'Queued text' });
-    await ctx.startWorkers();
-    const messages = await smtp.waitForMessages(3);
-    const delivered = messages.find((m) => m.envelopeTo.includes('b@example.test'))!;
-    expect(delivered.parsed.subject).toBe('Hi Q');
-    expect(delivered.parsed.html).toContain('From the <b>job</b>');
-    expect(delivered.parsed.text?.trim()).toBe('From the job');
-    const queuedText = messages.find((m) => m.envelopeTo.includes('c@example.test'))!;
-    expect(queuedText.parsed.text?.trim()).toBe('Queued text');
-  });
-
-  const setRendered = async (jobId: string, rendered: { html: string; text?: string }) => {
     await ctx.app.ctx.database.db.execute(
-      sql`update pgboss.job set data = jsonb_set(data, '{rendered}', ${JSON.stringify(rendered)}::jsonb) where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(jobId).toUUID()}::uuid`,
+      sql`update pgboss.job set data = jsonb_set(data, '{rendered}', ${JSON.stringify({
+        html: '<p>From the job</p>',
+        text: 'From the job',
+      })}::jsonb) where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(jobId).toUUID()}::uuid`,
     );
-  };
+    await ctx.startWorkers();
+    const messages = await smtp.waitForMessages(2);
+    const fromJob = messages.find((m) => m.envelopeTo.includes('b@example.test'))!;
+    expect(fromJob.parsed.subject).toBe('Hi Q');
+    expect(fromJob.parsed.html).toContain('From the job');
+    expect(fromJob.parsed.text?.trim()).toBe('From the job');
+
+    const rendered = messages.find((m) => m.envelopeTo.includes('a@example.test'))!;
+    const rerendered = (await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${firstId}/rendered`)).json()
+      .data;
+    expect(rerendered.html).toContain('Hello Zoë');
+    expect(rendered.parsed.subject).toBe(rerendered.subject);
+    expect(rendered.parsed.html).toBe(rerendered.html);
+    expect(rendered.parsed.text?.trim()).toBe(rerendered.text.trim());
+  });
 });

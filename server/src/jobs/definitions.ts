@@ -9,14 +9,13 @@ import type { Config } from '../config.ts';
  */
 const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
 /**
- * `email.send` also carries the HTML rendered when the send was accepted (issue #9 "Render once"):
- * the worker sends it instead of rendering again and derives the text part from it, unless the job
- * carries `text` too (queued before the accept path left it to the worker). A job without
- * `rendered` (queued before this field existed) is rendered from the logged template version and
- * variables, which gives the same output.
+ * `email.send` may carry the HTML and text part rendered when the send was accepted, which the
+ * worker then sends instead of rendering again. The accept path no longer writes them (issue #9,
+ * send.service.ts acceptSend: the worker renders from the logged template version and variables,
+ * which gives the same output); jobs queued with them are still sent as they are.
  */
 const sendJobPayload = emailJobPayload.extend({
-  rendered: z.object({ html: z.string(), text: z.string().optional() }).optional(),
+  rendered: z.object({ html: z.string(), text: z.string() }).optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 

@@ -26,8 +26,8 @@ const WINDOW_MS = 0;
 const MAX_IN_FLIGHT = 2;
 
 /**
- * How long pg-boss keeps a completed `email.send` job (its default is 7 days): the job carries the
- * rendered HTML, and the log and its events are the record that lasts.
+ * How long pg-boss keeps a completed `email.send` job (its default is 7 days): the log and its
+ * events are the record that lasts.
  */
 const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 

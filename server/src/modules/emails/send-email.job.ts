@@ -6,7 +6,6 @@ import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { ProviderError, SendSlots } from '../../providers/index.ts';
 import { providerFor } from '../adapters/index.ts';
-import { htmlToText } from '../rendering/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
@@ -76,15 +75,10 @@ async function attempt(
   try {
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
     const { log, adapter, version } = item;
-    // The HTML rendered when the send was accepted travels in the job (issue #9: render once) and
-    // the text part is derived from it here (jobs queued earlier carry it); jobs queued before
-    // that field existed are rendered from the logged version.
+    // The HTML and text rendered when the send was accepted travel in the job (issue #9: render
+    // once); jobs queued before that field existed are rendered from the logged version.
     const rendered = job.data.rendered
-      ? {
-          subject: log.subject,
-          html: job.data.rendered.html,
-          text: job.data.rendered.text ?? htmlToText(job.data.rendered.html),
-        }
+      ? { subject: log.subject, ...job.data.rendered }
       : await renderLoggedEmailWith(version, log);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(adapter, deps.encryptionKey, deps.config);

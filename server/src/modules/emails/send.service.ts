@@ -27,10 +27,12 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  * any transaction), then hands the email log, its first status event and the `email.send` job to
  * the accept batcher, which commits them together, in one transaction shared with concurrent
  * sends: an accepted email always has a log and a job, and one that cannot be written fails alone.
- * Rendered once: the subject goes into the log, the HTML into the job, which the worker sends as it
- * is; the worker derives the text part from that HTML (`htmlToText`, the function rendering uses),
- * which keeps the most expensive step of rendering off the request (README "Performance"). The log
- * keeps the version id and variables, so it can be re-rendered exactly later.
+ * What the worker reuses (issue #9 "decide deliberately"; README "Performance"): the compiled
+ * template of the immutable version (a per-process cache, React's render made once per version),
+ * not this render. The job carries no HTML: the worker renders subject, HTML and text part again
+ * from the log's version and variables, which costs less than writing the HTML into the job row
+ * and reading it back. This render refuses, before anything is written, a template that does not
+ * render with these variables, and gives the log its subject.
  * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
  * first status event.
  * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error;
@@ -86,7 +88,7 @@ export async function acceptSend(
       eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
       job: {
         id: uuid,
-        data: { emailId: id, teamId: caller.teamId, rendered: { html: rendered.html } },
+        data: { emailId: id, teamId: caller.teamId },
       },
     });
   } catch (error) {
