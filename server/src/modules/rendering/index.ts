@@ -17,7 +17,6 @@ export {
   renderTemplateHtml,
 } from './rendering.compile.ts';
 export { parseDesign, type TemplateErrorReason } from './rendering.design.ts';
-export { htmlToText } from './rendering.html.ts';
 export { LIQUID_LIMITS } from './rendering.liquid.ts';
 export type { EmailDesign } from './rendering.schema.ts';
 export {
