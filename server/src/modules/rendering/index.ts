@@ -12,6 +12,7 @@ export {
   compileTemplateCached,
   extractVariables,
   type RenderedEmail,
+  renderSubjectLine,
   renderTemplate,
 } from './rendering.compile.ts';
 export { parseDesign, type TemplateErrorReason } from './rendering.design.ts';
