@@ -41,13 +41,18 @@ const MAX_IN_FLIGHT = 2;
 const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 
 /**
- * Writes a batch: ONE multi-row insert each for logs, events and jobs, logs first (events
- * reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
+ * Writes a batch: ONE multi-row insert each for logs, send fields (when any), events and jobs,
+ * logs first (the others reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
  */
 async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmailRows[]): Promise<void> {
   await emailRepository.insertLogs(
     tx,
     items.map((item) => item.log),
+  );
+  // Issue #10 send fields and attachments (send-fields.ts), after the logs they reference.
+  await writeSendFields(
+    tx,
+    items.map((item) => item.fields),
   );
   await emailRepository.insertEvents(
     tx,
