@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sweepExpired } from '../src/modules/emails/idempotency.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
@@ -107,6 +108,34 @@ describe('Idempotency-Key', () => {
     expect(again.statusCode).toBe(202);
     expect(again.headers['idempotency-replayed']).toBeUndefined();
     expect(await emailsTo('expired@example.test')).toBe(2);
+  });
+
+  it('takes over a claim abandoned without a response for 5 minutes (its process died)', async () => {
+    const body = { templateId, to: 'abandoned@example.test' };
+    expect((await post(apiKey, 'crashed', body)).statusCode).toBe(202);
+    const { db } = ctx.app.ctx.database;
+    await db.execute(sql`update idempotency_keys set response_status = null, response_body = null,
+      created_at = now() - interval '6 minutes' where key = 'crashed'`);
+    const again = await post(apiKey, 'crashed', body);
+    expect(again.statusCode, again.body).toBe(202);
+    expect(again.headers['idempotency-replayed']).toBeUndefined();
+    expect(await emailsTo('abandoned@example.test')).toBe(2);
+  });
+
+  it('sweeps expired keys and keeps live ones', async () => {
+    const { db } = ctx.app.ctx.database;
+    expect((await post(apiKey, 'sweep-live', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
+    expect((await post(apiKey, 'sweep-old', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
+    await db.execute(
+      sql`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'sweep-old'`,
+    );
+    await sweepExpired(db);
+    const keys = (
+      (await db.execute(sql`select key from idempotency_keys where key like 'sweep-%'`)) as unknown as {
+        rows: { key: string }[];
+      }
+    ).rows.map((row) => row.key);
+    expect(keys).toEqual(['sweep-live']);
   });
 
   it('refuses a key over 256 characters with 400 VALIDATION_ERROR', async () => {

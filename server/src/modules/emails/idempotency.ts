@@ -16,9 +16,29 @@ import { AppError } from '../../http/errors.ts';
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Longest key accepted. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
+/**
+ * A claim still without a response after this long is taken as abandoned (its process died between
+ * claiming the key and storing the answer) and may be claimed again (5 min).
+ */
+const ABANDONED_AFTER_SECONDS = 300;
 /** How long a duplicate waits for the first request's response before answering 409. */
 const WAIT_FOR_FIRST_MS = 15_000;
 const POLL_MS = 25;
+
+/** Share of claims after which expired keys are deleted (a sweep every ~1000 keyed requests). */
+const SWEEP_PROBABILITY = 0.001;
+/** Most expired keys one sweep deletes. */
+const SWEEP_LIMIT = 10_000;
+
+/**
+ * Deletes up to {@link SWEEP_LIMIT} expired keys (any API key). Expired keys are never answered
+ * from (a claim takes them over), so this only keeps the table small.
+ */
+export async function sweepExpired(db: Executor): Promise<void> {
+  await db.execute(sql`
+    delete from ${idempotencyKeys} where ctid in (
+      select ctid from ${idempotencyKeys} where ${idempotencyKeys.expiresAt} < now() limit ${SWEEP_LIMIT})`);
+}
 
 /** A response to replay: HTTP status and JSON body. */
 export interface StoredResponse {
@@ -78,14 +98,15 @@ export async function withIdempotency(
     .update(canonicalJson(request.body))
     .digest('hex');
   const expiresAt = new Date(Date.now() + IDEMPOTENCY_TTL_MS);
-  // Insert, or take over a row that expired; a live row is left alone (no row returned).
+  // Insert, or take over a row that expired or was abandoned; a live row is left alone (no row returned).
   const claimed = await db
     .insert(idempotencyKeys)
     .values({ apiKeyId: scope.apiKeyId, key, teamId: scope.teamId, requestHash, expiresAt })
     .onConflictDoUpdate({
       target: [idempotencyKeys.apiKeyId, idempotencyKeys.key],
       set: { requestHash, responseStatus: null, responseBody: null, createdAt: sql`now()`, expiresAt },
-      setWhere: sql`${idempotencyKeys.expiresAt} < now()`,
+      setWhere: sql`${idempotencyKeys.expiresAt} < now() or (${idempotencyKeys.responseStatus} is null
+        and ${idempotencyKeys.createdAt} < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS}))`,
     })
     .returning({ key: idempotencyKeys.key });
   const where = and(eq(idempotencyKeys.apiKeyId, scope.apiKeyId), eq(idempotencyKeys.key, key));
@@ -107,6 +128,7 @@ export async function withIdempotency(
       .update(idempotencyKeys)
       .set({ responseStatus: response.status, responseBody: response.body })
       .where(where);
+    if (Math.random() < SWEEP_PROBABILITY) await sweepExpired(db);
     return { ...response, replayed: false };
   }
   const deadline = Date.now() + WAIT_FOR_FIRST_MS;

@@ -1,4 +1,4 @@
-import { and, asc, count, eq, inArray } from 'drizzle-orm';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
@@ -103,20 +103,70 @@ export async function removeSuppression(db: Executor, teamId: string, id: string
   if (removed.length === 0) throw notFound('Suppression');
 }
 
+/** A suppressed address and why. */
+export interface Suppressed {
+  address: string;
+  reason: string;
+}
+
+interface PendingLookup {
+  teamId: string;
+  keys: string[];
+  resolve: (found: Suppressed | undefined) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Lookups waiting for the next coalesced query, per database handle. */
+const pendingLookups = new WeakMap<Executor, PendingLookup[]>();
+
 /**
- * The first of `mailboxes` on the team's suppression list, with its reason, or undefined (one
- * indexed query; the worker calls it before every send).
+ * The first of `mailboxes` on the team's suppression list, with its reason, or undefined. The worker
+ * calls it before every send; the lookups made in the same turn of the event loop (a batch of
+ * emails) share ONE indexed query on (team_id, address).
+ * @throws database errors (the worker retries the email).
  */
-export async function findSuppression(
+export function findSuppression(
   db: Executor,
   teamId: string,
   mailboxes: readonly string[],
-): Promise<{ address: string; reason: string } | undefined> {
-  if (mailboxes.length === 0) return undefined;
-  const [row] = await db
-    .select({ address: suppressions.address, reason: suppressions.reason })
-    .from(suppressions)
-    .where(and(eq(suppressions.teamId, teamId), inArray(suppressions.address, mailboxes.map(suppressionKey))))
-    .limit(1);
-  return row;
+): Promise<Suppressed | undefined> {
+  if (mailboxes.length === 0) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    let pending = pendingLookups.get(db);
+    if (!pending) {
+      pending = [];
+      pendingLookups.set(db, pending);
+      setImmediate(() => {
+        pendingLookups.delete(db);
+        void runLookups(db, pending!);
+      });
+    }
+    pending.push({ teamId, keys: mailboxes.map(suppressionKey), resolve, reject });
+  });
+}
+
+async function runLookups(db: Executor, lookups: PendingLookup[]): Promise<void> {
+  const pairs = lookups.flatMap((lookup) =>
+    lookup.keys.map((address) => ({ team_id: lookup.teamId, address })),
+  );
+  let rows: { team_id: string; address: string; reason: string }[];
+  try {
+    const result = (await db.execute(sql`
+      select s.team_id, s.address, s.reason
+      from jsonb_to_recordset(${JSON.stringify(pairs)}::jsonb) as v(team_id text, address text)
+      join ${suppressions} s on s.team_id = v.team_id and s.address = v.address`)) as unknown as {
+      rows: { team_id: string; address: string; reason: string }[];
+    };
+    rows = result.rows;
+  } catch (error) {
+    for (const lookup of lookups) lookup.reject(error);
+    return;
+  }
+  const found = new Map(rows.map((row) => [`${row.team_id}/${row.address}`, row]));
+  for (const lookup of lookups) {
+    const hit = lookup.keys
+      .map((key) => found.get(`${lookup.teamId}/${key}`))
+      .find((row) => row !== undefined);
+    lookup.resolve(hit ? { address: hit.address, reason: hit.reason } : undefined);
+  }
 }
