@@ -313,3 +313,49 @@ describe('send fields (issue #10)', () => {
     });
   });
 });
+
+describe('send fields in the API reference', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  afterAll(() => ctx?.close());
+
+  it('documents the send fields, the Idempotency-Key header, batch, cancel and suppressions', async () => {
+    const response = await ctx.app.inject({ method: 'GET', url: '/docs/json' });
+    expect(response.statusCode).toBe(200);
+    const doc = response.json();
+    const send = doc.paths['/api/v1/send'].post;
+    const properties = send.requestBody.content['application/json'].schema.properties;
+    for (const field of [
+      'cc',
+      'bcc',
+      'replyTo',
+      'subject',
+      'adapterId',
+      'headers',
+      'tags',
+      'metadata',
+      'attachments',
+      'scheduledAt',
+    ]) {
+      expect(properties, field).toHaveProperty(field);
+    }
+    expect(properties.attachments.items.properties).toHaveProperty('content');
+    expect(send.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).toContain(
+      'header:idempotency-key',
+    );
+    expect(
+      doc.paths['/api/v1/send/batch'].post.requestBody.content['application/json'].schema.properties,
+    ).toHaveProperty('emails');
+    expect(doc.paths['/api/v1/{id}/cancel'].post).toBeDefined();
+    expect(Object.keys(doc.paths['/api/suppressions']).sort()).toEqual(['get', 'post']);
+    expect(doc.paths['/api/suppressions/{id}'].delete).toBeDefined();
+    const log =
+      doc.paths['/api/logs/{id}'].get.responses['200'].content['application/json'].schema.properties.data
+        .properties;
+    for (const field of ['cc', 'bcc', 'replyTo', 'tags', 'metadata', 'attachments', 'scheduledAt']) {
+      expect(log, field).toHaveProperty(field);
+    }
+  });
+});

@@ -109,7 +109,13 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
         headers: idempotencyHeader,
         // Items are validated one by one (an invalid item fails alone), so the schema here only
         // bounds the list; each item is a send body.
-        body: z.object({ emails: z.array(z.unknown()).min(1).max(MAX_BATCH_EMAILS) }),
+        body: z.object({
+          emails: z
+            .array(z.unknown().describe('A body of POST /api/v1/send'))
+            .min(1)
+            .max(MAX_BATCH_EMAILS)
+            .describe('1-100 send bodies; each is validated and accepted on its own'),
+        }),
         response: { 202: envelopeOf(batchResultView) },
       },
     },

@@ -94,14 +94,34 @@ const attachmentSchema = z.object({
 
 /** The issue #10 fields of `POST /api/v1/send`'s body (merged into the send body schema). */
 export const sendFieldsShape = {
-  cc: mailboxes(MAX_TOTAL_RECIPIENTS).optional(),
-  bcc: mailboxes(MAX_TOTAL_RECIPIENTS).optional(),
-  replyTo: mailboxes(10).optional(),
+  cc: mailboxes(MAX_TOTAL_RECIPIENTS)
+    .optional()
+    .describe('Carbon-copy recipients; to + cc + bcc hold at most 50 addresses'),
+  bcc: mailboxes(MAX_TOTAL_RECIPIENTS)
+    .optional()
+    .describe('Blind carbon-copy recipients: in the envelope only, never in a header'),
+  replyTo: mailboxes(10).optional().describe('Reply-To addresses (up to 10)'),
   /** Subject override: Liquid, rendered with the email's variables (replaces the template's). */
-  subject: z.string().trim().min(1).max(998).refine(noLineBreaks, NO_CRLF).optional(),
+  subject: z
+    .string()
+    .trim()
+    .min(1)
+    .max(998)
+    .refine(noLineBreaks, NO_CRLF)
+    .optional()
+    .describe("Replaces the template's subject; Liquid, rendered with the variables"),
   /** One of the team's adapters (else the team's default sending adapter). */
-  adapterId: z.string().min(1).max(200).optional(),
-  headers: stringMap(headerName, headerText(998)).optional(),
+  adapterId: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe("One of the team's active adapters (default: the team's default adapter)"),
+  headers: stringMap(headerName, headerText(998))
+    .optional()
+    .describe(
+      'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Return-Path',
+    ),
   tags: stringMap(
     z
       .string()
@@ -109,14 +129,21 @@ export const sendFieldsShape = {
       .max(64)
       .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
     headerText(256),
-  ).optional(),
+  )
+    .optional()
+    .describe('Labels name → value, passed to providers with a tag field'),
   metadata: stringMap(z.string().min(1).max(64), z.string().max(MAX_METADATA_BYTES))
     .refine(
       (map) => Buffer.byteLength(JSON.stringify(map)) <= MAX_METADATA_BYTES,
       `at most ${MAX_METADATA_BYTES} bytes as JSON`,
     )
-    .optional(),
-  attachments: z.array(attachmentSchema).max(MAX_ATTACHMENTS).optional(),
+    .optional()
+    .describe('Strings kept with the email (≤ 2 KB as JSON), shown on its log'),
+  attachments: z
+    .array(attachmentSchema)
+    .max(MAX_ATTACHMENTS)
+    .optional()
+    .describe('Up to 10 files, at most 10 MB decoded together; content is standard base64'),
   /** ISO 8601 with offset; at most 30 days ahead. The email stays `queued` until then. */
   scheduledAt: z.iso
     .datetime({ offset: true })
@@ -124,7 +151,8 @@ export const sendFieldsShape = {
       (value) => Date.parse(value) <= Date.now() + MAX_SCHEDULE_AHEAD_MS,
       'must be at most 30 days ahead',
     )
-    .optional(),
+    .optional()
+    .describe('ISO 8601 with offset, ≤ 30 days ahead: the email stays queued until then'),
 };
 
 /** The fields of {@link sendFieldsShape} as parsed. */
