@@ -59,7 +59,8 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   // Sends still being committed finish before the database is closed after the app.
   app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
 
-  const idempotencyHeader = z.object({
+  // Loose: the validated object replaces request.headers, which must keep every other header.
+  const idempotencyHeader = z.looseObject({
     'idempotency-key': z
       .string()
       .optional()
