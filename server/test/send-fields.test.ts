@@ -151,6 +151,23 @@ describe('send fields (issue #10)', () => {
     expect(smtp.messages.some((m) => m.envelopeTo.includes('routed@example.test'))).toBe(false);
     expect((await logOf(response.json().data.id)).adapterId).toBe(otherAdapterId);
 
+    // A resend goes through the adapter the original named, not the team's default.
+    const suppression = await dataOf(
+      await dashboardCall(ctx.app, owner, 'POST', '/api/suppressions', { address: 'rerouted@example.test' }),
+      201,
+    );
+    const failing = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'rerouted@example.test',
+      adapterId: otherAdapterId,
+    });
+    const failedId = failing.json().data.id;
+    await waitFor(async () => ((await logOf(failedId)).status === 'failed' ? true : undefined));
+    await dataOf(await dashboardCall(ctx.app, owner, 'DELETE', `/api/suppressions/${suppression.id}`));
+    await dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/logs/${failedId}/resend`), 202);
+    await messageTo(other, 'rerouted@example.test');
+    expect(smtp.messages.some((m) => m.envelopeTo.includes('rerouted@example.test'))).toBe(false);
+
     const stranger = await setupOwner(ctx.app);
     const foreign = await buildSmtpAdapter(ctx.app, stranger, smtp.port);
     const refused = expectError(
@@ -168,6 +185,7 @@ describe('send fields (issue #10)', () => {
     ['a Bcc header', { headers: { Bcc: 'x@example.test' } }, 'body.headers'],
     ['a header value with CRLF', { headers: { 'X-Test': 'a\r\nBcc: x@example.test' } }, 'body.headers'],
     ['a header name with a colon', { headers: { 'X-A:b': 'v' } }, 'body.headers'],
+    ['a header value with NUL', { headers: { 'X-Test': 'a\u0000b' } }, 'body.headers'],
     ['a subject with LF', { subject: 'Hi\nBcc: x@example.test' }, 'body.subject'],
     ['a cc address with CRLF', { cc: 'a@example.test\r\nBcc: x@example.test' }, 'body.cc'],
     ['a replyTo that is no mailbox', { replyTo: 'not an address' }, 'body.replyTo'],

@@ -51,8 +51,9 @@ export const REFUSED_HEADERS = new Set([
   'x-postwright-email-id',
 ]);
 
-const noLineBreaks = (value: string) => !/[\r\n]/.test(value);
-const NO_CRLF = 'must not contain CR or LF (it becomes a header)';
+/** CR, LF and the other control characters except tab (RFC 5322 §2.2: header bodies are printable). */
+const noLineBreaks = (value: string) => !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
+const NO_CRLF = 'must not contain CR, LF or other control characters (it becomes a header)';
 
 /** A header-safe text of at most `max` characters. */
 const headerText = (max: number) => z.string().max(max).refine(noLineBreaks, NO_CRLF);
