@@ -52,7 +52,13 @@ export const REFUSED_HEADERS = new Set([
 ]);
 
 /** CR, LF and the other control characters except tab (RFC 5322 §2.2: header bodies are printable). */
-const noLineBreaks = (value: string) => !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
+function noLineBreaks(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return false;
+  }
+  return true;
+}
 const NO_CRLF = 'must not contain CR, LF or other control characters (it becomes a header)';
 
 /** A header-safe text of at most `max` characters. */
