@@ -123,6 +123,9 @@ describe('send fields (issue #10)', () => {
       ],
       scheduledAt: null,
     });
+    // Re-rendering the log gives the subject that was sent (the override), not the template's.
+    const rendered = await dataOf(await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${id}/rendered`));
+    expect(rendered.subject).toBe('Order 42 for Ada');
   });
 
   it('shows empty send fields on the log of a plain send', async () => {

@@ -125,11 +125,14 @@ export function renderLoggedEmailWith(
 }
 
 /**
- * `GET /api/logs/:id/rendered` data: {subject, html, text} of the team's email `id`, re-rendered
- * by {@link renderLoggedEmail}. @throws NOT_FOUND.
+ * `GET /api/logs/:id/rendered` data: {subject, html, text} of the team's email `id`: HTML and
+ * text re-rendered by {@link renderLoggedEmail}, the subject as logged. @throws NOT_FOUND.
  */
 export async function rerenderLog(db: Executor, teamId: string, id: string): Promise<RenderedEmail> {
-  return renderLoggedEmail(db, await getLog(db, teamId, id));
+  const log = await getLog(db, teamId, id);
+  // The subject as sent: the template's, or the send's `subject` override (issue #10), rendered
+  // once at accept and kept on the log.
+  return { ...(await renderLoggedEmail(db, log)), subject: log.subject };
 }
 
 /**
