@@ -31,10 +31,16 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  * Rendered once: the subject goes into the log, the HTML and text part into the job, which the
  * worker sends as they are (the log keeps the version id and variables, so it can be re-rendered
  * exactly later).
+ * Issue #10 fields (send-fields.ts): the `subject` override is rendered with the variables; the
+ * named `adapterId` replaces the team's default; cc, bcc, replyTo, headers, tags, metadata and
+ * attachments are written with the log in the same transaction (and cc … tags travel in the job);
+ * `scheduledAt` becomes the job's start time. Split into {@link prepareSend} and the write.
  * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
- * first status event.
- * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error;
- *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER or NO_SENDER;
+ * first status event, `origin.copyAttachmentsOf` copies that email's stored attachments.
+ * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error (also of the
+ *   subject override);
+ *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER, NO_SENDER, UNKNOWN_ADAPTER or
+ *   ADAPTER_DISABLED;
  *   PDF_NOT_CONFIGURED (500) when a PDF is requested (spec case rule 6: no renderer is configured);
  *   a database data exception for values PostgreSQL cannot store (mapped to 400 INVALID_INPUT).
  */
