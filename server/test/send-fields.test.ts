@@ -220,6 +220,15 @@ describe('send fields (issue #10)', () => {
     expect(error.details.issues.map((i: { path: string }) => i.path).join(' ')).toContain(path);
   });
 
+  it('refuses a subject override that is not valid Liquid with 400 INVALID_TEMPLATE', async () => {
+    const error = expectError(
+      await send(ctx.app, apiKey, { templateId, to: 'liquid@example.test', subject: 'Hi {{ first_name ' }),
+      400,
+      'INVALID_TEMPLATE',
+    );
+    expect(error.details.issues[0].path).toBe('subject');
+  });
+
   it('refuses more than 50 recipients across to, cc and bcc', async () => {
     const many = (prefix: string, n: number) =>
       Array.from({ length: n }, (_, i) => `${prefix}${i}@example.test`);
