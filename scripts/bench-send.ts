@@ -22,7 +22,11 @@ const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 180);
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,raw,worker,nodemailer,embedded').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,batch,raw,worker,nodemailer,embedded').split(','));
+/** The batch phase (issue #10): emails per `POST /api/v1/send/batch` call, and connections. */
+const BATCH_SIZE = 100;
+const BATCH_CONNECTIONS = 10;
+const BATCH_RECIPIENT = 'batch@example.test';
 const CONNECTIONS = 50;
 /** The queue the raw route's jobs go to: no worker takes them. */
 const RAW_QUEUE = 'bench.raw';
@@ -100,6 +104,29 @@ async function main(): Promise<void> {
           warmupSeconds: WARMUP,
         });
         say(formatLoad('postwright --role api', api));
+      }
+      if (PHASES.has('batch')) {
+        // Issue #10: emails accepted per second through the batch endpoint, 100 per call, next to
+        // the single-send figure above (same process, same run).
+        const batch = await measureLoad({
+          url: `${baseUrl}/api/v1/send/batch`,
+          keys: instance.keys,
+          body: { emails: Array.from({ length: BATCH_SIZE }, () => ({ ...body, to: BATCH_RECIPIENT })) },
+          connections: BATCH_CONNECTIONS,
+          seconds: SECONDS,
+          warmupSeconds: WARMUP,
+        });
+        say(formatLoad(`batch calls (${BATCH_SIZE}/call, ${BATCH_CONNECTIONS} conn.)`, batch));
+        say(
+          `  ${'emails accepted via batch'.padEnd(30)} ${perSecond(batch.acceptedPerSecond * BATCH_SIZE).padStart(9)}${api ? `   (${((batch.acceptedPerSecond * BATCH_SIZE) / api.acceptedPerSecond).toFixed(2)}× single sends)` : ''}`,
+        );
+        // Not part of the worker's backlog below.
+        await db.query(
+          `delete from pgboss.job where name = 'email.send' and data->>'emailId' in
+             (select id from email_logs where $1 = any(to_addresses))`,
+          [BATCH_RECIPIENT],
+        );
+        await db.query('delete from email_logs where $1 = any(to_addresses)', [BATCH_RECIPIENT]);
       }
       await apiChild.stop();
 

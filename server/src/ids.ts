@@ -22,6 +22,8 @@ export const ID_PREFIX = {
   member: 'mem',
   invitation: 'inv',
   verification: 'vrf',
+  attachment: 'att',
+  suppression: 'sup',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

@@ -47,6 +47,8 @@ const EFFECTIVE_PERMISSION: Record<string, Permission> = {
  */
 const EXPECTED: Record<string, string> = {
   'POST /api/v1/send': 'key:send',
+  'POST /api/v1/send/batch': 'key:send',
+  'POST /api/v1/:id/cancel': 'key:send',
   'GET /api/v1/:id/status': 'key:send|logs:read',
   'GET /api/api-keys': 'api-keys:view',
   'GET /api/api-keys/:id': 'api-keys:view',
@@ -76,6 +78,9 @@ const EXPECTED: Record<string, string> = {
   'GET /api/logs/:id/rendered': 'logs:view +logs:read',
   'GET /api/logs/stats': 'logs:view +logs:read',
   'POST /api/logs/:id/resend': 'logs:resend',
+  'GET /api/suppressions': 'logs:view +logs:read',
+  'POST /api/suppressions': 'logs:resend',
+  'DELETE /api/suppressions/:id': 'logs:resend',
   'POST /api/uploads/images': 'templates:update',
   'DELETE /api/uploads/images/:key': 'templates:update',
   'GET /api/teams': 'member',
@@ -108,6 +113,7 @@ function bodyFor(method: string, url: string, ids: Record<string, string>): unkn
     // A real change (the sample member is a 'member'), so a cross-team update that worked shows.
     'PUT /api/team/members/:userId': { role: 'viewer' },
     'POST /api/auth/switch-team': { teamId: ids.teamId },
+    'POST /api/suppressions': { address: 'matrix-added@example.test' },
   };
   const key = `${method} ${url}`;
   if (key in bodies) return bodies[key];
@@ -147,6 +153,13 @@ describe('access matrix over every route', () => {
     const sampleKey = await buildApiKey(ctx.app, owner, { name: 'sample' });
     const throwaway = await addTeamMember(ctx.app, owner, 'member');
     const invitation = await buildInvitation(ctx.app, owner);
+    const suppression = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/suppressions',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { address: 'matrix-suppressed@example.test', reason: 'sample' },
+    });
+    expect(suppression.statusCode, suppression.body).toBe(201);
     const upload = await uploadImage(ctx.app, owner, { filename: 'a.png', bytes: PNG_1X1 });
     expect(upload.statusCode, upload.body).toBe(201);
     const templateFull = await ctx.app.inject({
@@ -165,6 +178,7 @@ describe('access matrix over every route', () => {
       members: throwaway.userId,
       invitations: invitation.id,
       images: upload.json().data.key,
+      suppressions: suppression.json().data.id,
     });
     imageUrl = upload.json().data.url;
     baseline = await readSamples();
@@ -218,6 +232,7 @@ describe('access matrix over every route', () => {
       versions: await get(`/api/templates/${ids.templates}/versions`),
       templateCount: ((await get('/api/templates')) as unknown[]).length,
       logCount: ((await get('/api/logs')) as unknown[]).length,
+      suppressions: await get('/api/suppressions'),
       member,
       invitations,
       image: image.rawPayload.toString('base64'),

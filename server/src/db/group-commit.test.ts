@@ -86,4 +86,20 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([[1, -2, 3], [1], [-2], [3]]);
     expect(group.stats).toEqual({ batches: 1, items: 2, isolatedBatches: 1 });
   });
+  it('submitTogether: all items in one transaction of their own, beyond maxBatch, apart from other submits; a bad item fails alone', async () => {
+    const { db, write, batches } = recordingDatabase(10);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 2, windowMs: 0, maxInFlight: 1 });
+    const lone = group.submit(100);
+    const together = group.submitTogether([1, 2, 3, 4, 5]);
+    await lone;
+    expect(await together).toEqual(Array(5).fill({ status: 'fulfilled', value: undefined }));
+    expect(batches).toContainEqual([1, 2, 3, 4, 5]);
+    expect(batches).toContainEqual([100]);
+
+    batches.length = 0;
+    const outcomes = await group.submitTogether([6, -7, 8]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(batches).toEqual([[6, -7, 8], [6], [-7], [8]]);
+    expect(await group.submitTogether([])).toEqual([]);
+  });
 });

@@ -57,6 +57,27 @@ export class GroupCommit<T> {
     });
   }
 
+  /**
+   * Commits `items` together in ONE transaction of their own (the batch send endpoint, issue #10),
+   * with the same fallback as {@link submit}: when the transaction fails, each item is written in
+   * its own savepoint of one transaction, so an item that cannot be written fails alone. Does not
+   * wait for a free slot (one caller's items never share a transaction with others').
+   * Returns each item's outcome, in order.
+   */
+  submitTogether(items: readonly T[]): Promise<PromiseSettledResult<void>[]> {
+    if (items.length === 0) return Promise.resolve([]);
+    const batch: Waiting<T>[] = [];
+    const settled = items.map(
+      (item) => new Promise<void>((resolve, reject) => batch.push({ item, resolve, reject })),
+    );
+    this.#inFlight++;
+    void this.#commit(batch).finally(() => {
+      this.#inFlight--;
+      if (this.#pending.length > 0) this.#startBatch();
+    });
+    return Promise.allSettled(settled);
+  }
+
   /** Resolves once no item is waiting and no transaction is open (call before closing the database). */
   async drain(): Promise<void> {
     while (this.#pending.length > 0 || this.#inFlight > 0) {

@@ -16,6 +16,17 @@ const emailJobPayload = z.object({ emailId: z.string(), teamId: z.string() });
  */
 const sendJobPayload = emailJobPayload.extend({
   rendered: z.object({ html: z.string(), text: z.string() }).optional(),
+  /** cc, bcc, replyTo, headers, tags and whether attachments are stored (issue #10, send-fields.ts). */
+  fields: z
+    .object({
+      cc: z.array(z.string()).optional(),
+      bcc: z.array(z.string()).optional(),
+      replyTo: z.array(z.string()).optional(),
+      headers: z.record(z.string(), z.string()).optional(),
+      tags: z.record(z.string(), z.string()).optional(),
+      attachments: z.boolean().optional(),
+    })
+    .optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 

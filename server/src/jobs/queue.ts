@@ -149,7 +149,14 @@ export class JobQueue {
   async enqueueMany<N extends JobName>(
     tx: Executor,
     name: N,
-    jobs: { id: string; data: JobPayload<N>; deleteAfterSeconds?: number }[],
+    jobs: {
+      id: string;
+      data: JobPayload<N>;
+      deleteAfterSeconds?: number;
+      /** Not before this time (a scheduled send); with `retentionSeconds` long enough to wait for it. */
+      startAfter?: Date;
+      retentionSeconds?: number;
+    }[],
   ): Promise<void> {
     if (jobs.length === 0) return;
     const db = fromDrizzle(tx as never, sql as never);

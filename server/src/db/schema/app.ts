@@ -1,11 +1,13 @@
 import { sql } from 'drizzle-orm';
 import {
   boolean,
+  customType,
   index,
   integer,
   jsonb,
   pgEnum,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -211,4 +213,91 @@ export const webhookDeliveries = pgTable(
     createdAt: ts('created_at').notNull().defaultNow(),
   },
   (t) => [index('webhook_deliveries_webhook_idx').on(t.webhookId, t.createdAt)],
+);
+
+/** PostgreSQL `bytea` as a Buffer (drizzle-orm 0.45 has no built-in bytea column). */
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
+
+/**
+ * The send fields of issue #10 beyond the log's own columns (cc, bcc, replyTo, headers, tags,
+ * metadata, the raw subject override, the schedule): one row per email that was sent with any of
+ * them, so a plain send writes nothing more. Resend copies the row.
+ */
+export const emailSendOptions = pgTable('email_send_options', {
+  emailId: text('email_id')
+    .primaryKey()
+    .references(() => emailLogs.id, { onDelete: 'cascade' }),
+  teamId: teamId(),
+  cc: text('cc').array().notNull().default(sql`'{}'::text[]`),
+  bcc: text('bcc').array().notNull().default(sql`'{}'::text[]`),
+  replyTo: text('reply_to').array().notNull().default(sql`'{}'::text[]`),
+  headers: jsonb('headers').notNull().default({}),
+  tags: jsonb('tags').notNull().default({}),
+  metadata: jsonb('metadata').notNull().default({}),
+  /** The caller's `subject` override as written (Liquid), re-rendered on resend. */
+  subjectTemplate: text('subject_template'),
+  scheduledAt: ts('scheduled_at'),
+  /** The adapter the caller named (`adapterId`); null when the team's default was used. */
+  adapterId: text('adapter_id'),
+});
+
+/**
+ * Files attached to an email at send (issue #10), kept in the database so that every retry and a
+ * resend still have them (the worker reads them by email id).
+ */
+export const emailAttachments = pgTable(
+  'email_attachments',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    emailId: text('email_id')
+      .notNull()
+      .references(() => emailLogs.id, { onDelete: 'cascade' }),
+    position: integer('position').notNull(),
+    filename: text('filename').notNull(),
+    contentType: text('content_type').notNull(),
+    /** Decoded size in bytes. */
+    size: integer('size').notNull(),
+    content: bytea('content').notNull(),
+  },
+  (t) => [index('email_attachments_email_idx').on(t.emailId, t.position)],
+);
+
+/**
+ * `Idempotency-Key` records of the public send API (issue #10): one per API key and key, kept 24 h.
+ * The primary key is what makes concurrent duplicates safe: exactly one request inserts the row.
+ * `responseStatus` is null while the first request is still running.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    apiKeyId: text('api_key_id')
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    teamId: teamId(),
+    requestHash: text('request_hash').notNull(),
+    responseStatus: integer('response_status'),
+    responseBody: jsonb('response_body'),
+    createdAt: ts('created_at').notNull().defaultNow(),
+    expiresAt: ts('expires_at').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.apiKeyId, t.key] }),
+    index('idempotency_keys_expires_idx').on(t.expiresAt),
+  ],
+);
+
+/** A team's suppressed recipient addresses (issue #10): sends to them fail without the provider. */
+export const suppressions = pgTable(
+  'suppressions',
+  {
+    id: text('id').primaryKey(),
+    teamId: teamId(),
+    /** The bare address, lower-cased. */
+    address: text('address').notNull(),
+    reason: text('reason').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('suppressions_team_address_idx').on(t.teamId, t.address)],
 );

@@ -3,6 +3,7 @@ import { GroupCommit } from '../../db/group-commit.ts';
 import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import { emailRepository, type NewEmailLog } from './emails.repository.ts';
+import { type SendFieldRows, writeSendFields } from './send-fields.ts';
 
 /** What an accepted send writes: its log, its first status event (`queued`) and its `email.send` job. */
 export interface AcceptedEmailRows {
@@ -10,9 +11,17 @@ export interface AcceptedEmailRows {
   log: NewEmailLog;
   /** Kept in the first status event (e.g. `{resendOf}`); `{}` when there is nothing to say. */
   eventDetail: Record<string, unknown>;
-  /** The job's UUID (see ids.newJobId) and payload. */
-  job: { id: string; data: JobPayload<'email.send'> };
+  /** The job's UUID (see ids.newJobId) and payload; `startAfter` for a scheduled send (issue #10). */
+  job: { id: string; data: JobPayload<'email.send'>; startAfter?: Date | undefined };
+  /** The issue #10 send fields to store with the log (send-fields.ts), when the send has any. */
+  fields?: SendFieldRows | undefined;
 }
+
+/**
+ * How long pg-boss keeps a job that has not started (its default, 14 days, is shorter than the
+ * 30 days a send may be scheduled ahead): 31 days.
+ */
+const SCHEDULED_JOB_RETENTION_SECONDS = 31 * 24 * 60 * 60;
 
 /**
  * Batch shape of the accept path (issue #9): a batch starts as soon as a transaction slot is free
@@ -32,13 +41,18 @@ const MAX_IN_FLIGHT = 2;
 const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 
 /**
- * Writes a batch: ONE multi-row insert each for logs, events and jobs, logs first (events
- * reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
+ * Writes a batch: ONE multi-row insert each for logs, send fields (when any), events and jobs,
+ * logs first (the others reference them). Any failing row fails the statement, and GroupCommit then isolates the item.
  */
 async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmailRows[]): Promise<void> {
   await emailRepository.insertLogs(
     tx,
     items.map((item) => item.log),
+  );
+  // Issue #10 send fields and attachments (send-fields.ts), after the logs they reference.
+  await writeSendFields(
+    tx,
+    items.map((item) => item.fields),
   );
   await emailRepository.insertEvents(
     tx,
@@ -52,7 +66,14 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
   await queue.enqueueMany(
     tx,
     EMAIL_SEND_JOB,
-    items.map((item) => ({ ...item.job, deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS })),
+    items.map(({ job }) => ({
+      id: job.id,
+      data: job.data,
+      deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS,
+      ...(job.startAfter
+        ? { startAfter: job.startAfter, retentionSeconds: SCHEDULED_JOB_RETENTION_SECONDS }
+        : {}),
+    })),
   );
 }
 

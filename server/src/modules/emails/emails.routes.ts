@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
 import { drainAcceptBatcher } from './accept-batcher.ts';
+import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
+import { cancelEmail } from './cancel.service.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -17,11 +20,37 @@ import {
   statsQuery,
   statsView,
 } from './emails.schema.ts';
+import { idempotencyKeyOf, withIdempotency } from './idempotency.ts';
 import * as logs from './logs.service.ts';
 import { resendEmail } from './resend.service.ts';
 import { acceptSend } from './send.service.ts';
 
-/** The public API (spec "Public API (API key)"): send and status. */
+/** Body limit of `POST /api/v1/send`: 10 MB of attachments as base64 plus the rest (16 MB). */
+const SEND_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
+/** Body limit of `POST /api/v1/send/batch` (32 MB). */
+const BATCH_BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+
+const batchResultView = z.object({
+  results: z.array(
+    z.union([
+      acceptedSendView,
+      z.object({
+        error: z.object({
+          code: z.string(),
+          message: z.string(),
+          details: z.record(z.string(), z.unknown()),
+        }),
+      }),
+    ]),
+  ),
+});
+
+const cancelledView = z.object({ id: z.string(), status: z.literal('failed') });
+
+/**
+ * The public API (spec "Public API (API key)"): send and status; issue #10: batch send, cancel,
+ * `Idempotency-Key` on both sends.
+ */
 export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Sending'];
@@ -30,11 +59,27 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   // Sends still being committed finish before the database is closed after the app.
   app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
 
+  // Loose: the validated object replaces request.headers, which must keep every other header.
+  const idempotencyHeader = z.looseObject({
+    'idempotency-key': z
+      .string()
+      .optional()
+      .describe('Optional, ≤ 256 characters: a repeat within 24 h gets the original response'),
+  });
+
   app.post(
     '/api/v1/send',
     {
       ...access({ kind: 'apiKey', scopes: ['send'] }),
-      schema: { tags, security, body: sendBody, response: { 202: envelopeOf(acceptedSendView) } },
+      // 10 MB of attachments are ~13.4 MB as base64.
+      bodyLimit: SEND_BODY_LIMIT_BYTES,
+      schema: {
+        tags,
+        security,
+        headers: idempotencyHeader,
+        body: sendBody,
+        response: { 202: envelopeOf(acceptedSendView) },
+      },
       // The hot path's answer is built here from three strings (AcceptedSend): plain JSON.stringify
       // instead of a zod parse of it per request; the schema still documents it (OpenAPI).
       serializerCompiler: () => (data) => JSON.stringify(data),
@@ -42,9 +87,75 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const caller = apiKeyOf(request);
       const { database, queue, config } = app.ctx;
-      const accepted = await acceptSend({ db: database.db, queue, config }, caller, request.body);
-      return reply.code(202).send(ok(accepted));
+      const answer = await withIdempotency(
+        database.db,
+        caller,
+        idempotencyKeyOf(request.headers['idempotency-key']),
+        { route: 'send', body: request.body },
+        async () => ({
+          status: 202,
+          body: ok(await acceptSend({ db: database.db, queue, config }, caller, request.body)),
+        }),
+      );
+      if (answer.replayed) reply.header('idempotency-replayed', 'true');
+      return reply.code(answer.status as 202).send(answer.body as never);
     },
+  );
+
+  app.post(
+    '/api/v1/send/batch',
+    {
+      ...access({ kind: 'apiKey', scopes: ['send'] }),
+      bodyLimit: BATCH_BODY_LIMIT_BYTES,
+      schema: {
+        tags,
+        security,
+        headers: idempotencyHeader,
+        // Items are validated one by one (an invalid item fails alone), so the schema here only
+        // bounds the list; each item is a send body.
+        body: z.object({
+          emails: z
+            .array(z.unknown().describe('A body of POST /api/v1/send'))
+            .min(1)
+            .max(MAX_BATCH_EMAILS)
+            .describe('1-100 send bodies; each is validated and accepted on its own'),
+        }),
+        response: { 202: envelopeOf(batchResultView) },
+      },
+    },
+    async (request, reply) => {
+      const caller = apiKeyOf(request);
+      const { database, queue, config } = app.ctx;
+      const answer = await withIdempotency(
+        database.db,
+        caller,
+        idempotencyKeyOf(request.headers['idempotency-key']),
+        { route: 'send/batch', body: request.body },
+        async () => ({
+          status: 202,
+          body: ok({
+            results: await acceptSendBatch(
+              { db: database.db, queue, config },
+              caller,
+              request.body.emails,
+              sendBody,
+            ),
+          }),
+        }),
+      );
+      if (answer.replayed) reply.header('idempotency-replayed', 'true');
+      return reply.code(answer.status as 202).send(answer.body as never);
+    },
+  );
+
+  app.post(
+    '/api/v1/:id/cancel',
+    {
+      ...access({ kind: 'apiKey', scopes: ['send'] }),
+      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(cancelledView) } },
+    },
+    async (request) =>
+      ok(await cancelEmail(app.ctx.database.db, apiKeyOf(request).teamId, request.params.id)),
   );
 
   app.get(

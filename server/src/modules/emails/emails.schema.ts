@@ -3,32 +3,38 @@ import { paginationQuery } from '../../http/envelope.ts';
 import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
+import { checkSendFields, sendFieldsShape, sendFieldsViewShape } from './send-fields.ts';
 
 /** Most recipients one send may address (common provider limit; SES and Postmark use 50). */
 export const MAX_RECIPIENTS = 50;
 
 /**
- * Body of `POST /api/v1/send` (spec "Public API"). `variables` (also each PDF attachment's) is
- * held to `limits` ({@link variablesSchema}): over them, 400 VALIDATION_ERROR naming the limit.
+ * Body of `POST /api/v1/send` (spec "Public API"; issue #10 fields in send-fields.ts). `variables`
+ * (also each PDF attachment's) is held to `limits` ({@link variablesSchema}): over them, 400
+ * VALIDATION_ERROR naming the limit. `to` + `cc` + `bcc` ≤ 50 and attachments ≤ 10 MB decoded are
+ * checked across fields ({@link checkSendFields}).
  */
 export function sendBodySchema(limits: VariablesLimits) {
   const variables = variablesSchema(limits);
-  return z.object({
-    templateId: z.string().min(1).max(200),
-    to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
-    variables: variables.optional(),
-    from: mailboxSchema.optional(),
-    pdfAttachments: z
-      .array(
-        z.object({
-          templateId: z.string().min(1).max(200),
-          filename: z.string().trim().min(1).max(200),
-          variables: variables.optional(),
-        }),
-      )
-      .max(10)
-      .optional(),
-  });
+  return z
+    .object({
+      templateId: z.string().min(1).max(200),
+      to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
+      variables: variables.optional(),
+      from: mailboxSchema.optional(),
+      pdfAttachments: z
+        .array(
+          z.object({
+            templateId: z.string().min(1).max(200),
+            filename: z.string().trim().min(1).max(200),
+            variables: variables.optional(),
+          }),
+        )
+        .max(10)
+        .optional(),
+      ...sendFieldsShape,
+    })
+    .superRefine(checkSendFields);
 }
 export type SendInput = z.infer<ReturnType<typeof sendBodySchema>>;
 
@@ -90,6 +96,7 @@ export const logView = logListItem.extend({
   failedAt: z.string().nullable(),
   updatedAt: z.string(),
   events: z.array(emailEventView),
+  ...sendFieldsViewShape,
 });
 
 /** `GET /api/logs/:id/rendered`: the email re-rendered from its logged version and variables. */

@@ -6,6 +6,7 @@ import { getTemplateVersion, type TemplateVersionRow } from '../templates/index.
 import { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 import { type EmailEventRow, type EmailLogRow, emailRepository } from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
+import { loadSendFields } from './send-fields.ts';
 
 /** List item (spec "Email log": list items carry …). */
 export function presentLogListItem(row: EmailLogRow) {
@@ -57,10 +58,18 @@ export async function getLog(db: Executor, teamId: string, id: string): Promise<
   return row;
 }
 
-/** The full log with its history. @throws NOT_FOUND. */
+/**
+ * The full log with its history and its issue #10 send fields (cc, bcc, replyTo, headers, tags,
+ * metadata, attachment names and sizes, scheduledAt). @throws NOT_FOUND.
+ */
 export async function getLogWithEvents(db: Executor, teamId: string, id: string) {
   const row = await getLog(db, teamId, id);
-  return presentLog(row, await emailRepository.events(db, teamId, id));
+  const [events, fields] = await Promise.all([
+    emailRepository.events(db, teamId, id),
+    loadSendFields(db, teamId, id),
+  ]);
+  const { subjectTemplate: _subject, adapterId: _adapter, ...view } = fields;
+  return { ...presentLog(row, events), ...view };
 }
 
 /** Paginated logs, newest first, filtered as the spec's `GET /api/logs` query says. */
@@ -116,11 +125,14 @@ export function renderLoggedEmailWith(
 }
 
 /**
- * `GET /api/logs/:id/rendered` data: {subject, html, text} of the team's email `id`, re-rendered
- * by {@link renderLoggedEmail}. @throws NOT_FOUND.
+ * `GET /api/logs/:id/rendered` data: {subject, html, text} of the team's email `id`: HTML and
+ * text re-rendered by {@link renderLoggedEmail}, the subject as logged. @throws NOT_FOUND.
  */
 export async function rerenderLog(db: Executor, teamId: string, id: string): Promise<RenderedEmail> {
-  return renderLoggedEmail(db, await getLog(db, teamId, id));
+  const log = await getLog(db, teamId, id);
+  // The subject as sent: the template's, or the send's `subject` override (issue #10), rendered
+  // once at accept and kept on the log.
+  return { ...(await renderLoggedEmail(db, log)), subject: log.subject };
 }
 
 /**

@@ -4,14 +4,17 @@ import { AppError } from '../../http/errors.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import { getLog } from './logs.service.ts';
 import { type AcceptedSend, acceptSend } from './send.service.ts';
+import { loadSendFields } from './send-fields.ts';
 
 /** Statuses a resend may start from (spec "States and transitions"). */
 const RESENDABLE = new Set(['failed', 'bounced']);
 
 /**
  * `POST /api/logs/:id/resend`: queues a new email (new log, new job) with the original's template,
- * recipients, sender and variables, rendered from the template's current version through the
- * team's current sending adapter. The original log is left as it is.
+ * recipients, sender and variables, rendered from the template's current version, and its issue #10
+ * fields (cc, bcc, replyTo, subject override, headers, tags, metadata, a copy of its attachments),
+ * through the adapter it named (else the team's current sending adapter); sent now, not at the
+ * original schedule. The original log is left as it is.
  * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400) when the email is not `failed`
  *   or `bounced` (case rule 3, details.reason NOT_RESENDABLE) or its template was deleted (case
  *   rule 4, details.reason TEMPLATE_DELETED); any error of {@link acceptSend}.
@@ -37,6 +40,8 @@ export async function resendEmail(
       reason: 'TEMPLATE_DELETED',
     });
   }
+  const fields = await loadSendFields(deps.db, teamId, original.id);
+  const optional = <T>(value: T | null, keep: boolean) => (keep && value !== null ? value : undefined);
   return acceptSend(
     deps,
     { teamId, apiKeyId: null },
@@ -45,7 +50,15 @@ export async function resendEmail(
       to: original.toAddresses,
       from: original.fromAddress,
       variables: original.variables as Record<string, unknown>,
+      cc: optional(fields.cc, fields.cc.length > 0),
+      bcc: optional(fields.bcc, fields.bcc.length > 0),
+      replyTo: optional(fields.replyTo, fields.replyTo.length > 0),
+      subject: optional(fields.subjectTemplate, true),
+      adapterId: optional(fields.adapterId, true),
+      headers: optional(fields.headers, Object.keys(fields.headers).length > 0),
+      tags: optional(fields.tags, Object.keys(fields.tags).length > 0),
+      metadata: optional(fields.metadata, Object.keys(fields.metadata).length > 0),
     },
-    { resendOf: original.id },
+    { resendOf: original.id, copyAttachmentsOf: original.id, attachmentCount: fields.attachments.length },
   );
 }

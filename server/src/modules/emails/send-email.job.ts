@@ -10,6 +10,7 @@ import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
 import { type PreparedSend, SendBatchLoader } from './send-batch.ts';
+import { outgoingFieldsFor } from './send-fields.ts';
 import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.ts';
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
@@ -75,11 +76,15 @@ async function attempt(
   try {
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
     const { log, adapter, version } = item;
-    // The HTML and text rendered when the send was accepted travel in the job (issue #9: render
-    // once); jobs queued before that field existed are rendered from the logged version.
+    // The job carries no HTML (issue #9, README "Performance": the worker renders HTML and text
+    // from the logged version and variables); jobs queued by earlier builds still carry theirs. The
+    // subject is always the logged one: it holds the send's rendered `subject` override (issue #10).
     const rendered = job.data.rendered
       ? { subject: log.subject, ...job.data.rendered }
-      : await renderLoggedEmailWith(version, log);
+      : { ...(await renderLoggedEmailWith(version, log)), subject: log.subject };
+    // Issue #10: cc, bcc, replyTo, headers, tags, attachments; a suppressed recipient fails it here.
+    const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
+    if ('suppressed' in extra) throw new PermanentSendError(extra.suppressed);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(adapter, deps.encryptionKey, deps.config);
     // One slot per pooled connection: the deadline starts when this email's send can start.
@@ -88,12 +93,13 @@ async function attempt(
     try {
       const result = await provider.send(
         {
+          ...extra.message,
           from: log.fromAddress,
           to: log.toAddresses,
           subject: rendered.subject,
           html: rendered.html,
           text: rendered.text,
-          headers: { 'X-Postwright-Email-Id': log.id },
+          headers: { ...extra.message.headers, 'X-Postwright-Email-Id': log.id },
         },
         { signal: deadline.signal },
       );

@@ -4,11 +4,12 @@ import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
-import { cachedSendingAdapter } from '../adapters/index.ts';
-import { renderTemplateHtml } from '../rendering/index.ts';
+import { type AdapterRow, cachedSendingAdapter, findAdapters } from '../adapters/index.ts';
+import { renderSubjectLine, renderTemplateHtml } from '../rendering/index.ts';
 import { cachedTemplateForSend, forgetTeamTemplates } from '../templates/index.ts';
-import { acceptBatcherFor } from './accept-batcher.ts';
+import { type AcceptedEmailRows, acceptBatcherFor } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
+import { sendFieldRows, unknownAdapterError } from './send-fields.ts';
 
 /** What `POST /api/v1/send` answers (spec: data = {id, jobId, status: "queued"}). */
 export interface AcceptedSend {
@@ -29,14 +30,21 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  * sends: an accepted email always has a log and a job, and one that cannot be written fails alone.
  * What the worker reuses (issue #9 "decide deliberately"; README "Performance"): the compiled
  * template of the immutable version (a per-process cache, React's render made once per version),
- * not this render. The job carries no HTML: the worker renders subject, HTML and text part again
- * from the log's version and variables, which costs less than writing the HTML into the job row
- * and reading it back. This render refuses, before anything is written, a template that does not
- * render with these variables, and gives the log its subject.
+ * not this render. The job carries no HTML: the worker renders HTML and text part again from the
+ * log's version and variables, which costs less than writing the HTML into the job row and reading
+ * it back; the subject it sends is the log's (which holds the rendered override). This render
+ * refuses, before anything is written, a template that does not render with these variables, and
+ * gives the log its subject.
+ * Issue #10 fields (send-fields.ts): the `subject` override is rendered with the variables; the
+ * named `adapterId` replaces the team's default; cc, bcc, replyTo, headers, tags, metadata and
+ * attachments are written with the log in the same transaction (and cc … tags travel in the job);
+ * `scheduledAt` becomes the job's start time. Split into {@link prepareSend} and the write.
  * `caller.apiKeyId` is null for sends from the dashboard (resend); `origin.resendOf` is kept in the
- * first status event.
- * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error;
- *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER or NO_SENDER;
+ * first status event, `origin.copyAttachmentsOf` copies that email's stored attachments.
+ * @throws INVALID_TEMPLATE (400) unknown/inactive/deleted template or a render error (also of the
+ *   subject override);
+ *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER, NO_SENDER, UNKNOWN_ADAPTER or
+ *   ADAPTER_DISABLED;
  *   PDF_NOT_CONFIGURED (500) when a PDF is requested (spec case rule 6: no renderer is configured);
  *   a database data exception for values PostgreSQL cannot store (mapped to 400 INVALID_INPUT).
  */
@@ -44,12 +52,54 @@ export async function acceptSend(
   deps: { db: Database; queue: JobQueue; config: Config },
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
-  origin: { resendOf?: string } = {},
+  origin: SendOrigin = {},
 ): Promise<AcceptedSend> {
+  const prepared = await prepareSend(deps, caller, input, origin);
+  try {
+    await acceptBatcherFor(deps).submit(prepared.rows);
+  } catch (error) {
+    throw templateGoneError(error, caller.teamId, input.templateId);
+  }
+  return prepared.accepted;
+}
+
+/** Where a send comes from besides the request: a resend names the original (and its attachments). */
+export interface SendOrigin {
+  resendOf?: string;
+  /** Copy the stored attachments of this email (resend), `attachmentCount` of them. */
+  copyAttachmentsOf?: string;
+  attachmentCount?: number;
+}
+
+/**
+ * The error to answer for a send whose rows failed to commit: a foreign-key violation on the log's
+ * template means the template was deleted after it was resolved (a concurrent delete, or through
+ * another process while it was cached): nothing was written, INVALID_TEMPLATE. Anything else as is.
+ */
+export function templateGoneError(error: unknown, teamId: string, templateId: string): unknown {
+  if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) return error;
+  forgetTeamTemplates(teamId);
+  return new AppError('INVALID_TEMPLATE', `Template "${templateId}" not found`, { templateId });
+}
+
+/**
+ * Everything of {@link acceptSend} before the write: resolves and checks, renders, and returns the
+ * rows to commit and the answer to give once they are. The batch endpoint commits many at once.
+ * @throws as {@link acceptSend}; VALIDATION_ERROR (400, reason UNKNOWN_ADAPTER or
+ *   ADAPTER_DISABLED) for an `adapterId` that is not one of the team's active adapters.
+ */
+export async function prepareSend(
+  deps: { db: Database; queue: JobQueue; config: Config },
+  caller: { teamId: string; apiKeyId: string | null },
+  input: SendInput,
+  origin: SendOrigin = {},
+): Promise<{ rows: AcceptedEmailRows; accepted: AcceptedSend }> {
   const to = Array.isArray(input.to) ? input.to : [input.to];
   const variables = input.variables ?? {};
   const { template, version } = await cachedTemplateForSend(deps.db, caller.teamId, input.templateId);
-  const adapter = await cachedSendingAdapter(deps.db, caller.teamId);
+  const adapter = input.adapterId
+    ? await namedAdapter(deps.db, caller.teamId, input.adapterId)
+    : await cachedSendingAdapter(deps.db, caller.teamId);
   if ((input.pdfAttachments?.length ?? 0) > 0 || version.generatePdf) {
     throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
       reason: 'PDF_RENDERER_URL_NOT_SET',
@@ -66,39 +116,49 @@ export async function acceptSend(
     { subject: version.subject, designJson: version.designJson, cacheKey: version.id },
     variables,
   );
+  const subject =
+    input.subject === undefined ? rendered.subject : renderSubjectLine(input.subject, variables);
   const id = newId('emailLog');
   const { jobId, uuid } = newJobId();
-  try {
-    await acceptBatcherFor(deps).submit({
-      log: {
-        id,
+  const extra = sendFieldRows({ emailId: id, teamId: caller.teamId }, input, {
+    copyAttachmentsOf: origin.copyAttachmentsOf,
+    ...(origin.attachmentCount !== undefined ? { attachmentCount: origin.attachmentCount } : {}),
+  });
+  const rows: AcceptedEmailRows = {
+    log: {
+      id,
+      teamId: caller.teamId,
+      templateId: template.id,
+      templateName: template.name,
+      templateVersionId: version.id,
+      adapterId: adapter.id,
+      apiKeyId: caller.apiKeyId,
+      toAddresses: to,
+      fromAddress: from,
+      subject,
+      variables,
+      status: 'queued',
+      jobId,
+    },
+    eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
+    job: {
+      id: uuid,
+      data: {
+        emailId: id,
         teamId: caller.teamId,
-        templateId: template.id,
-        templateName: template.name,
-        templateVersionId: version.id,
-        adapterId: adapter.id,
-        apiKeyId: caller.apiKeyId,
-        toAddresses: to,
-        fromAddress: from,
-        subject: rendered.subject,
-        variables,
-        status: 'queued',
-        jobId,
+        ...(extra.fields ? { fields: extra.fields } : {}),
       },
-      eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
-      job: {
-        id: uuid,
-        data: { emailId: id, teamId: caller.teamId },
-      },
-    });
-  } catch (error) {
-    if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) throw error;
-    // The template was deleted after it was resolved (a concurrent delete, or through another
-    // process while it was cached): nothing was written for this send.
-    forgetTeamTemplates(caller.teamId);
-    throw new AppError('INVALID_TEMPLATE', `Template "${input.templateId}" not found`, {
-      templateId: input.templateId,
-    });
-  }
-  return { id, jobId, status: 'queued' };
+      startAfter: extra.scheduledAt,
+    },
+    fields: extra.rows,
+  };
+  return { rows, accepted: { id, jobId, status: 'queued' } };
+}
+
+/** The team's adapter `adapterId` (issue #10 `adapterId`). @throws VALIDATION_ERROR when absent or disabled. */
+async function namedAdapter(db: Database, teamId: string, adapterId: string): Promise<AdapterRow> {
+  const adapter = (await findAdapters(db, [{ teamId, id: adapterId }])).get(adapterId);
+  if (!adapter) throw unknownAdapterError(adapterId, 'not found');
+  if (!adapter.isActive) throw unknownAdapterError(adapterId, 'disabled');
+  return adapter;
 }

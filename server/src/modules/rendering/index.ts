@@ -13,6 +13,7 @@ export {
   extractVariables,
   type RenderedEmail,
   type RenderedHtml,
+  renderSubjectLine,
   renderTemplate,
   renderTemplateHtml,
 } from './rendering.compile.ts';

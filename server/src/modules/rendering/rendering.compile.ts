@@ -219,3 +219,13 @@ export function compileDesignHtml(design: EmailDesign): string {
     ),
   );
 }
+
+/**
+ * A subject line given at send (issue #10 `subject` override) rendered with `variables` exactly as
+ * a template's subject is (plain Liquid, line breaks folded to one space, under LIQUID_LIMITS).
+ * @throws AppError INVALID_TEMPLATE (SYNTAX_ERROR, RENDER_ERROR or LIMIT_EXCEEDED), issue path `subject`.
+ */
+export function renderSubjectLine(source: string, variables: Record<string, unknown>): string {
+  const [subject] = renderLiquid([parseLiquid('subject', source, 'plain')], variables);
+  return toSubjectLine(subject ?? '');
+}

@@ -1,0 +1,91 @@
+import type { z } from 'zod';
+import type { Config } from '../../config.ts';
+import type { Database } from '../../db/client.ts';
+import { isClientDataError } from '../../db/errors.ts';
+import { AppError } from '../../http/errors.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import { acceptBatcherFor } from './accept-batcher.ts';
+import type { SendInput } from './emails.schema.ts';
+import { type AcceptedSend, prepareSend, templateGoneError } from './send.service.ts';
+
+/** Most emails one `POST /api/v1/send/batch` carries. */
+export const MAX_BATCH_EMAILS = 100;
+
+/** One item's answer: accepted, or its own error envelope body. */
+export type BatchItemResult =
+  | AcceptedSend
+  | { error: { code: string; message: string; details: Record<string, unknown> } };
+
+function errorItem(error: AppError): BatchItemResult {
+  return { error: { code: error.code, message: error.message, details: error.details } };
+}
+
+/**
+ * `POST /api/v1/send/batch` (issue #10): each of `emails` is validated with the send body schema
+ * and prepared (template, adapter, rendering) like a single send; the valid ones are committed in
+ * ONE transaction through the accept batcher's group-commit code ({@link GroupCommit.submitTogether}:
+ * an item whose rows cannot be written fails alone). Returns one result per item, in order:
+ * `{id, jobId, status}` or `{error: {code, message, details}}` (issue paths `body.emails.<i>.…`).
+ * An item that could not be written for a reason that is not the client's is answered
+ * INTERNAL_ERROR (the others keep their outcome).
+ * @throws unexpected errors while preparing (database down): then nothing was written.
+ */
+export async function acceptSendBatch(
+  deps: { db: Database; queue: JobQueue; config: Config },
+  caller: { teamId: string; apiKeyId: string | null },
+  emails: readonly unknown[],
+  schema: z.ZodType<SendInput>,
+): Promise<BatchItemResult[]> {
+  const results: BatchItemResult[] = new Array(emails.length);
+  const prepared: { index: number; templateId: string; prepared: Awaited<ReturnType<typeof prepareSend>> }[] =
+    [];
+  await Promise.all(
+    emails.map(async (raw, index) => {
+      const parsed = schema.safeParse(raw);
+      if (!parsed.success) {
+        results[index] = errorItem(
+          new AppError('VALIDATION_ERROR', 'Request validation failed', {
+            issues: parsed.error.issues.map((issue) => ({
+              path: ['body', 'emails', index, ...issue.path].join('.'),
+              message: issue.message,
+            })),
+          }),
+        );
+        return;
+      }
+      try {
+        prepared.push({
+          index,
+          templateId: parsed.data.templateId,
+          prepared: await prepareSend(deps, caller, parsed.data),
+        });
+      } catch (error) {
+        if (!(error instanceof AppError)) throw error;
+        results[index] = errorItem(error);
+      }
+    }),
+  );
+  prepared.sort((a, b) => a.index - b.index);
+  const outcomes = await acceptBatcherFor(deps).submitTogether(prepared.map((item) => item.prepared.rows));
+  outcomes.forEach((outcome, position) => {
+    const item = prepared[position]!;
+    if (outcome.status === 'fulfilled') {
+      results[item.index] = item.prepared.accepted;
+      return;
+    }
+    const error = templateGoneError(outcome.reason, caller.teamId, item.templateId);
+    if (error instanceof AppError) results[item.index] = errorItem(error);
+    else if (isClientDataError(error)) {
+      results[item.index] = errorItem(
+        new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
+          reason: 'UNSUPPORTED_DATA',
+        }),
+      );
+    } else {
+      // Committed items stay committed; this one's failure is reported as the server's.
+      console.error('[send/batch] item not written:', error instanceof Error ? error.message : error);
+      results[item.index] = errorItem(new AppError('INTERNAL_ERROR', 'Internal server error'));
+    }
+  });
+  return results;
+}

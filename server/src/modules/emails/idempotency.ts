@@ -1,0 +1,153 @@
+import { createHash } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
+import type { Executor } from '../../db/client.ts';
+import { idempotencyKeys } from '../../db/schema/index.ts';
+import { AppError } from '../../http/errors.ts';
+
+/**
+ * `Idempotency-Key` of the public send API (issue #10): a request repeated with the same key (per
+ * API key, for {@link IDEMPOTENCY_TTL_MS}) and the same body gets the original response, status
+ * and body, without sending again; with a different body, 409 CONFLICT. Concurrent duplicates are
+ * settled by the table's primary key (api_key_id, key): exactly one request inserts the row and
+ * runs; the others wait for its response (up to {@link WAIT_FOR_FIRST_MS}).
+ */
+
+/** How long a key is remembered (24 h). */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** Longest key accepted. */
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
+/**
+ * A claim still without a response after this long is taken as abandoned (its process died between
+ * claiming the key and storing the answer) and may be claimed again (5 min).
+ */
+const ABANDONED_AFTER_SECONDS = 300;
+/** How long a duplicate waits for the first request's response before answering 409. */
+const WAIT_FOR_FIRST_MS = 15_000;
+const POLL_MS = 25;
+
+/** Share of claims after which expired keys are deleted (a sweep every ~1000 keyed requests). */
+const SWEEP_PROBABILITY = 0.001;
+/** Most expired keys one sweep deletes. */
+const SWEEP_LIMIT = 10_000;
+
+/**
+ * Deletes up to {@link SWEEP_LIMIT} expired keys (any API key). Expired keys are never answered
+ * from (a claim takes them over), so this only keeps the table small.
+ */
+export async function sweepExpired(db: Executor): Promise<void> {
+  await db.execute(sql`
+    delete from ${idempotencyKeys} where ctid in (
+      select ctid from ${idempotencyKeys} where ${idempotencyKeys.expiresAt} < now() limit ${SWEEP_LIMIT})`);
+}
+
+/** A response to replay: HTTP status and JSON body. */
+export interface StoredResponse {
+  status: number;
+  body: unknown;
+}
+
+/** JSON with object keys sorted, so `{a, b}` and `{b, a}` hash alike. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The key from the header value, or undefined without one. @throws VALIDATION_ERROR (400) for a bad key. */
+export function idempotencyKeyOf(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const key = Array.isArray(header) ? header[0] : header;
+  if (!key || key.length > MAX_IDEMPOTENCY_KEY_LENGTH || !/^[\x21-\x7e]+$/.test(key)) {
+    throw new AppError('VALIDATION_ERROR', 'Invalid Idempotency-Key header', {
+      issues: [
+        {
+          path: 'headers.idempotency-key',
+          message: `must be 1-${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters without spaces`,
+        },
+      ],
+    });
+  }
+  return key;
+}
+
+/**
+ * Runs `run` at most once per (API key, key) within 24 h and answers what the first run answered.
+ * `route` and `body` form the request fingerprint (SHA-256 of the route and the body as canonical
+ * JSON). The first run's answer is stored when it is a success or a client error (4xx AppError,
+ * stored as its error envelope); on any other error the key is released so the client may retry.
+ * Without a key, just `run()`.
+ * @throws CONFLICT (409) when the key was used with a different request (details.reason
+ *   KEY_REUSED) or the first request is still running after 15 s (IN_PROGRESS); what `run` throws.
+ */
+export async function withIdempotency(
+  db: Executor,
+  scope: { apiKeyId: string; teamId: string },
+  key: string | undefined,
+  request: { route: string; body: unknown },
+  run: () => Promise<StoredResponse>,
+): Promise<StoredResponse & { replayed: boolean }> {
+  if (key === undefined) return { ...(await run()), replayed: false };
+  const requestHash = createHash('sha256')
+    .update(request.route)
+    .update('\n')
+    .update(canonicalJson(request.body))
+    .digest('hex');
+  const expiresAt = new Date(Date.now() + IDEMPOTENCY_TTL_MS);
+  // Insert, or take over a row that expired or was abandoned; a live row is left alone (no row returned).
+  const claimed = await db
+    .insert(idempotencyKeys)
+    .values({ apiKeyId: scope.apiKeyId, key, teamId: scope.teamId, requestHash, expiresAt })
+    .onConflictDoUpdate({
+      target: [idempotencyKeys.apiKeyId, idempotencyKeys.key],
+      set: { requestHash, responseStatus: null, responseBody: null, createdAt: sql`now()`, expiresAt },
+      setWhere: sql`${idempotencyKeys.expiresAt} < now() or (${idempotencyKeys.responseStatus} is null
+        and ${idempotencyKeys.createdAt} < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS}))`,
+    })
+    .returning({ key: idempotencyKeys.key });
+  const where = and(eq(idempotencyKeys.apiKeyId, scope.apiKeyId), eq(idempotencyKeys.key, key));
+  if (claimed.length > 0) {
+    let response: StoredResponse;
+    try {
+      response = await run();
+    } catch (error) {
+      if (!(error instanceof AppError) || error.statusCode >= 500) {
+        await db.delete(idempotencyKeys).where(where);
+        throw error;
+      }
+      response = {
+        status: error.statusCode,
+        body: { success: false, error: { code: error.code, message: error.message, details: error.details } },
+      };
+    }
+    await db
+      .update(idempotencyKeys)
+      .set({ responseStatus: response.status, responseBody: response.body })
+      .where(where);
+    if (Math.random() < SWEEP_PROBABILITY) await sweepExpired(db);
+    return { ...response, replayed: false };
+  }
+  const deadline = Date.now() + WAIT_FOR_FIRST_MS;
+  for (;;) {
+    const [row] = await db.select().from(idempotencyKeys).where(where);
+    if (!row) return withIdempotency(db, scope, key, request, run); // released by a failed first run
+    if (row.requestHash !== requestHash) {
+      throw new AppError('CONFLICT', 'This Idempotency-Key was already used with a different request', {
+        reason: 'KEY_REUSED',
+      });
+    }
+    if (row.responseStatus !== null) {
+      return { status: row.responseStatus, body: row.responseBody, replayed: true };
+    }
+    if (Date.now() > deadline) {
+      throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed', {
+        reason: 'IN_PROGRESS',
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}

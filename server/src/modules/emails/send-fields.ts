@@ -1,0 +1,444 @@
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { z } from 'zod';
+import type { Executor } from '../../db/client.ts';
+import { emailAttachments, emailSendOptions } from '../../db/schema/index.ts';
+import { AppError } from '../../http/errors.ts';
+import { newId } from '../../ids.ts';
+import { mailboxSchema } from '../../providers/mailbox-address.ts';
+import type { OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
+import { findSuppression } from '../suppressions/index.ts';
+
+/**
+ * The send fields of issue #10 beyond template, `to`, `from` and variables: request schema, how
+ * they are stored at accept (`email_send_options`, `email_attachments`), what the worker adds to
+ * the outgoing message, and what the log shows. Kept apart from the accept and delivery code so
+ * those stay small.
+ */
+
+/** Most addresses of `to` + `cc` + `bcc` together (SES and Postmark accept 50 per message). */
+export const MAX_TOTAL_RECIPIENTS = 50;
+/** Most files attached to one email. */
+export const MAX_ATTACHMENTS = 10;
+/** Most decoded bytes of all attachments of one email together (10 MB). */
+export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
+/** How far ahead `scheduledAt` may be (30 days, in ms). */
+export const MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 60 * 60 * 1000;
+/** Most bytes of `metadata` as JSON (issue #10: ≤ 2 KB). */
+export const MAX_METADATA_BYTES = 2048;
+/** Most entries of `tags`, `metadata` and `headers` each. */
+export const MAX_MAP_ENTRIES = 50;
+
+/**
+ * Headers a caller may not set: the ones the message is built from (addresses, subject, MIME
+ * structure, ids and dates; RFC 5322 §3.6, RFC 2045 §3-6), which a second copy would contradict.
+ * Compared case-insensitively.
+ */
+export const REFUSED_HEADERS = new Set([
+  'from',
+  'sender',
+  'to',
+  'cc',
+  'bcc',
+  'reply-to',
+  'subject',
+  'date',
+  'message-id',
+  'content-type',
+  'content-transfer-encoding',
+  'content-disposition',
+  'mime-version',
+  'return-path',
+  'x-postwright-email-id',
+]);
+
+/** CR, LF and the other control characters except tab (RFC 5322 §2.2: header bodies are printable). */
+function noLineBreaks(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return false;
+  }
+  return true;
+}
+const NO_CRLF = 'must not contain CR, LF or other control characters (it becomes a header)';
+
+/** A header-safe text of at most `max` characters. */
+const headerText = (max: number) => z.string().max(max).refine(noLineBreaks, NO_CRLF);
+
+/** One mailbox or a list of them (like `to`). */
+const mailboxes = (max: number) => z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(max)]);
+
+/** A header field name (RFC 5322 §3.6.8: printable US-ASCII except colon). */
+const headerName = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[!-9;-~]+$/, 'must be a header name (printable ASCII without ":" or spaces)')
+  .refine((name) => !REFUSED_HEADERS.has(name.toLowerCase()), {
+    message: `must not be one of the headers the message is built from (${[...REFUSED_HEADERS].join(', ')})`,
+  });
+
+const stringMap = (keys: z.ZodString, value: z.ZodType<string>) =>
+  z
+    .record(keys, value)
+    .refine((map) => Object.keys(map).length <= MAX_MAP_ENTRIES, `at most ${MAX_MAP_ENTRIES} entries`);
+
+const attachmentSchema = z.object({
+  filename: z
+    .string()
+    .trim()
+    .min(1)
+    .max(255)
+    .refine(noLineBreaks, NO_CRLF)
+    .refine((name) => !/[/\\]/.test(name), 'must be a file name without a path'),
+  /** Standard base64 (RFC 4648 §4) of the file's bytes. */
+  content: z.base64(),
+  contentType: z
+    .string()
+    .max(255)
+    .regex(/^[\w.+-]+\/[\w.+-]+$/, 'must be a MIME type such as application/pdf')
+    .optional(),
+});
+
+/** The issue #10 fields of `POST /api/v1/send`'s body (merged into the send body schema). */
+export const sendFieldsShape = {
+  cc: mailboxes(MAX_TOTAL_RECIPIENTS)
+    .optional()
+    .describe('Carbon-copy recipients; to + cc + bcc hold at most 50 addresses'),
+  bcc: mailboxes(MAX_TOTAL_RECIPIENTS)
+    .optional()
+    .describe('Blind carbon-copy recipients: in the envelope only, never in a header'),
+  replyTo: mailboxes(10).optional().describe('Reply-To addresses (up to 10)'),
+  /** Subject override: Liquid, rendered with the email's variables (replaces the template's). */
+  subject: z
+    .string()
+    .trim()
+    .min(1)
+    .max(998)
+    .refine(noLineBreaks, NO_CRLF)
+    .optional()
+    .describe("Replaces the template's subject; Liquid, rendered with the variables"),
+  /** One of the team's adapters (else the team's default sending adapter). */
+  adapterId: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe("One of the team's active adapters (default: the team's default adapter)"),
+  headers: stringMap(headerName, headerText(998))
+    .optional()
+    .describe(
+      'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Return-Path',
+    ),
+  tags: stringMap(
+    z
+      .string()
+      .min(1)
+      .max(64)
+      .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
+    headerText(256),
+  )
+    .optional()
+    .describe('Labels name → value, passed to providers with a tag field'),
+  metadata: stringMap(z.string().min(1).max(64), z.string().max(MAX_METADATA_BYTES))
+    .refine(
+      (map) => Buffer.byteLength(JSON.stringify(map)) <= MAX_METADATA_BYTES,
+      `at most ${MAX_METADATA_BYTES} bytes as JSON`,
+    )
+    .optional()
+    .describe('Strings kept with the email (≤ 2 KB as JSON), shown on its log'),
+  attachments: z
+    .array(attachmentSchema)
+    .max(MAX_ATTACHMENTS)
+    .optional()
+    .describe('Up to 10 files, at most 10 MB decoded together; content is standard base64'),
+  /** ISO 8601 with offset; at most 30 days ahead. The email stays `queued` until then. */
+  scheduledAt: z.iso
+    .datetime({ offset: true })
+    .refine(
+      (value) => Date.parse(value) <= Date.now() + MAX_SCHEDULE_AHEAD_MS,
+      'must be at most 30 days ahead',
+    )
+    .optional()
+    .describe('ISO 8601 with offset, ≤ 30 days ahead: the email stays queued until then'),
+};
+
+/** The fields of {@link sendFieldsShape} as parsed. */
+export interface SendFieldsInput {
+  to: string | string[];
+  cc?: string | string[] | undefined;
+  bcc?: string | string[] | undefined;
+  replyTo?: string | string[] | undefined;
+  subject?: string | undefined;
+  adapterId?: string | undefined;
+  headers?: Record<string, string> | undefined;
+  tags?: Record<string, string> | undefined;
+  metadata?: Record<string, string> | undefined;
+  attachments?: { filename: string; content: string; contentType?: string | undefined }[] | undefined;
+  scheduledAt?: string | undefined;
+}
+
+/** `value` as a list (a single address is a one-element list, absent is empty). */
+export function asList(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : [value];
+}
+
+/**
+ * The checks across fields (zod `superRefine` of the send body): `to` + `cc` + `bcc` hold at most
+ * {@link MAX_TOTAL_RECIPIENTS} addresses; the attachments decode to at most
+ * {@link MAX_ATTACHMENT_BYTES} bytes together. Reported as issues on `cc`/`attachments`.
+ */
+export function checkSendFields(input: SendFieldsInput, ctx: z.RefinementCtx): void {
+  const recipients = asList(input.to).length + asList(input.cc).length + asList(input.bcc).length;
+  if (recipients > MAX_TOTAL_RECIPIENTS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['to'],
+      message: `to, cc and bcc hold at most ${MAX_TOTAL_RECIPIENTS} recipients together (got ${recipients})`,
+    });
+  }
+  const bytes = (input.attachments ?? []).reduce(
+    (sum, file) => sum + Buffer.byteLength(file.content, 'base64'),
+    0,
+  );
+  if (bytes > MAX_ATTACHMENT_BYTES) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['attachments'],
+      message: `attachments hold at most ${MAX_ATTACHMENT_BYTES} bytes together once decoded (got ${bytes})`,
+    });
+  }
+}
+
+/** What an accepted send stores besides its log (absent for a send without any issue #10 field). */
+export interface SendFieldRows {
+  emailId: string;
+  options: typeof emailSendOptions.$inferInsert | undefined;
+  attachments: (typeof emailAttachments.$inferInsert)[];
+  /** Copy the attachments of this email (a resend), in the same transaction. */
+  copyAttachmentsOf: string | undefined;
+}
+
+/** What the worker adds to the message, carried in the `email.send` job (no extra query). */
+export interface OutgoingFields {
+  cc?: string[] | undefined;
+  bcc?: string[] | undefined;
+  replyTo?: string[] | undefined;
+  headers?: Record<string, string> | undefined;
+  tags?: Record<string, string> | undefined;
+  /** Attachments are stored with the email and loaded by the worker. */
+  attachments?: boolean | undefined;
+}
+
+/**
+ * The rows and job fields for the issue #10 fields of one accepted send. `subjectTemplate` is the
+ * raw override (kept so a resend renders it again); `adapterId` the adapter the caller named.
+ * Returns `rows: undefined` and `fields: undefined` when the send uses none of them.
+ */
+export function sendFieldRows(
+  ids: { emailId: string; teamId: string },
+  input: SendFieldsInput,
+  extra: { copyAttachmentsOf?: string | undefined; attachmentCount?: number } = {},
+): { rows: SendFieldRows | undefined; fields: OutgoingFields | undefined; scheduledAt: Date | undefined } {
+  const cc = asList(input.cc);
+  const bcc = asList(input.bcc);
+  const replyTo = asList(input.replyTo);
+  const files = input.attachments ?? [];
+  const scheduledAt = input.scheduledAt ? new Date(input.scheduledAt) : undefined;
+  const hasOptions =
+    cc.length + bcc.length + replyTo.length > 0 ||
+    Object.keys(input.headers ?? {}).length > 0 ||
+    Object.keys(input.tags ?? {}).length > 0 ||
+    Object.keys(input.metadata ?? {}).length > 0 ||
+    input.subject !== undefined ||
+    input.adapterId !== undefined ||
+    scheduledAt !== undefined;
+  const copied = extra.copyAttachmentsOf !== undefined && (extra.attachmentCount ?? 0) > 0;
+  if (!hasOptions && files.length === 0 && !copied) {
+    return { rows: undefined, fields: undefined, scheduledAt: undefined };
+  }
+  const rows: SendFieldRows = {
+    emailId: ids.emailId,
+    options: hasOptions
+      ? {
+          emailId: ids.emailId,
+          teamId: ids.teamId,
+          cc,
+          bcc,
+          replyTo,
+          headers: input.headers ?? {},
+          tags: input.tags ?? {},
+          metadata: input.metadata ?? {},
+          subjectTemplate: input.subject ?? null,
+          scheduledAt: scheduledAt ?? null,
+          adapterId: input.adapterId ?? null,
+        }
+      : undefined,
+    attachments: files.map((file, position) => {
+      const content = Buffer.from(file.content, 'base64');
+      return {
+        id: newId('attachment'),
+        teamId: ids.teamId,
+        emailId: ids.emailId,
+        position,
+        filename: file.filename,
+        contentType: file.contentType ?? 'application/octet-stream',
+        size: content.length,
+        content,
+      };
+    }),
+    copyAttachmentsOf: copied ? extra.copyAttachmentsOf : undefined,
+  };
+  const fields: OutgoingFields = {
+    ...(cc.length ? { cc } : {}),
+    ...(bcc.length ? { bcc } : {}),
+    ...(replyTo.length ? { replyTo } : {}),
+    ...(input.headers && Object.keys(input.headers).length ? { headers: input.headers } : {}),
+    ...(input.tags && Object.keys(input.tags).length ? { tags: input.tags } : {}),
+    ...(files.length > 0 || copied ? { attachments: true } : {}),
+  };
+  return { rows, fields, scheduledAt };
+}
+
+/**
+ * Writes the {@link SendFieldRows} of a batch of accepted sends inside `tx` (after their logs):
+ * one insert for the options, one for new attachments, one copy per resent email's attachments.
+ */
+export async function writeSendFields(
+  tx: Executor,
+  all: readonly (SendFieldRows | undefined)[],
+): Promise<void> {
+  const rows = all.filter((row): row is SendFieldRows => row !== undefined);
+  if (rows.length === 0) return;
+  const options = rows.flatMap((row) => (row.options ? [row.options] : []));
+  if (options.length > 0) await tx.insert(emailSendOptions).values(options);
+  const files = rows.flatMap((row) => row.attachments);
+  if (files.length > 0) await tx.insert(emailAttachments).values(files);
+  for (const row of rows) {
+    if (!row.copyAttachmentsOf) continue;
+    const target = row.emailId;
+    await tx.execute(sql`
+      insert into ${emailAttachments} (id, team_id, email_id, position, filename, content_type, size, content)
+      select 'att_' || replace(gen_random_uuid()::text, '-', ''), team_id, ${target}, position, filename,
+        content_type, size, content
+      from ${emailAttachments} where email_id = ${row.copyAttachmentsOf}`);
+  }
+}
+
+/** The attachments of email `emailId` (team-scoped), in the order they were sent. */
+export async function loadAttachments(
+  db: Executor,
+  teamId: string,
+  emailId: string,
+): Promise<OutgoingAttachment[]> {
+  const rows = await db
+    .select({
+      filename: emailAttachments.filename,
+      contentType: emailAttachments.contentType,
+      content: emailAttachments.content,
+    })
+    .from(emailAttachments)
+    .where(and(eq(emailAttachments.teamId, teamId), eq(emailAttachments.emailId, emailId)))
+    .orderBy(asc(emailAttachments.position));
+  return rows;
+}
+
+/** What `GET /api/logs/:id` shows of the issue #10 fields. */
+export interface SendFieldsView {
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  headers: Record<string, string>;
+  tags: Record<string, string>;
+  metadata: Record<string, string>;
+  attachments: { filename: string; contentType: string; size: number }[];
+  scheduledAt: string | null;
+}
+
+/** zod schema of {@link SendFieldsView} (the log view's extension). */
+export const sendFieldsViewShape = {
+  cc: z.array(z.string()),
+  bcc: z.array(z.string()),
+  replyTo: z.array(z.string()),
+  headers: z.record(z.string(), z.string()),
+  tags: z.record(z.string(), z.string()),
+  metadata: z.record(z.string(), z.string()),
+  attachments: z.array(z.object({ filename: z.string(), contentType: z.string(), size: z.number() })),
+  scheduledAt: z.string().nullable(),
+};
+
+/** The stored options of email `emailId` and its attachment names and sizes (two queries). */
+export async function loadSendFields(
+  db: Executor,
+  teamId: string,
+  emailId: string,
+): Promise<SendFieldsView & { subjectTemplate: string | null; adapterId: string | null }> {
+  const [[options], files] = await Promise.all([
+    db
+      .select()
+      .from(emailSendOptions)
+      .where(and(eq(emailSendOptions.teamId, teamId), eq(emailSendOptions.emailId, emailId))),
+    db
+      .select({
+        filename: emailAttachments.filename,
+        contentType: emailAttachments.contentType,
+        size: emailAttachments.size,
+      })
+      .from(emailAttachments)
+      .where(and(eq(emailAttachments.teamId, teamId), inArray(emailAttachments.emailId, [emailId])))
+      .orderBy(asc(emailAttachments.position)),
+  ]);
+  return {
+    cc: options?.cc ?? [],
+    bcc: options?.bcc ?? [],
+    replyTo: options?.replyTo ?? [],
+    headers: (options?.headers ?? {}) as Record<string, string>,
+    tags: (options?.tags ?? {}) as Record<string, string>,
+    metadata: (options?.metadata ?? {}) as Record<string, string>,
+    attachments: files,
+    scheduledAt: options?.scheduledAt?.toISOString() ?? null,
+    subjectTemplate: options?.subjectTemplate ?? null,
+    adapterId: options?.adapterId ?? null,
+  };
+}
+
+/** @throws VALIDATION_ERROR (400) naming `adapterId` when it is not one of the team's active adapters. */
+export function unknownAdapterError(adapterId: string, why: 'not found' | 'disabled'): AppError {
+  return new AppError(
+    'VALIDATION_ERROR',
+    `Adapter "${adapterId}" ${why === 'not found' ? 'not found' : 'is disabled'}`,
+    {
+      reason: why === 'not found' ? 'UNKNOWN_ADAPTER' : 'ADAPTER_DISABLED',
+      issues: [
+        {
+          path: 'body.adapterId',
+          message: why === 'not found' ? "must be one of the team's adapters" : 'adapter is disabled',
+        },
+      ],
+    },
+  );
+}
+
+/**
+ * What the worker adds to an email's outgoing message (issue #10): cc, bcc, replyTo, headers and
+ * tags from the job, the stored attachments (one query, only when the job says there are some),
+ * after checking every recipient against the team's suppression list (one query).
+ * Returns `{suppressed: "suppressed: <reason>"}` instead when a recipient is suppressed: the email
+ * then fails without the provider being called.
+ */
+export async function outgoingFieldsFor(
+  db: Executor,
+  log: { id: string; teamId: string; toAddresses: string[] },
+  fields: OutgoingFields | undefined,
+): Promise<{ suppressed: string } | { message: Partial<OutgoingEmail> }> {
+  const recipients = [...log.toAddresses, ...(fields?.cc ?? []), ...(fields?.bcc ?? [])];
+  const suppression = await findSuppression(db, log.teamId, recipients);
+  if (suppression) return { suppressed: `suppressed: ${suppression.reason}` };
+  if (!fields) return { message: {} };
+  const { attachments, ...rest } = fields;
+  const message: Partial<OutgoingEmail> = Object.fromEntries(
+    Object.entries(rest).filter(([, value]) => value !== undefined),
+  );
+  if (attachments) message.attachments = await loadAttachments(db, log.teamId, log.id);
+  return { message };
+}

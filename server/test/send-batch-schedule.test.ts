@@ -1,0 +1,187 @@
+import { sql } from 'drizzle-orm';
+import { TypeID } from 'typeid-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { setupOwner, type TeamOwner } from './helpers/auth.ts';
+import {
+  buildApiKey,
+  buildSmtpAdapter,
+  buildTemplate,
+  dashboardCall,
+  dataOf,
+  expectError,
+  send,
+} from './helpers/factories.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+
+/** Issue #10: POST /api/v1/send/batch, `scheduledAt` and POST /api/v1/:id/cancel. */
+describe('batch send, schedule and cancel', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+  let owner: TeamOwner;
+  let apiKey: string;
+  let templateId: string;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    smtp = await startTestSmtpServer();
+    owner = await setupOwner(ctx.app);
+    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
+    await buildSmtpAdapter(ctx.app, owner, smtp.port);
+    templateId = (await buildTemplate(ctx.app, owner, { subject: 'Hi {{ first_name }}' })).id;
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  const query = async <T>(statement: ReturnType<typeof sql>) =>
+    ((await ctx.app.ctx.database.db.execute(statement)) as unknown as { rows: T[] }).rows;
+
+  const batch = (emails: unknown[]) =>
+    ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': apiKey },
+      payload: { emails },
+    });
+
+  const cancel = (id: string) =>
+    ctx.app.inject({ method: 'POST', url: `/api/v1/${id}/cancel`, headers: { 'x-api-key': apiKey } });
+
+  const logOf = async (id: string) => dataOf(await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${id}`));
+
+  it('answers one result per item in order; the valid ones are accepted in one transaction and sent', async () => {
+    const response = await batch([
+      { templateId, to: 'b1@example.test', variables: { first_name: 'One' } },
+      { templateId, to: 'not an address' },
+      { templateId: 'no-such-template', to: 'b3@example.test' },
+      {
+        templateId,
+        to: 'b4@example.test',
+        cc: 'b4cc@example.test',
+        subject: 'Four {{ first_name }}',
+        variables: { first_name: 'Ada' },
+      },
+      { templateId, to: 'b5@example.test', headers: { From: 'x@example.test' } },
+    ]);
+    expect(response.statusCode, response.body).toBe(202);
+    const { results } = response.json().data;
+    expect(results).toHaveLength(5);
+    expect(results[0]).toEqual({
+      id: expect.stringMatching(/^eml_/),
+      jobId: expect.stringMatching(/^job_/),
+      status: 'queued',
+    });
+    expect(results[1].error).toMatchObject({
+      code: 'VALIDATION_ERROR',
+      details: { issues: [{ path: 'body.emails.1.to' }] },
+    });
+    expect(results[2].error).toMatchObject({ code: 'INVALID_TEMPLATE' });
+    expect(results[3]).toMatchObject({ status: 'queued' });
+    expect(results[4].error.code).toBe('VALIDATION_ERROR');
+    expect(results[4].error.details.issues[0].path).toBe('body.emails.4.headers.From');
+
+    // One transaction: both logs carry its now().
+    const created = await query<{ created_at: string }>(
+      sql`select distinct created_at::text from email_logs where id in (${results[0].id}, ${results[3].id})`,
+    );
+    expect(created).toHaveLength(1);
+
+    const [one, four] = await Promise.all([
+      waitFor(async () => smtp.messages.find((m) => m.envelopeTo.includes('b1@example.test'))),
+      waitFor(async () => smtp.messages.find((m) => m.envelopeTo.includes('b4@example.test'))),
+    ]);
+    expect(one.parsed.subject).toBe('Hi One');
+    expect(four.parsed.subject).toBe('Four Ada');
+    expect(four.envelopeTo.sort()).toEqual(['b4@example.test', 'b4cc@example.test']);
+    expect(smtp.messages.some((m) => m.envelopeTo.includes('b3@example.test'))).toBe(false);
+  });
+
+  it('refuses an empty batch and one of more than 100 emails', async () => {
+    expectError(await batch([]), 400, 'VALIDATION_ERROR');
+    expectError(await batch(Array(101).fill({ templateId, to: 'x@example.test' })), 400, 'VALIDATION_ERROR');
+  });
+
+  it('accepts 100 emails in one call', async () => {
+    const emails = Array.from({ length: 100 }, (_, i) => ({ templateId, to: `hundred${i}@example.test` }));
+    const response = await batch(emails);
+    expect(response.statusCode, response.body).toBe(202);
+    const results = response.json().data.results as { status?: string }[];
+    expect(results.filter((r) => r.status === 'queued')).toHaveLength(100);
+  });
+
+  it('keeps a scheduled email queued until scheduledAt, then sends it', async () => {
+    const scheduledAt = new Date(Date.now() + 2_500);
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'later@example.test',
+      scheduledAt: scheduledAt.toISOString(),
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const { id, jobId } = response.json().data;
+    const [job] = await query<{ start_after: string; keep_until: string }>(
+      sql`select start_after::text, keep_until::text from pgboss.job where id = ${uuidOf(jobId)}::uuid`,
+    );
+    expect(Math.abs(Date.parse(job!.start_after) - scheduledAt.getTime())).toBeLessThan(1_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect((await logOf(id)).status).toBe('queued');
+    expect(smtp.messages.some((m) => m.envelopeTo.includes('later@example.test'))).toBe(false);
+    const message = await waitFor(
+      async () => smtp.messages.find((m) => m.envelopeTo.includes('later@example.test')),
+      30_000,
+    );
+    expect(Date.now()).toBeGreaterThanOrEqual(scheduledAt.getTime());
+    expect(message.parsed.headers.get('x-postwright-email-id')).toBe(id);
+    expect((await logOf(id)).scheduledAt).toBe(scheduledAt.toISOString());
+  });
+
+  it('keeps a job scheduled 30 days ahead past pg-boss’s 14-day retention', async () => {
+    const scheduledAt = new Date(Date.now() + 29 * 86_400_000);
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'month@example.test',
+      scheduledAt: scheduledAt.toISOString(),
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const [job] = await query<{ keep_until: string }>(
+      sql`select keep_until::text from pgboss.job where id = ${uuidOf(response.json().data.jobId)}::uuid`,
+    );
+    expect(Date.parse(job!.keep_until)).toBeGreaterThan(scheduledAt.getTime());
+  });
+
+  it('cancels a queued email: failed with "cancelled", never sent even when its job runs', async () => {
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'cancelled@example.test',
+      scheduledAt: new Date(Date.now() + 1_500).toISOString(),
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const { id, jobId } = response.json().data;
+    const cancelled = await cancel(id);
+    expect(cancelled.statusCode, cancelled.body).toBe(200);
+    expect(cancelled.json().data).toEqual({ id, status: 'failed' });
+    const log = await logOf(id);
+    expect(log).toMatchObject({ status: 'failed', errorMessage: 'cancelled' });
+
+    // The job still runs at its time, and leaves the email alone.
+    await waitFor(async () => {
+      const [job] = await query<{ state: string }>(
+        sql`select state::text from pgboss.job where id = ${uuidOf(jobId)}::uuid`,
+      );
+      return job?.state === 'completed' ? true : undefined;
+    }, 30_000);
+    expect(smtp.messages.some((m) => m.envelopeTo.includes('cancelled@example.test'))).toBe(false);
+    expect((await logOf(id)).status).toBe('failed');
+
+    const again = expectError(await cancel(id), 400, 'VALIDATION_ERROR');
+    expect(again.details.reason).toBe('NOT_CANCELLABLE');
+    expectError(await cancel('eml_01jd0000000000000000000000'), 404, 'NOT_FOUND');
+  });
+});
+
+/** The pg-boss UUID of a `job_…` TypeID. */
+function uuidOf(jobId: string): string {
+  return TypeID.fromString(jobId).toUUID();
+}

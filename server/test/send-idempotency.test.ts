@@ -1,0 +1,161 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sweepExpired } from '../src/modules/emails/idempotency.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
+
+/** Issue #10: `Idempotency-Key` on POST /api/v1/send and /api/v1/send/batch. */
+describe('Idempotency-Key', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+  let apiKey: string;
+  let otherKey: string;
+  let templateId: string;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    owner = await setupOwner(ctx.app);
+    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
+    otherKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
+    // Workers are not started: the emails stay queued, only what the API accepted is counted.
+    await buildSmtpAdapter(ctx.app, owner, await closedPort());
+    templateId = (await buildTemplate(ctx.app, owner)).id;
+  });
+  afterAll(() => ctx?.close());
+
+  const post = (key: string, idempotencyKey: string | undefined, body: object, url = '/api/v1/send') =>
+    ctx.app.inject({
+      method: 'POST',
+      url,
+      headers: {
+        'x-api-key': key,
+        ...(idempotencyKey !== undefined ? { 'idempotency-key': idempotencyKey } : {}),
+      },
+      payload: body,
+    });
+
+  async function emailsTo(address: string): Promise<number> {
+    const result = (await ctx.app.ctx.database.db.execute(
+      sql`select count(*)::int as n from email_logs where ${address} = any(to_addresses)`,
+    )) as unknown as { rows: { n: number }[] };
+    return result.rows[0]!.n;
+  }
+
+  it('answers a repeat with the same body with the original response, without a second email', async () => {
+    const body = { templateId, to: 'once@example.test', variables: { first_name: 'Ada' } };
+    const first = await post(apiKey, 'order-1', body);
+    expect(first.statusCode, first.body).toBe(202);
+    // Same body, keys in another order.
+    const again = await post(apiKey, 'order-1', {
+      variables: { first_name: 'Ada' },
+      to: 'once@example.test',
+      templateId,
+    });
+    expect(again.statusCode).toBe(202);
+    expect(again.json()).toEqual(first.json());
+    expect(again.headers['idempotency-replayed']).toBe('true');
+    expect(await emailsTo('once@example.test')).toBe(1);
+  });
+
+  it('answers 409 CONFLICT for the same key with a different body', async () => {
+    const first = await post(apiKey, 'order-2', { templateId, to: 'a2@example.test' });
+    expect(first.statusCode, first.body).toBe(202);
+    const error = expectError(
+      await post(apiKey, 'order-2', { templateId, to: 'b2@example.test' }),
+      409,
+      'CONFLICT',
+    );
+    expect(error.details.reason).toBe('KEY_REUSED');
+    expect(await emailsTo('b2@example.test')).toBe(0);
+  });
+
+  it('keeps keys per API key', async () => {
+    const body = { templateId, to: 'perkey@example.test' };
+    expect((await post(apiKey, 'shared', body)).statusCode).toBe(202);
+    expect((await post(otherKey, 'shared', body)).statusCode).toBe(202);
+    expect(await emailsTo('perkey@example.test')).toBe(2);
+  });
+
+  it('sends exactly one email for concurrent duplicates', async () => {
+    const body = { templateId, to: 'race@example.test' };
+    const responses = await Promise.all(Array.from({ length: 12 }, () => post(apiKey, 'race-1', body)));
+    for (const response of responses) expect(response.statusCode, response.body).toBe(202);
+    const ids = new Set(responses.map((r) => r.json().data.id));
+    expect(ids.size).toBe(1);
+    expect(await emailsTo('race@example.test')).toBe(1);
+  });
+
+  it('replays a client error too, and lets a request without the key through every time', async () => {
+    const bad = { templateId: 'no-such-template', to: 'err@example.test' };
+    const first = expectError(await post(apiKey, 'bad-1', bad), 400, 'INVALID_TEMPLATE');
+    const again = expectError(await post(apiKey, 'bad-1', bad), 400, 'INVALID_TEMPLATE');
+    expect(again).toEqual(first);
+    const plain = { templateId, to: 'nokey@example.test' };
+    expect((await post(apiKey, undefined, plain)).statusCode).toBe(202);
+    expect((await post(apiKey, undefined, plain)).statusCode).toBe(202);
+    expect(await emailsTo('nokey@example.test')).toBe(2);
+  });
+
+  it('forgets a key after 24 hours', async () => {
+    const body = { templateId, to: 'expired@example.test' };
+    expect((await post(apiKey, 'old', body)).statusCode).toBe(202);
+    await ctx.app.ctx.database.db.execute(
+      sql`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'old'`,
+    );
+    const again = await post(apiKey, 'old', body);
+    expect(again.statusCode).toBe(202);
+    expect(again.headers['idempotency-replayed']).toBeUndefined();
+    expect(await emailsTo('expired@example.test')).toBe(2);
+  });
+
+  it('takes over a claim abandoned without a response for 5 minutes (its process died)', async () => {
+    const body = { templateId, to: 'abandoned@example.test' };
+    expect((await post(apiKey, 'crashed', body)).statusCode).toBe(202);
+    const { db } = ctx.app.ctx.database;
+    await db.execute(sql`update idempotency_keys set response_status = null, response_body = null,
+      created_at = now() - interval '6 minutes' where key = 'crashed'`);
+    const again = await post(apiKey, 'crashed', body);
+    expect(again.statusCode, again.body).toBe(202);
+    expect(again.headers['idempotency-replayed']).toBeUndefined();
+    expect(await emailsTo('abandoned@example.test')).toBe(2);
+  });
+
+  it('sweeps expired keys and keeps live ones', async () => {
+    const { db } = ctx.app.ctx.database;
+    expect((await post(apiKey, 'sweep-live', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
+    expect((await post(apiKey, 'sweep-old', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
+    await db.execute(
+      sql`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'sweep-old'`,
+    );
+    await sweepExpired(db);
+    const keys = (
+      (await db.execute(sql`select key from idempotency_keys where key like 'sweep-%'`)) as unknown as {
+        rows: { key: string }[];
+      }
+    ).rows.map((row) => row.key);
+    expect(keys).toEqual(['sweep-live']);
+  });
+
+  it('refuses a key over 256 characters with 400 VALIDATION_ERROR', async () => {
+    expectError(
+      await post(apiKey, 'k'.repeat(257), { templateId, to: 'long@example.test' }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect((await post(apiKey, 'k'.repeat(256), { templateId, to: 'long@example.test' })).statusCode).toBe(
+      202,
+    );
+  });
+
+  it('applies to the batch endpoint, apart from single sends with the same key', async () => {
+    const batch = { emails: [{ templateId, to: 'batch-idem@example.test' }] };
+    const first = await post(apiKey, 'batch-1', batch, '/api/v1/send/batch');
+    expect(first.statusCode, first.body).toBe(202);
+    const again = await post(apiKey, 'batch-1', batch, '/api/v1/send/batch');
+    expect(again.json()).toEqual(first.json());
+    expect(await emailsTo('batch-idem@example.test')).toBe(1);
+    expectError(await post(apiKey, 'batch-1', batch.emails[0]!), 409, 'CONFLICT');
+  });
+});
