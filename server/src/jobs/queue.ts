@@ -142,14 +142,15 @@ export class JobQueue {
    * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
    * commits.
    * @param jobs each job's UUID (see ids.newJobId), payload (`name`'s definition) and, optionally, how long pg-boss
-   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise).
+   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise) and the
+   *   earliest time it may run (`startAfter`, ISO 8601; at once otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
    */
   async enqueueMany<N extends JobName>(
     tx: Executor,
     name: N,
-    jobs: { id: string; data: JobPayload<N>; deleteAfterSeconds?: number }[],
+    jobs: { id: string; data: JobPayload<N>; deleteAfterSeconds?: number; startAfter?: string }[],
   ): Promise<void> {
     if (jobs.length === 0) return;
     const db = fromDrizzle(tx as never, sql as never);

@@ -14,6 +14,8 @@ export interface WorkerDeps {
   config: Config;
   db: Database;
   encryptionKey: Buffer;
+  /** The queue, for handlers that enqueue follow-up jobs in their own transactions (webhook retries). */
+  queue: JobQueue;
 }
 
 /** A handler per job (pg-boss work loop), or per batch (claim loop, for throughput). */

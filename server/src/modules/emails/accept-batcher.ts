@@ -3,6 +3,7 @@ import { GroupCommit } from '../../db/group-commit.ts';
 import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import { emailRepository, type NewEmailLog } from './emails.repository.ts';
+import { notifyStatusChange } from './status-listeners.ts';
 
 /** What an accepted send writes: its log, its first status event (`queued`) and its `email.send` job. */
 export interface AcceptedEmailRows {
@@ -53,6 +54,10 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
     tx,
     EMAIL_SEND_JOB,
     items.map((item) => ({ ...item.job, deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS })),
+  );
+  await notifyStatusChange(
+    tx,
+    items.map((item) => item.log),
   );
 }
 
