@@ -351,7 +351,7 @@ describe('outbound webhooks (issue #11)', () => {
 
   it('keeps only the first 2 KB of a response body', async () => {
     const hook = await buildWebhook(['email.sent']);
-    receiver.answer(hook.path, () => ({ status: 200, body: 'x'.repeat(5000) + 'END' }));
+    receiver.answer(hook.path, () => ({ status: 200, body: `${'x'.repeat(5000)}END` }));
     const delivery = await dataOf(
       await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/test`),
     );
@@ -453,10 +453,10 @@ describe('outbound webhooks (issue #11)', () => {
     expect((verifyWebhook(hook.secret, request!) as any).event).toBe('email.delivered');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(receiver.to(hook.path)).toHaveLength(1);
-    const jobs = await db().execute(
+    const jobs = (await db().execute(
       sql`select data->>'event' as event from pgboss.job where name = 'webhook.deliver' and data->>'webhookId' = ${hook.id}`,
-    );
-    expect(jobs.rows.map((r: any) => r.event)).toEqual(['email.delivered']);
+    )) as unknown as { rows: { event: string }[] };
+    expect(jobs.rows.map((r) => r.event)).toEqual(['email.delivered']);
   });
 
   it("webhooks of another team get none of this team's events and cannot be read across teams", async () => {
