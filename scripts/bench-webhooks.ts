@@ -8,13 +8,16 @@
  * PostgreSQL): real email logs moved `queued → sent` with the status writer (`transitionMany`),
  * whose outbox enqueues the `webhook.deliver` jobs; the worker is the app's (`startWorkers`, claim
  * loop, WORKER_CONCURRENCY and per-webhook group cap as configured). The raw loop keeps as many
- * requests in flight as the worker's per-webhook cap allows (40 with the defaults).
+ * requests in flight as the worker's per-webhook cap allows (100 with the defaults).
  * Settings: BENCH_WEBHOOKS (deliveries per throughput run, default 5000), BENCH_LATENCY_RATE
- * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10).
+ * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10);
+ * the process's environment sets Postwright's own variables (WORKER_CONCURRENCY, …).
  */
+
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { Agent, request } from 'undici';
@@ -23,7 +26,7 @@ import { migrateDatabase, openDatabase } from '../server/src/db/client.ts';
 import { emailLogs, teams } from '../server/src/db/schema/index.ts';
 import { newId } from '../server/src/ids.ts';
 import { bindJobHandlers } from '../server/src/job-handlers.ts';
-import { teamSendsInFlight } from '../server/src/jobs/definitions.ts';
+import { webhookDeliveriesInFlight } from '../server/src/jobs/definitions.ts';
 import { JobQueue } from '../server/src/jobs/queue.ts';
 import { declareQueues, startWorkers } from '../server/src/jobs/registry.ts';
 import { transitionMany } from '../server/src/modules/emails/emails.status.service.ts';
@@ -36,55 +39,45 @@ const DELIVERIES = Number(process.env.BENCH_WEBHOOKS ?? 5000);
 const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 100);
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
 const ENCRYPTION_KEY = Buffer.alloc(32, 9);
+const HERE = path.dirname(fileURLToPath(import.meta.url));
 const say = (line = '') => console.log(line);
 
-/** A receiver that answers 200 at once and notes, per email id, when its event arrived. */
+/** The receiver, in a child process (scripts/bench-webhooks/receiver.ts), driven over IPC. */
 async function startReceiver() {
-  const arrivals = new Map<string, number>();
-  let count = 0;
-  let sample: { body: string; headers: Record<string, string> } | undefined;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      count++;
-      const body = Buffer.concat(chunks).toString('utf8');
-      const emailId = /"emailId":"([^"]+)"/.exec(body)?.[1];
-      if (emailId && !arrivals.has(emailId)) arrivals.set(emailId, performance.now());
-      sample ??= {
-        body,
-        headers: {
-          'webhook-id': String(req.headers['webhook-id']),
-          'webhook-timestamp': String(req.headers['webhook-timestamp']),
-          'webhook-signature': String(req.headers['webhook-signature']),
-        },
-      };
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.end('ok');
+  const child = fork(path.join(HERE, 'bench-webhooks', 'receiver.ts'), [], { stdio: 'inherit' });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('error', reject);
+    child.on('message', (message: { type?: string; port?: number }) => {
+      if (message.type === 'listening') resolve(message.port!);
     });
   });
-  server.keepAliveTimeout = 10_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  let nextId = 0;
+  const ask = <T>(type: string): Promise<T> =>
+    new Promise((resolve) => {
+      const id = ++nextId;
+      const onMessage = (message: { id?: number; value?: T }) => {
+        if (message.id !== id) return;
+        child.off('message', onMessage);
+        resolve(message.value as T);
+      };
+      child.on('message', onMessage);
+      child.send({ type, id });
+    });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    arrivals,
-    count: () => count,
-    sample: () => sample,
-    reset() {
-      count = 0;
-      arrivals.clear();
+    url: `http://127.0.0.1:${port}/hook`,
+    count: () => ask<number>('count'),
+    arrivals: async () => new Map(await ask<[string, number][]>('arrivals')),
+    sample: () => ask<{ body: string; headers: Record<string, string> } | undefined>('sample'),
+    reset: () => ask<boolean>('reset'),
+    close: () => {
+      child.kill();
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
   };
 }
 
-async function waitUntil(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
@@ -103,6 +96,7 @@ async function main(): Promise<void> {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
   const config = loadConfig({
+    ...process.env,
     DATABASE_URL: url.toString(),
     ENCRYPTION_KEY: ENCRYPTION_KEY.toString('base64'),
     WEBHOOKS_ALLOW_PRIVATE: 'true',
@@ -126,7 +120,7 @@ async function main(): Promise<void> {
       url: receiver.url,
       events: ['email.sent'],
     });
-    const inFlight = teamSendsInFlight(config);
+    const inFlight = webhookDeliveriesInFlight(config);
     say(
       `Postwright webhook benchmark — node ${process.version}, ${DELIVERIES} deliveries per throughput run, ` +
         `worker: WORKER_CONCURRENCY=${config.WORKER_CONCURRENCY}, ${inFlight} per webhook in flight; raw loop: ${inFlight} in flight`,
@@ -183,7 +177,7 @@ async function main(): Promise<void> {
         ),
       ),
     );
-    receiver.reset();
+    await receiver.reset();
     let next = 0;
     const rawStarted = performance.now();
     await Promise.all(
@@ -214,20 +208,24 @@ async function main(): Promise<void> {
     // 2. The worker: a backlog of DELIVERIES status changes (one transaction), then drained.
     await startWorkers(queue, config, handlers);
     const ids = await insertLogs(DELIVERIES);
-    receiver.reset();
+    await receiver.reset();
     await moveToSent(ids);
     const workerStarted = performance.now();
-    await waitUntil(() => receiver.count() >= DELIVERIES, 300_000, 'the backlog to be delivered');
+    await waitUntil(
+      async () => (await receiver.count()) >= DELIVERIES,
+      300_000,
+      'the backlog to be delivered',
+    );
     const workerSeconds = (performance.now() - workerStarted) / 1000;
     const workerRate = DELIVERIES / workerSeconds;
-    const sample = receiver.sample();
+    const sample = await receiver.sample();
     const verified = sample ? Boolean(new Webhook(hook.secret).verify(sample.body, sample.headers)) : false;
 
     // 3. Delay: status changes committed one by one at LATENCY_RATE/s while the worker runs.
     const count = LATENCY_RATE * LATENCY_SECONDS;
     const latencyIds = await insertLogs(count);
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    receiver.reset();
+    await receiver.reset();
     const committedAt = new Map<string, number>();
     const started = performance.now();
     for (let i = 0; i < count; i++) {
@@ -236,12 +234,18 @@ async function main(): Promise<void> {
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       const id = latencyIds[i]!;
       await moveToSent([id]);
-      committedAt.set(id, performance.now());
+      committedAt.set(id, Date.now());
     }
-    await waitUntil(() => receiver.arrivals.size >= count, 120_000, 'the latency run to be delivered');
-    const delays = latencyIds
-      .map((id) => receiver.arrivals.get(id)! - committedAt.get(id)!)
-      .sort((a, b) => a - b);
+    let arrivals = new Map<string, number>();
+    await waitUntil(
+      async () => {
+        arrivals = await receiver.arrivals();
+        return arrivals.size >= count;
+      },
+      120_000,
+      'the latency run to be delivered',
+    );
+    const delays = latencyIds.map((id) => arrivals.get(id)! - committedAt.get(id)!).sort((a, b) => a - b);
 
     say();
     say('| figure | value |');
@@ -257,7 +261,7 @@ async function main(): Promise<void> {
     say(`| a delivery verifies with standardwebhooks | ${verified ? 'yes' : 'NO'} |`);
   } finally {
     await queue.stop(2_000).catch(() => {});
-    await receiver.close();
+    receiver.close();
     await database.close();
     const drop = new pg.Client({ connectionString: ADMIN_URL });
     await drop.connect();

@@ -106,6 +106,8 @@ export const JOB_DEFINITIONS = {
     retry: (): RetryPolicy => ({ retryLimit: 5, retryDelaySeconds: 5, retryBackoff: true }),
     /** One webhook's deliveries form a group: a slow receiver holds at most the group cap of slots. */
     group: (payload: z.infer<typeof webhookJobPayload>): string => payload.webhookId,
+    /** Attempts of one webhook in flight at once across all workers (see webhookDeliveriesInFlight). */
+    groupConcurrency: (config: Config): number => webhookDeliveriesInFlight(config),
     expireInSeconds: (config: Config): number =>
       Math.max(DEFAULT_EXPIRE_SECONDS, 4 * config.WEBHOOK_TIMEOUT_SECONDS),
     /** A killed worker's attempts are retried after this, not after their expiry. */
@@ -128,6 +130,15 @@ export const WEBHOOK_DELIVER_JOB = 'webhook.deliver' satisfies JobName;
  */
 export function teamSendsInFlight(config: Pick<Config, 'ADAPTER_MAX_CONNECTIONS'>): number {
   return 4 * config.ADAPTER_MAX_CONNECTIONS;
+}
+
+/**
+ * Attempts to one webhook in flight at once across all workers (the `webhook.deliver` group cap):
+ * half a worker's slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS) leaves
+ * the other half to every other webhook, while a fast one gets enough concurrency to keep up.
+ */
+export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURRENCY'>): number {
+  return Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2));
 }
 
 /** The concurrency group a job of `name` with payload `data` belongs to, if its definition names one. */

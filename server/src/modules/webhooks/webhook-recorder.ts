@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
 import { newJobId } from '../../ids.ts';
@@ -51,6 +52,11 @@ export async function writeAttempts(
   tx: Executor,
   items: readonly RecordedAttempt[],
 ): Promise<void> {
+  // No wait for this commit's WAL flush: the job of each attempt is completed after this commits,
+  // by a durable (synchronous) commit that flushes this one's WAL too. A database crash before
+  // that loses both the record and the completion, and the queue makes the attempt again: the
+  // receiver may get it twice, which it must tolerate anyway (spec "Events"), but none is lost.
+  await tx.execute(sql`set local synchronous_commit = off`);
   await webhookRepository.insertDeliveries(
     tx,
     items.map((item) => item.outcome.delivery),

@@ -99,8 +99,37 @@ export const webhookRepository = {
       .where(and(inArray(webhooks.teamId, [...teamIds]), eq(webhooks.isActive, true)));
   },
 
-  async insertDeliveries(db: Executor, rows: NewWebhookDeliveryRow[]): Promise<void> {
-    if (rows.length > 0) await db.insert(webhookDeliveries).values(rows);
+  /**
+   * Inserts delivery records with ONE statement whose rows travel as one JSON parameter
+   * (`jsonb_to_recordset`): far cheaper to build than Drizzle's bound parameter per value.
+   */
+  async insertDeliveries(db: Executor, rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[]): Promise<void> {
+    if (rows.length === 0) return;
+    const json = JSON.stringify(
+      rows.map((r) => ({
+        id: r.id,
+        team_id: r.teamId,
+        webhook_id: r.webhookId,
+        message_id: r.messageId,
+        event: r.event,
+        payload: r.payload,
+        response_status: r.responseStatus ?? null,
+        response_body: r.responseBody ?? null,
+        success: r.success ?? false,
+        attempt_count: r.attemptCount ?? 0,
+        duration_ms: r.durationMs ?? null,
+        error: r.error ?? null,
+        created_at: r.createdAt.toISOString(),
+      })),
+    );
+    await db.execute(sql`
+      insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload, response_status,
+        response_body, success, attempt_count, duration_ms, error, created_at)
+      select id, team_id, webhook_id, message_id, event, payload, response_status, response_body, success,
+        attempt_count, duration_ms, error, created_at
+      from jsonb_to_recordset(${json}::jsonb) as x(id text, team_id text, webhook_id text, message_id text,
+        event text, payload jsonb, response_status integer, response_body text, success boolean,
+        attempt_count integer, duration_ms integer, error text, created_at timestamptz)`);
   },
 
   /**
