@@ -72,7 +72,9 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
           maxInFlight: config.WORKER_CONCURRENCY,
           batchSize: Math.min(SEND_BATCH_SIZE, config.WORKER_CONCURRENCY),
           groupConcurrency:
-            'groupConcurrency' in definition ? definition.groupConcurrency(config) : teamSendsInFlight(config),
+            'groupConcurrency' in definition
+              ? definition.groupConcurrency(config)
+              : teamSendsInFlight(config),
           pollingIntervalMs: 500,
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,

@@ -103,7 +103,10 @@ export const webhookRepository = {
    * Inserts delivery records with ONE statement whose rows travel as one JSON parameter
    * (`jsonb_to_recordset`): far cheaper to build than Drizzle's bound parameter per value.
    */
-  async insertDeliveries(db: Executor, rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[]): Promise<void> {
+  async insertDeliveries(
+    db: Executor,
+    rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[],
+  ): Promise<void> {
     if (rows.length === 0) return;
     const json = JSON.stringify(
       rows.map((r) => ({
