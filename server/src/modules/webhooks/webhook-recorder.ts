@@ -25,7 +25,7 @@ const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 /**
  * Records delivery attempts through a group commit (issue #11; the pattern of issue #9's send
  * recorder): attempts finishing together share one transaction with one insert of their delivery
- * records, one update per webhook (failure counters, `lastTriggeredAt`, `lastSuccessAt`, the
+ * records, one update of their webhooks (failure counters, `lastTriggeredAt`, `lastSuccessAt`, the
  * 410 and 5-day disabling) and one insert of the retry jobs, for webhooks still active after it.
  */
 export class WebhookAttemptRecorder {
@@ -52,10 +52,10 @@ export async function writeAttempts(
   tx: Executor,
   items: readonly RecordedAttempt[],
 ): Promise<void> {
-  // No wait for this commit's WAL flush: the job of each attempt is completed after this commits,
-  // by a durable (synchronous) commit that flushes this one's WAL too. A database crash before
-  // that loses both the record and the completion, and the queue makes the attempt again: the
-  // receiver may get it twice, which it must tolerate anyway (spec "Events"), but none is lost.
+  // No wait for this commit's WAL flush: each attempt's job is completed after this commits, by a
+  // durable (synchronous) commit that flushes this one's WAL too. A database crash before that
+  // loses both the record and the completion, and the queue makes the attempt again: the receiver
+  // may get it twice, which it must tolerate anyway (spec "Events"), but none is lost.
   await tx.execute(sql`set local synchronous_commit = off`);
   await webhookRepository.insertDeliveries(
     tx,

@@ -136,10 +136,10 @@ export const webhookRepository = {
   },
 
   /**
-   * Applies attempt summaries (one statement per webhook): success resets `consecutiveFailures`
-   * and `failingSince`; failures add up and keep the first failure's time; the webhook is disabled
-   * (`isActive=false`, `disabledReason`) on a 410 Gone, or when it has failed without a success
-   * since `disableBefore` or earlier (issue #11: 5 days).
+   * Applies attempt summaries to their webhooks in ONE statement: success resets
+   * `consecutiveFailures` and `failingSince`; failures add up and keep the first failure's time;
+   * the webhook is disabled (`isActive=false`, `disabledReason`) on a 410 Gone, or when it has
+   * failed without a success since `disableBefore` or earlier (issue #11: 5 days).
    * @returns each webhook's id and whether it is still active afterwards.
    */
   async applyAttempts(
@@ -147,34 +147,40 @@ export const webhookRepository = {
     summaries: readonly WebhookAttemptSummary[],
     disableBefore: Date,
   ): Promise<Map<string, boolean>> {
-    const active = new Map<string, boolean>();
-    for (const s of summaries) {
-      const failures: SQL = s.lastSuccessAt
-        ? sql`${s.failuresAfter}`
-        : sql`${webhooks.consecutiveFailures} + ${s.failuresAfter}`;
-      const failingSince: SQL = s.lastSuccessAt
-        ? sql`${s.firstFailureAt?.toISOString() ?? null}::timestamptz`
-        : sql`coalesce(${webhooks.failingSince}, ${s.firstFailureAt?.toISOString() ?? null}::timestamptz)`;
-      const stale = sql`(${failingSince}) <= ${disableBefore.toISOString()}::timestamptz`;
-      const disable = s.gone ? sql`true` : s.failuresAfter > 0 ? stale : sql`false`;
-      const reason = s.gone
-        ? sql`'The receiver answered 410 Gone'`
-        : sql`'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)'`;
-      const [row] = await db
-        .update(webhooks)
-        .set({
-          consecutiveFailures: failures,
-          failingSince,
-          lastTriggeredAt: sql`greatest(${webhooks.lastTriggeredAt}, ${s.lastTriggeredAt.toISOString()}::timestamptz)`,
-          ...(s.lastSuccessAt ? { lastSuccessAt: s.lastSuccessAt } : {}),
-          isActive: sql`case when ${disable} then false else ${webhooks.isActive} end`,
-          disabledReason: sql`case when ${disable} and ${webhooks.isActive} then ${reason} else ${webhooks.disabledReason} end`,
-        })
-        .where(eq(webhooks.id, s.webhookId))
-        .returning({ id: webhooks.id, isActive: webhooks.isActive });
-      if (row) active.set(row.id, row.isActive);
-    }
-    return active;
+    if (summaries.length === 0) return new Map();
+    const source = JSON.stringify(
+      summaries.map((s) => ({
+        id: s.webhookId,
+        last_triggered_at: s.lastTriggeredAt.toISOString(),
+        last_success_at: s.lastSuccessAt?.toISOString() ?? null,
+        failures_after: s.failuresAfter,
+        first_failure_at: s.firstFailureAt?.toISOString() ?? null,
+        gone: s.gone,
+      })),
+    );
+    const failures = sql`case when v.last_success_at is not null then v.failures_after
+      else ${webhooks.consecutiveFailures} + v.failures_after end`;
+    const failingSince = sql`case when v.last_success_at is not null then v.first_failure_at
+      else coalesce(${webhooks.failingSince}, v.first_failure_at) end`;
+    const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${disableBefore.toISOString()}::timestamptz))`;
+    const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
+      else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
+    const rows = await db
+      .update(webhooks)
+      .set({
+        consecutiveFailures: failures,
+        failingSince,
+        lastTriggeredAt: sql`greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at)`,
+        lastSuccessAt: sql`coalesce(v.last_success_at, ${webhooks.lastSuccessAt})`,
+        isActive: sql`case when ${disable} then false else ${webhooks.isActive} end`,
+        disabledReason: sql`case when ${disable} and ${webhooks.isActive} then ${reason} else ${webhooks.disabledReason} end`,
+      })
+      .from(
+        sql`jsonb_to_recordset(${source}::jsonb) as v(id text, last_triggered_at timestamptz, last_success_at timestamptz, failures_after integer, first_failure_at timestamptz, gone boolean)`,
+      )
+      .where(eq(webhooks.id, sql`v.id`))
+      .returning({ id: webhooks.id, isActive: webhooks.isActive });
+    return new Map(rows.map((row) => [row.id, row.isActive]));
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
