@@ -230,6 +230,9 @@ describe('outbound webhooks (issue #11)', () => {
       'three attempts',
     );
     expect(new Set(received.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    // WEBHOOK_RETRY_SCHEDULE=1,1,1: each retry waits its second.
+    expect(received[1]!.receivedAt - received[0]!.receivedAt).toBeGreaterThanOrEqual(900);
+    expect(received[2]!.receivedAt - received[1]!.receivedAt).toBeGreaterThanOrEqual(900);
     for (const request of received) verifyWebhook(hook.secret, request);
     await waitFor(async () => ((await deliveriesOf(hook.id)).length === 3 ? true : undefined));
     const deliveries = await deliveriesOf(hook.id);
