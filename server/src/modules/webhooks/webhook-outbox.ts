@@ -4,10 +4,8 @@ import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts'
 import type { JobQueue } from '../../jobs/queue.ts';
 import { onStatusChange, type StatusChangedEmail, type StatusChangeListener } from '../emails/index.ts';
 import { eventPayload } from './webhook-events.ts';
+import { COMPLETED_JOB_RETENTION_SECONDS } from './webhook-recorder.ts';
 import { webhookRepository } from './webhooks.repository.ts';
-
-/** How long pg-boss keeps a completed `webhook.deliver` job (the delivery record is what lasts). */
-const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 
 /**
  * The webhook outbox (issue #11): for each email whose status changed in `tx`, one

@@ -20,7 +20,7 @@ export interface RecordedAttempt {
 /**
  * How long pg-boss keeps a completed `webhook.deliver` job: the delivery record is what lasts.
  */
-const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
+export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
 
 /**
  * Records delivery attempts through a group commit (issue #11; the pattern of issue #9's send
