@@ -16,6 +16,7 @@ import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
 import { redactUrl } from './http/log-redaction.ts';
 import { fastifyTrustProxy } from './http/trust-proxy.ts';
+import { wireStatusListeners } from './job-handlers.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import {
@@ -32,6 +33,7 @@ import { suppressionRoutes } from './modules/suppressions/index.ts';
 import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
+import { webhookRoutes } from './modules/webhooks/index.ts';
 
 /** What the HTTP app needs from the process; tests build it with real PostgreSQL. */
 export interface AppDeps {
@@ -90,6 +92,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // The composition root plugs the modules' guards into http (http imports no module).
   registerAccessGuards({ session: requireSession, apiKey: (scopes) => requireApiKey(...scopes) });
+  // Status changes made by this process (accepted sends, …) fan out to webhooks (issue #11).
+  wireStatusListeners(deps.queue);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
@@ -168,5 +172,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(suppressionRoutes);
   await app.register(teamRoutes);
   await app.register(uploadRoutes);
+  await app.register(webhookRoutes);
   return app;
 }

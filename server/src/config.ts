@@ -55,6 +55,19 @@ const envSchema = z.object({
   TRUST_PROXY: trustProxySchema.default(false),
   // Outbound connections (SMTP adapters) may reach loopback/private addresses (issue #8); metadata never.
   SMTP_ALLOW_PRIVATE: booleanFromEnv.default(false),
+  // Outbound webhooks (issue #11): delays in seconds before attempt 2, 3, … (so attempts = 1 + the
+  // list's length), the answer deadline of one attempt, and whether receivers may be non-public.
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\d+(,\d+)*$/, 'must be comma-separated whole seconds, e.g. 5,300,1800')
+    .transform((v) => v.split(',').map(Number))
+    .refine(
+      (list) => list.length <= 50 && list.every((s) => s <= 7 * 24 * 3600),
+      'at most 50 delays of at most 7 days',
+    )
+    .default([5, 300, 1800, 7200, 18000, 36000, 36000]),
+  WEBHOOK_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(300).default(30),
+  WEBHOOKS_ALLOW_PRIVATE: booleanFromEnv.default(false),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

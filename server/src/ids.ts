@@ -14,6 +14,8 @@ export const ID_PREFIX = {
   emailEvent: 'evt',
   webhook: 'whk',
   webhookDelivery: 'del',
+  /** A webhook event message (Standard Webhooks `webhook-id`), shared by its delivery attempts. */
+  webhookMessage: 'msg',
   job: 'job',
   user: 'usr',
   team: 'team',

@@ -1,13 +1,26 @@
+import type { JobQueue } from './jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from './jobs/registry.ts';
 import { emailJobHandlers } from './modules/emails/index.ts';
 import { teamJobHandlers } from './modules/teams/index.ts';
+import { installWebhookOutbox, webhookJobHandlers } from './modules/webhooks/index.ts';
 
 /**
  * Every job's handler, gathered from the modules that own the jobs (part of the composition root,
  * with app.ts and runtime.ts: the one place that wires modules into the job system, issue #9
  * "Dependencies point one way"). A job without a handler is a type error here.
- * @returns the bindings `startWorkers` runs, built over `deps` (database, config, encryption key).
+ * Also wires the status-change listeners (see {@link wireStatusListeners}): workers change statuses.
+ * @returns the bindings `startWorkers` runs, built over `deps` (database, config, encryption key, queue).
  */
 export function bindJobHandlers(deps: WorkerDeps): JobHandlers {
-  return { ...emailJobHandlers(deps), ...teamJobHandlers(deps) };
+  wireStatusListeners(deps.queue);
+  return { ...emailJobHandlers(deps), ...teamJobHandlers(deps), ...webhookJobHandlers(deps) };
+}
+
+/**
+ * Plugs the webhook outbox into the emails module's status changes (issue #11): every status change
+ * of this process enqueues its webhook deliveries through `queue`, in its own transaction. Called by
+ * the API (app.ts) and the workers (above), the two kinds of process that change statuses.
+ */
+export function wireStatusListeners(queue: JobQueue): void {
+  installWebhookOutbox(queue);
 }

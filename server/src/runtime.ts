@@ -49,7 +49,7 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     await printSetupUrlIfNeeded(app.ctx, { info: (line: string) => console.log(line) });
   }
   if (role !== 'api') {
-    await startWorkers(queue, config, bindJobHandlers({ config, db: database.db, encryptionKey }));
+    await startWorkers(queue, config, bindJobHandlers({ config, db: database.db, encryptionKey, queue }));
   }
 
   let stopping: Promise<void> | undefined;

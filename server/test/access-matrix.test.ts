@@ -93,6 +93,15 @@ const EXPECTED: Record<string, string> = {
   'POST /api/team/invitations': 'team:manage',
   'GET /api/team/invitations': 'team:manage',
   'DELETE /api/team/invitations/:id': 'team:manage',
+  'GET /api/webhooks': 'webhooks:create',
+  'GET /api/webhooks/:id': 'webhooks:create',
+  'POST /api/webhooks': 'webhooks:create',
+  'PUT /api/webhooks/:id': 'webhooks:update',
+  'DELETE /api/webhooks/:id': 'webhooks:delete',
+  'POST /api/webhooks/:id/rotate-secret': 'webhooks:update',
+  'POST /api/webhooks/:id/test': 'webhooks:update',
+  'GET /api/webhooks/:id/deliveries': 'webhooks:create',
+  'POST /api/webhooks/:id/deliveries/:deliveryId/redeliver': 'webhooks:update',
 };
 
 function describeRule(rule: AccessRule): string {
@@ -108,6 +117,7 @@ function bodyFor(method: string, url: string, ids: Record<string, string>): unkn
     'PUT /api/api-keys/:id': { name: 'renamed' },
     'PUT /api/adapters/:id': { name: 'renamed' },
     'PUT /api/templates/:id': { name: 'renamed' },
+    'PUT /api/webhooks/:id': { name: 'renamed' },
     'POST /api/templates/:id/versions': { name: 'v' },
     'POST /api/templates/:id/preview': { variables: {} },
     // A real change (the sample member is a 'member'), so a cross-team update that worked shows.
@@ -162,6 +172,21 @@ describe('access matrix over every route', () => {
     expect(suppression.statusCode, suppression.body).toBe(201);
     const upload = await uploadImage(ctx.app, owner, { filename: 'a.png', bytes: PNG_1X1 });
     expect(upload.statusCode, upload.body).toBe(201);
+    // A webhook whose receiver is refused at once (loopback, WEBHOOKS_ALLOW_PRIVATE unset): its test
+    // and redeliver calls record a failed attempt without waiting for anything.
+    const webhook = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/webhooks',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { name: 'sample', url: `http://localhost:${await closedPort()}/hook`, events: ['email.sent'] },
+    });
+    expect(webhook.statusCode, webhook.body).toBe(201);
+    const webhookTest = await ctx.app.inject({
+      method: 'POST',
+      url: `/api/webhooks/${webhook.json().data.id}/test`,
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(webhookTest.statusCode, webhookTest.body).toBe(200);
     const templateFull = await ctx.app.inject({
       method: 'GET',
       url: `/api/templates/${template.id}`,
@@ -179,6 +204,8 @@ describe('access matrix over every route', () => {
       invitations: invitation.id,
       images: upload.json().data.key,
       suppressions: suppression.json().data.id,
+      webhooks: webhook.json().data.id,
+      deliveryId: webhookTest.json().data.id,
     });
     imageUrl = upload.json().data.url;
     baseline = await readSamples();
@@ -229,6 +256,7 @@ describe('access matrix over every route', () => {
       apiKey: await get(`/api/api-keys/${ids['api-keys']}`),
       adapter: await get(`/api/adapters/${ids.adapters}`),
       template: await get(`/api/templates/${ids.templates}`),
+      webhook: await get(`/api/webhooks/${ids.webhooks}`),
       versions: await get(`/api/templates/${ids.templates}/versions`),
       templateCount: ((await get('/api/templates')) as unknown[]).length,
       logCount: ((await get('/api/logs')) as unknown[]).length,

@@ -29,6 +29,19 @@ const sendJobPayload = emailJobPayload.extend({
     .optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
+/**
+ * One attempt of one webhook event (issue #11): `messageId` is the Standard Webhooks `webhook-id`
+ * (the same on every attempt), `payload` the JSON body as the spec's Events section shapes it,
+ * `attempt` 1 for the first try. Each failed attempt enqueues the next one as a new job.
+ */
+const webhookJobPayload = z.object({
+  webhookId: z.string(),
+  teamId: z.string(),
+  messageId: z.string(),
+  event: z.string(),
+  payload: z.record(z.string(), z.unknown()),
+  attempt: z.number().int().min(1),
+});
 
 /** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
 export interface RetryPolicy {
@@ -91,6 +104,26 @@ export const JOB_DEFINITIONS = {
     }),
     expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
+  /**
+   * Delivers one webhook attempt (issue #11), enqueued in the transaction of the status change
+   * that causes it (outbox). The attempt schedule (WEBHOOK_RETRY_SCHEDULE) is the handler's: a
+   * failed attempt is recorded and its successor enqueued with a delay. The queue's own retries
+   * only cover a worker that died or failed to record (the request may then be repeated; receivers
+   * deduplicate, spec "Events").
+   */
+  'webhook.deliver': {
+    payload: webhookJobPayload,
+    deadLetter: undefined,
+    retry: (): RetryPolicy => ({ retryLimit: 5, retryDelaySeconds: 5, retryBackoff: true }),
+    /** One webhook's deliveries form a group: a slow receiver holds at most the group cap of slots. */
+    group: (payload: z.infer<typeof webhookJobPayload>): string => payload.webhookId,
+    /** Attempts of one webhook in flight at once across all workers (see webhookDeliveriesInFlight). */
+    groupConcurrency: (config: Config): number => webhookDeliveriesInFlight(config),
+    expireInSeconds: (config: Config): number =>
+      Math.max(DEFAULT_EXPIRE_SECONDS, 4 * config.WEBHOOK_TIMEOUT_SECONDS),
+    /** A killed worker's attempts are retried after this, not after their expiry. */
+    heartbeatSeconds: 20,
+  },
 } as const;
 
 export type JobName = keyof typeof JOB_DEFINITIONS;
@@ -98,6 +131,7 @@ export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N][
 export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
 export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;
 export const INVITATION_SEND_JOB = 'invitation.send' satisfies JobName;
+export const WEBHOOK_DELIVER_JOB = 'webhook.deliver' satisfies JobName;
 
 /**
  * Emails of one team in flight at once across all workers (the `email.send` group cap): four times
@@ -109,10 +143,21 @@ export function teamSendsInFlight(config: Pick<Config, 'ADAPTER_MAX_CONNECTIONS'
   return 4 * config.ADAPTER_MAX_CONNECTIONS;
 }
 
+/**
+ * Attempts to one webhook in flight at once across all workers (the `webhook.deliver` group cap):
+ * half a worker's slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS) leaves
+ * the other half to every other webhook, while a fast one gets enough concurrency to keep up.
+ */
+export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURRENCY'>): number {
+  return Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2));
+}
+
 /** The concurrency group a job of `name` with payload `data` belongs to, if its definition names one. */
 export function groupOf(name: string, data: unknown): string | undefined {
   const definition = JOB_DEFINITIONS[name as JobName];
   if (!definition || !('group' in definition)) return undefined;
   const parsed = definition.payload.safeParse(data);
-  return parsed.success ? definition.group(parsed.data) : undefined;
+  // Each definition's group reads its own payload, which `parsed` is (hence the widening).
+  const group = definition.group as (payload: unknown) => string;
+  return parsed.success ? group(parsed.data) : undefined;
 }

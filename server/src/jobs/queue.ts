@@ -142,7 +142,8 @@ export class JobQueue {
    * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
    * commits.
    * @param jobs each job's UUID (see ids.newJobId), payload (`name`'s definition) and, optionally, how long pg-boss
-   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise).
+   *   keeps it once completed (`deleteAfterSeconds`; the queue's setting otherwise) and the
+   *   earliest time it may run (`startAfter`, ISO 8601; at once otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
    */
@@ -154,7 +155,7 @@ export class JobQueue {
       data: JobPayload<N>;
       deleteAfterSeconds?: number;
       /** Not before this time (a scheduled send); with `retentionSeconds` long enough to wait for it. */
-      startAfter?: Date;
+      startAfter?: Date | string;
       retentionSeconds?: number;
     }[],
   ): Promise<void> {

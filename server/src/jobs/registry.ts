@@ -14,6 +14,8 @@ export interface WorkerDeps {
   config: Config;
   db: Database;
   encryptionKey: Buffer;
+  /** The queue, for handlers that enqueue follow-up jobs in their own transactions (webhook retries). */
+  queue: JobQueue;
 }
 
 /** A handler per job (pg-boss work loop), or per batch (claim loop, for throughput). */
@@ -69,7 +71,10 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
         {
           maxInFlight: config.WORKER_CONCURRENCY,
           batchSize: Math.min(SEND_BATCH_SIZE, config.WORKER_CONCURRENCY),
-          groupConcurrency: teamSendsInFlight(config),
+          groupConcurrency:
+            'groupConcurrency' in definition
+              ? definition.groupConcurrency(config)
+              : teamSendsInFlight(config),
           pollingIntervalMs: 500,
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,

@@ -53,7 +53,7 @@ export async function createTestContext(
     config,
     queue,
     startWorkers: () =>
-      startWorkers(queue, config, bindJobHandlers({ config, db: handle.db, encryptionKey })),
+      startWorkers(queue, config, bindJobHandlers({ config, db: handle.db, encryptionKey, queue })),
     async close() {
       await app.close();
       await queue.stop(2_000);

@@ -177,6 +177,12 @@ export const emailEvents = pgTable(
   (t) => [index('email_events_email_id_idx').on(t.emailId, t.occurredAt)],
 );
 
+/**
+ * Outbound webhook endpoints (issue #11). The signing secret (`whsec_…`) is stored AES-256-GCM
+ * encrypted like adapter configs; after a rotation the previous one keeps signing until
+ * `previousSecretExpiresAt`. `failingSince` is the first failed attempt since the last success
+ * (the 5-day auto-disable rule reads it).
+ */
 export const webhooks = pgTable(
   'webhooks',
   {
@@ -185,17 +191,27 @@ export const webhooks = pgTable(
     name: text('name').notNull(),
     url: text('url').notNull(),
     events: text('events').array().notNull(),
-    secret: text('secret').notNull(),
+    // Column `secret` holds the ciphertext (v2:iv:tag:data), never the plain secret.
+    secretEncrypted: text('secret').notNull(),
+    previousSecretEncrypted: text('previous_secret_encrypted'),
+    previousSecretExpiresAt: ts('previous_secret_expires_at'),
     isActive: boolean('is_active').notNull().default(true),
+    disabledReason: text('disabled_reason'),
     lastTriggeredAt: ts('last_triggered_at'),
     lastSuccessAt: ts('last_success_at'),
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
+    failingSince: ts('failing_since'),
     createdAt: ts('created_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },
   (t) => [index('webhooks_team_id_idx').on(t.teamId)],
 );
 
+/**
+ * One row per delivery attempt (issue #11): `messageId` is the Standard Webhooks `webhook-id`,
+ * the same for every attempt of one event to one webhook; `error` says why an attempt got no
+ * HTTP answer (refused, timeout, …).
+ */
 export const webhookDeliveries = pgTable(
   'webhook_deliveries',
   {
@@ -204,15 +220,21 @@ export const webhookDeliveries = pgTable(
     webhookId: text('webhook_id')
       .notNull()
       .references(() => webhooks.id, { onDelete: 'cascade' }),
+    messageId: text('message_id').notNull(),
     event: text('event').notNull(),
     payload: jsonb('payload').notNull(),
     responseStatus: integer('response_status'),
     responseBody: text('response_body'),
     success: boolean('success').notNull().default(false),
     attemptCount: integer('attempt_count').notNull().default(0),
+    durationMs: integer('duration_ms'),
+    error: text('error'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [index('webhook_deliveries_webhook_idx').on(t.webhookId, t.createdAt)],
+  (t) => [
+    index('webhook_deliveries_webhook_idx').on(t.webhookId, t.createdAt),
+    index('webhook_deliveries_message_idx').on(t.messageId),
+  ],
 );
 
 /** PostgreSQL `bytea` as a Buffer (drizzle-orm 0.45 has no built-in bytea column). */

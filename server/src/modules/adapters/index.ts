@@ -1,3 +1,4 @@
+export { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
 export { providerFor } from './adapter-provider.ts';
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';

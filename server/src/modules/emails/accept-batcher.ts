@@ -4,6 +4,7 @@ import { EMAIL_SEND_JOB, type JobPayload } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import { emailRepository, type NewEmailLog } from './emails.repository.ts';
 import { type SendFieldRows, writeSendFields } from './send-fields.ts';
+import { notifyStatusChange } from './status-listeners.ts';
 
 /** What an accepted send writes: its log, its first status event (`queued`) and its `email.send` job. */
 export interface AcceptedEmailRows {
@@ -74,6 +75,10 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
         ? { startAfter: job.startAfter, retentionSeconds: SCHEDULED_JOB_RETENTION_SECONDS }
         : {}),
     })),
+  );
+  await notifyStatusChange(
+    tx,
+    items.map((item) => item.log),
   );
 }
 

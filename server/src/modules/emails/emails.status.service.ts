@@ -1,6 +1,7 @@
 import type { Executor } from '../../db/client.ts';
 import { type EmailStatus, statusesBefore } from './email-status.ts';
 import { type EmailLogRow, emailRepository, type TransitionRow } from './emails.repository.ts';
+import { notifyStatusChange } from './status-listeners.ts';
 
 /** The email a status event is about. */
 export interface EmailRef {
@@ -33,7 +34,7 @@ export type TransitionResult = EmailLogRow | undefined;
  * group of outcomes in one transaction); several events for one email are applied in order.
  * Run it inside the caller's transaction (`tx`), so history and status commit together.
  * Returns one result per event, in order.
- * Later issues hook webhook fan-out here: the moved rows are known at the marked line, in `tx`.
+ * The moved rows go to the registered status listener in `tx` (webhook outbox, issue #11).
  */
 export async function transitionMany(
   tx: Executor,
@@ -56,7 +57,7 @@ export async function transitionMany(
       tx,
       round.map((index) => toTransitionRow(events[index]!, now)),
     );
-    // Webhook fan-out for `moved` belongs here (issue: webhooks), inside `tx`.
+    await notifyStatusChange(tx, moved);
     const byId = new Map(moved.map((row) => [row.id, row]));
     for (const index of round) results[index] = byId.get(events[index]!.email.id);
   }

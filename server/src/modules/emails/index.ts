@@ -1,3 +1,8 @@
 export { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 export { logRoutes, sendRoutes } from './emails.routes.ts';
 export { createSendEmailHandler, createUndeliveredEmailHandler, emailJobHandlers } from './send-email.job.ts';
+export {
+  onStatusChange,
+  type StatusChangedEmail,
+  type StatusChangeListener,
+} from './status-listeners.ts';

@@ -1,0 +1,279 @@
+/**
+ * `npm run bench:webhooks` (issue #11): webhook deliveries per second from the batched worker to a
+ * local receiver, next to a raw undici POST loop sending the same payloads with the same signatures
+ * in the same run (target ≥ 0.5× raw), and the delay from a committed status change to its
+ * delivery at the receiver (p50 / p99).
+ *
+ * In one process, on a database it creates and drops on BENCH_DATABASE_URL (default: this machine's
+ * PostgreSQL): real email logs moved `queued → sent` with the status writer (`transitionMany`),
+ * whose outbox enqueues the `webhook.deliver` jobs; the worker is the app's (`startWorkers`, claim
+ * loop, WORKER_CONCURRENCY and per-webhook group cap as configured). The raw loop keeps as many
+ * requests in flight as the worker's per-webhook cap allows (100 with the defaults).
+ * Settings: BENCH_WEBHOOKS (deliveries per throughput run, default 5000), BENCH_LATENCY_RATE
+ * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10);
+ * the process's environment sets Postwright's own variables (WORKER_CONCURRENCY, …).
+ */
+
+import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { Agent, request } from 'undici';
+import { loadConfig } from '../server/src/config.ts';
+import { migrateDatabase, openDatabase } from '../server/src/db/client.ts';
+import { emailLogs, teams } from '../server/src/db/schema/index.ts';
+import { newId } from '../server/src/ids.ts';
+import { bindJobHandlers } from '../server/src/job-handlers.ts';
+import { webhookDeliveriesInFlight } from '../server/src/jobs/definitions.ts';
+import { JobQueue } from '../server/src/jobs/queue.ts';
+import { declareQueues, startWorkers } from '../server/src/jobs/registry.ts';
+import { transitionMany } from '../server/src/modules/emails/emails.status.service.ts';
+import { eventPayload } from '../server/src/modules/webhooks/webhook-events.ts';
+import { signatureHeader, signingKey } from '../server/src/modules/webhooks/webhook-signature.ts';
+import { createWebhook } from '../server/src/modules/webhooks/webhooks.service.ts';
+
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DELIVERIES = Number(process.env.BENCH_WEBHOOKS ?? 5000);
+const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 100);
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
+const ENCRYPTION_KEY = Buffer.alloc(32, 9);
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const say = (line = '') => console.log(line);
+
+/** The receiver, in a child process (scripts/bench-webhooks/receiver.ts), driven over IPC. */
+async function startReceiver() {
+  const child = fork(path.join(HERE, 'bench-webhooks', 'receiver.ts'), [], { stdio: 'inherit' });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('error', reject);
+    child.on('message', (message: { type?: string; port?: number }) => {
+      if (message.type === 'listening') resolve(message.port!);
+    });
+  });
+  let nextId = 0;
+  const ask = <T>(type: string): Promise<T> =>
+    new Promise((resolve) => {
+      const id = ++nextId;
+      const onMessage = (message: { id?: number; value?: T }) => {
+        if (message.id !== id) return;
+        child.off('message', onMessage);
+        resolve(message.value as T);
+      };
+      child.on('message', onMessage);
+      child.send({ type, id });
+    });
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    count: () => ask<number>('count'),
+    arrivals: async () => new Map(await ask<[string, number][]>('arrivals')),
+    sample: () => ask<{ body: string; headers: Record<string, string> } | undefined>('sample'),
+    reset: () => ask<boolean>('reset'),
+    close: () => {
+      child.kill();
+    },
+  };
+}
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function main(): Promise<void> {
+  const name = `postwright_bench_webhooks_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: url.toString(),
+    ENCRYPTION_KEY: ENCRYPTION_KEY.toString('base64'),
+    WEBHOOKS_ALLOW_PRIVATE: 'true',
+    LOG_LEVEL: 'warn',
+  });
+  const database = await openDatabase({ databaseUrl: url.toString() });
+  const queue = new JobQueue(database);
+  const receiver = await startReceiver();
+  const { db } = database;
+  try {
+    await migrateDatabase(database);
+    await queue.start();
+    await declareQueues(queue, config);
+    const handlers = bindJobHandlers({ config, db, encryptionKey: ENCRYPTION_KEY, queue });
+    const teamId = newId('team');
+    await db
+      .insert(teams)
+      .values({ id: teamId, name: 'Bench', slug: `bench-${randomBytes(4).toString('hex')}` });
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'bench',
+      url: receiver.url,
+      events: ['email.sent'],
+    });
+    const inFlight = webhookDeliveriesInFlight(config);
+    say(
+      `Postwright webhook benchmark — node ${process.version}, ${DELIVERIES} deliveries per throughput run, ` +
+        `worker: WORKER_CONCURRENCY=${config.WORKER_CONCURRENCY}, ${inFlight} per webhook in flight; raw loop: ${inFlight} in flight`,
+    );
+
+    /** Inserts `n` queued email logs of the team; returns their ids. */
+    const insertLogs = async (n: number): Promise<string[]> => {
+      const ids: string[] = [];
+      for (let start = 0; start < n; start += 1000) {
+        const rows = Array.from({ length: Math.min(1000, n - start) }, (_, i) => ({
+          id: newId('emailLog'),
+          teamId,
+          templateId: null,
+          templateName: 'Bench',
+          templateVersionId: 'ver_bench',
+          adapterId: 'adp_bench',
+          apiKeyId: null,
+          toAddresses: [`user${start + i}@example.test`],
+          fromAddress: 'bench@example.test',
+          subject: `Hello ${start + i}`,
+          variables: { first_name: 'Ada' },
+          status: 'queued' as const,
+          jobId: 'job_bench',
+        }));
+        await db.insert(emailLogs).values(rows);
+        ids.push(...rows.map((row) => row.id));
+      }
+      return ids;
+    };
+    const moveToSent = (ids: string[]) =>
+      db.transaction((tx) =>
+        transitionMany(
+          tx,
+          ids.map((id) => ({ email: { id, teamId }, event: { status: 'sent' as const } })),
+        ),
+      );
+
+    // 1. Raw baseline: the same bodies and signatures, POSTed by a plain undici loop.
+    const rawIds = await insertLogs(DELIVERIES);
+    const key = signingKey(hook.secret);
+    const agent = new Agent({ connections: 64 });
+    const bodies = rawIds.map((id, i) =>
+      JSON.stringify(
+        eventPayload(
+          {
+            id,
+            teamId,
+            templateId: null,
+            toAddresses: [`user${i}@example.test`],
+            subject: `Hello ${i}`,
+            status: 'sent',
+          },
+          new Date(),
+        ),
+      ),
+    );
+    await receiver.reset();
+    let next = 0;
+    const rawStarted = performance.now();
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < bodies.length) {
+          const body = bodies[next++]!;
+          const messageId = newId('webhookMessage');
+          const timestamp = Math.floor(Date.now() / 1000);
+          const response = await request(receiver.url, {
+            method: 'POST',
+            dispatcher: agent,
+            headers: {
+              'content-type': 'application/json',
+              'webhook-id': messageId,
+              'webhook-timestamp': String(timestamp),
+              'webhook-signature': signatureHeader([key], messageId, timestamp, body),
+            },
+            body,
+          });
+          await response.body.text();
+        }
+      }),
+    );
+    const rawSeconds = (performance.now() - rawStarted) / 1000;
+    const rawRate = DELIVERIES / rawSeconds;
+    await agent.close();
+
+    // 2. The worker: a backlog of DELIVERIES status changes (one transaction), then drained.
+    await startWorkers(queue, config, handlers);
+    const ids = await insertLogs(DELIVERIES);
+    await receiver.reset();
+    await moveToSent(ids);
+    const workerStarted = performance.now();
+    await waitUntil(
+      async () => (await receiver.count()) >= DELIVERIES,
+      300_000,
+      'the backlog to be delivered',
+    );
+    const workerSeconds = (performance.now() - workerStarted) / 1000;
+    const workerRate = DELIVERIES / workerSeconds;
+    const sample = await receiver.sample();
+    const verified = sample ? Boolean(new Webhook(hook.secret).verify(sample.body, sample.headers)) : false;
+
+    // 3. Delay: status changes committed one by one at LATENCY_RATE/s while the worker runs.
+    const count = LATENCY_RATE * LATENCY_SECONDS;
+    const latencyIds = await insertLogs(count);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await receiver.reset();
+    const committedAt = new Map<string, number>();
+    const started = performance.now();
+    for (let i = 0; i < count; i++) {
+      const due = started + (i * 1000) / LATENCY_RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const id = latencyIds[i]!;
+      await moveToSent([id]);
+      committedAt.set(id, Date.now());
+    }
+    let arrivals = new Map<string, number>();
+    await waitUntil(
+      async () => {
+        arrivals = await receiver.arrivals();
+        return arrivals.size >= count;
+      },
+      120_000,
+      'the latency run to be delivered',
+    );
+    const delays = latencyIds.map((id) => arrivals.get(id)! - committedAt.get(id)!).sort((a, b) => a - b);
+
+    say();
+    say('| figure | value |');
+    say('| --- | --- |');
+    say(
+      `| webhook deliveries/s, batched worker → local receiver (${DELIVERIES}) | ${workerRate.toFixed(0)}/s |`,
+    );
+    say(`| same run: raw undici POST loop, same payloads and signatures | ${rawRate.toFixed(0)}/s |`);
+    say(`| worker ÷ raw | ${(workerRate / rawRate).toFixed(2)}× (target ≥ 0.5×) |`);
+    say(
+      `| status change committed → delivered, ${LATENCY_RATE}/s for ${LATENCY_SECONDS} s: p50 / p99 | ${percentile(delays, 50).toFixed(0)} / ${percentile(delays, 99).toFixed(0)} ms |`,
+    );
+    say(`| a delivery verifies with standardwebhooks | ${verified ? 'yes' : 'NO'} |`);
+  } finally {
+    await queue.stop(2_000).catch(() => {});
+    receiver.close();
+    await database.close();
+    const drop = new pg.Client({ connectionString: ADMIN_URL });
+    await drop.connect();
+    await drop.query(`drop database if exists ${name} with (force)`);
+    await drop.end();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

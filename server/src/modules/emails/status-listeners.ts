@@ -1,0 +1,45 @@
+import type { Executor } from '../../db/client.ts';
+import type { EmailStatus } from './email-status.ts';
+
+/**
+ * An email whose status just moved (or, on the accept path, was created `queued`), as its log row
+ * reads after the move. Rows carry every column the writer has (the moved rows are full rows), so
+ * a listener may read more than these (e.g. `metadata`, `tags` once the log has them).
+ */
+export interface StatusChangedEmail {
+  id: string;
+  teamId: string;
+  templateId?: string | null | undefined;
+  toAddresses: string[];
+  subject: string;
+  status: EmailStatus;
+  errorMessage?: string | null | undefined;
+  /** When the status moved (the moved rows' `updatedAt`); absent on the accept path (now). */
+  updatedAt?: Date | undefined;
+}
+
+/**
+ * Called inside the transaction that changes the statuses (an outbox: whatever it writes commits or
+ * rolls back with them). It must not commit anything on its own.
+ */
+export type StatusChangeListener = (tx: Executor, emails: readonly StatusChangedEmail[]) => Promise<void>;
+
+let listener: StatusChangeListener | undefined;
+
+/**
+ * Registers the one listener of status changes (issue #11: webhook fan-out), replacing any earlier
+ * one. The composition root calls it (job-handlers.ts), so the emails module never imports the
+ * module that listens (issue #9 "Dependencies point one way"). One per process: the last
+ * registration wins.
+ */
+export function onStatusChange(next: StatusChangeListener | undefined): void {
+  listener = next;
+}
+
+/**
+ * Hands `emails` (rows whose status moved in `tx`) to the registered listener, in `tx`; no-op when
+ * nothing moved or nothing listens. Errors propagate, so the status change fails with its outbox.
+ */
+export async function notifyStatusChange(tx: Executor, emails: readonly StatusChangedEmail[]): Promise<void> {
+  if (listener && emails.length > 0) await listener(tx, emails);
+}

@@ -1,0 +1,100 @@
+import { newId } from '../../ids.ts';
+import type { AttemptResult, WebhookClient } from './webhook-client.ts';
+import { decryptWebhookSecret } from './webhook-secret-store.ts';
+import { signatureHeader, signingKey } from './webhook-signature.ts';
+import type { NewWebhookDeliveryRow, WebhookRow } from './webhooks.repository.ts';
+
+/** One attempt to make: which webhook, which message (the `webhook-id`), its body, its number. */
+export interface AttemptRequest {
+  webhook: WebhookRow;
+  messageId: string;
+  event: string;
+  payload: Record<string, unknown>;
+  /** 1 for the first attempt of the message. */
+  attempt: number;
+}
+
+/** What an attempt did: its delivery record (to insert) and the HTTP result. */
+export interface AttemptOutcome {
+  delivery: NewWebhookDeliveryRow & { id: string; createdAt: Date };
+  result: AttemptResult;
+}
+
+/**
+ * The signing keys of `webhook` at `now`: its secret, then the previous one while it is within its
+ * 24 h overlap after a rotation (issue #11), so receivers holding either secret verify.
+ * @throws ConfigDecryptionError when a stored secret does not decrypt (wrong ENCRYPTION_KEY).
+ */
+export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): Buffer[] {
+  const keys = [
+    signingKey(decryptWebhookSecret(encryptionKey, webhook.secretEncrypted, webhook.teamId, webhook.id)),
+  ];
+  if (
+    webhook.previousSecretEncrypted &&
+    webhook.previousSecretExpiresAt &&
+    webhook.previousSecretExpiresAt.getTime() > now.getTime()
+  ) {
+    keys.push(
+      signingKey(
+        decryptWebhookSecret(encryptionKey, webhook.previousSecretEncrypted, webhook.teamId, webhook.id),
+      ),
+    );
+  }
+  return keys;
+}
+
+/**
+ * Makes one signed delivery attempt (Standard Webhooks headers: `webhook-id` = the message id,
+ * stable across attempts; `webhook-timestamp` = now in Unix seconds; `webhook-signature`) and
+ * returns its delivery record, not yet stored. Never throws for HTTP failures (they are the
+ * record's outcome); a secret that does not decrypt is recorded as a failed attempt too.
+ */
+export async function attemptDelivery(
+  client: WebhookClient,
+  encryptionKey: Buffer,
+  request: AttemptRequest,
+): Promise<AttemptOutcome> {
+  const { webhook } = request;
+  const now = new Date();
+  const body = JSON.stringify(request.payload);
+  let result: AttemptResult;
+  try {
+    const keys = signingKeysOf(webhook, encryptionKey, now);
+    const timestamp = Math.floor(now.getTime() / 1000);
+    result = await client.post(
+      webhook.url,
+      {
+        'webhook-id': request.messageId,
+        'webhook-timestamp': String(timestamp),
+        'webhook-signature': signatureHeader(keys, request.messageId, timestamp, body),
+      },
+      body,
+    );
+  } catch (error) {
+    result = {
+      success: false,
+      responseStatus: null,
+      responseBody: null,
+      error: `Could not sign the request: ${error instanceof Error ? error.message : String(error)}`,
+      durationMs: 0,
+    };
+  }
+  return {
+    result,
+    delivery: {
+      id: newId('webhookDelivery'),
+      teamId: webhook.teamId,
+      webhookId: webhook.id,
+      messageId: request.messageId,
+      event: request.event,
+      payload: request.payload,
+      responseStatus: result.responseStatus,
+      responseBody: result.responseBody,
+      success: result.success,
+      attemptCount: request.attempt,
+      durationMs: result.durationMs,
+      error: result.error,
+      createdAt: new Date(),
+    },
+  };
+}

@@ -1,0 +1,153 @@
+import { isIP } from 'node:net';
+import { Agent, request } from 'undici';
+import type { OutboundPolicy } from '../../outbound/index.ts';
+import {
+  httpsRequired,
+  type Resolver,
+  resolveWebhookHost,
+  webhookLookup,
+  webhookUrlProblem,
+} from './webhook-destination.ts';
+
+/** What one delivery attempt got (spec "Webhook delivery": responseStatus, responseBody, success). */
+export interface AttemptResult {
+  success: boolean;
+  /** The HTTP status, or null when no answer came (refused, timeout, connection error). */
+  responseStatus: number | null;
+  /** The first {@link RESPONSE_BODY_LIMIT_BYTES} of the answer's body (UTF-8), or null. */
+  responseBody: string | null;
+  /** Why no answer came (null when one did). */
+  error: string | null;
+  /** Wall time from the start of the request to the end of reading the body (ms). */
+  durationMs: number;
+}
+
+/** Response bodies are kept up to 2 KB in delivery records (issue #11). */
+export const RESPONSE_BODY_LIMIT_BYTES = 2048;
+
+/** Connections to one receiver at once (per process); keep-alive reuses them. */
+const CONNECTIONS_PER_ORIGIN = 64;
+
+/**
+ * The HTTP client of webhook deliveries (issue #11): POSTs a signed JSON body, with an overall
+ * deadline, no redirects followed (undici's `request` follows none: a 3xx is a failed attempt),
+ * https only in production, the SSRF guard on every connection's resolved address, and the
+ * response body read up to 2 KB only.
+ */
+export class WebhookClient {
+  readonly #agent: Agent;
+  readonly #policy: OutboundPolicy;
+  readonly #resolve: Resolver | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(options: { policy: OutboundPolicy; timeoutSeconds: number; resolve?: Resolver }) {
+    this.#policy = options.policy;
+    this.#resolve = options.resolve;
+    this.#timeoutMs = options.timeoutSeconds * 1000;
+    this.#agent = new Agent({
+      connect: { lookup: webhookLookup(options.policy, options.resolve), timeout: this.#timeoutMs },
+      headersTimeout: this.#timeoutMs,
+      bodyTimeout: this.#timeoutMs,
+      connections: CONNECTIONS_PER_ORIGIN,
+    });
+  }
+
+  /**
+   * POSTs `body` to `url` with `headers`; never throws: every failure is an unsuccessful result.
+   * Success = a 2xx answer (spec "Events", receiver contract).
+   */
+  async post(url: string, headers: Record<string, string>, body: string): Promise<AttemptResult> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    try {
+      const problem = webhookUrlProblem(url, httpsRequired());
+      if (problem) throw new Error(`Webhook URL ${problem}`);
+      const target = new URL(url);
+      const host = target.hostname.replace(/^\[|\]$/g, '');
+      // Node connects to an IP literal without calling the lookup: check it here.
+      if (isIP(host)) await resolveWebhookHost(host, this.#policy, this.#resolve);
+      const response = await request(target, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': 'Postwright-Webhooks/1', ...headers },
+        body,
+        dispatcher: this.#agent,
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+      const responseBody = await readCapped(response.body, RESPONSE_BODY_LIMIT_BYTES);
+      const status = response.statusCode;
+      return {
+        success: status >= 200 && status < 300,
+        responseStatus: status,
+        responseBody,
+        error: null,
+        durationMs: elapsed(),
+      };
+    } catch (error) {
+      return {
+        success: false,
+        responseStatus: null,
+        responseBody: null,
+        error: describeError(error, this.#timeoutMs / 1000),
+        durationMs: elapsed(),
+      };
+    }
+  }
+
+  /** Closes the agent's connections. */
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}
+
+/** Reads at most `limit` bytes of `stream` as UTF-8, then drops the rest of it. */
+async function readCapped(
+  stream: AsyncIterable<Buffer> & { destroy(): void },
+  limit: number,
+): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= limit) break;
+  }
+  stream.destroy();
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
+
+/** A short reason for a failed request (no stack, no secret: the URL's host at most). */
+function describeError(error: unknown, timeoutSeconds: number): string {
+  const err = error as { name?: string; code?: string; message?: string; cause?: { code?: string } };
+  if (
+    err?.name === 'TimeoutError' ||
+    err?.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    err?.code === 'UND_ERR_BODY_TIMEOUT' ||
+    err?.code === 'UND_ERR_CONNECT_TIMEOUT'
+  ) {
+    return `No answer within ${timeoutSeconds} s`;
+  }
+  const code = err?.code ?? err?.cause?.code;
+  if (code === 'ECONNREFUSED') return 'Connection refused';
+  if (code === 'ENOTFOUND') return 'Host not found';
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return 'Connection reset';
+  return err?.message ?? String(error);
+}
+
+const clients = new Map<string, WebhookClient>();
+
+/** The process's client for `config` (one agent, hence one connection pool, per setting). */
+export function webhookClientFor(config: {
+  WEBHOOKS_ALLOW_PRIVATE: boolean;
+  WEBHOOK_TIMEOUT_SECONDS: number;
+}): WebhookClient {
+  const key = `${config.WEBHOOKS_ALLOW_PRIVATE}:${config.WEBHOOK_TIMEOUT_SECONDS}`;
+  let client = clients.get(key);
+  if (!client) {
+    client = new WebhookClient({
+      policy: { allowPrivate: config.WEBHOOKS_ALLOW_PRIVATE },
+      timeoutSeconds: config.WEBHOOK_TIMEOUT_SECONDS,
+    });
+    clients.set(key, client);
+  }
+  return client;
+}

@@ -1,0 +1,103 @@
+import type { LookupAddress } from 'node:dns';
+import { lookup } from 'node:dns/promises';
+import { isIP, type LookupFunction } from 'node:net';
+import { type OutboundPolicy, refusalOf } from '../../outbound/index.ts';
+
+/**
+ * The SSRF guard of webhook requests (issue #11): the address every request connects to (not only
+ * the name checked when the webhook was saved) must be public, unless WEBHOOKS_ALLOW_PRIVATE=true
+ * lets it be loopback, private, link-local or CGNAT; cloud metadata addresses never. The rule is
+ * outbound/address-policy.ts's (shared with SMTP adapters); the resolver is injectable so tests can
+ * give a name any address.
+ */
+
+/** Resolves a host name to all its addresses (default: the system resolver, `dns.lookup`). */
+export type Resolver = (host: string, family: 0 | 4 | 6) => Promise<LookupAddress[]>;
+
+const systemResolver: Resolver = (host, family) => lookup(host, { all: true, family });
+
+/** The variable that lifts the private-address refusal for webhooks (named in refusals). */
+export const WEBHOOKS_ALLOW_PRIVATE_VARIABLE = 'WEBHOOKS_ALLOW_PRIVATE';
+
+/** A webhook destination the policy refuses; `code` EOUTBOUND like Node's system errors. */
+export class WebhookDestinationRefusedError extends Error {
+  readonly code = 'EOUTBOUND';
+}
+
+/**
+ * Resolves `host` (a name or an IP literal, IPv6 without brackets) and checks every address; one
+ * refused address refuses the host (whoever controls its DNS picks the address a client uses).
+ * @returns the checked addresses, at least one.
+ * @throws WebhookDestinationRefusedError naming the host and kind of address (not the address a
+ *   name resolved to); the resolver's errors (ENOTFOUND, …) unchanged.
+ */
+export async function resolveWebhookHost(
+  host: string,
+  policy: OutboundPolicy,
+  resolve: Resolver = systemResolver,
+  family: 0 | 4 | 6 = 0,
+): Promise<LookupAddress[]> {
+  const literal = isIP(host);
+  const addresses = literal ? [{ address: host, family: literal }] : await resolve(host, family);
+  if (addresses.length === 0) {
+    throw Object.assign(new Error(`No address found for ${host}`), { code: 'ENOTFOUND' });
+  }
+  for (const { address } of addresses) {
+    const refused = refusalOf(address, policy);
+    if (!refused) continue;
+    const subject = literal ? `${host} is` : `${host} resolves to`;
+    if (refused.kind === 'metadata') {
+      throw new WebhookDestinationRefusedError(
+        `Refused to deliver to ${host}: ${subject} a cloud metadata address, which is never allowed`,
+      );
+    }
+    throw new WebhookDestinationRefusedError(
+      `Refused to deliver to ${host}: ${subject} a ${refused.range} address. ` +
+        `Set ${WEBHOOKS_ALLOW_PRIVATE_VARIABLE}=true to allow private receivers`,
+    );
+  }
+  return addresses;
+}
+
+/**
+ * A `lookup` for the webhook HTTP agent (undici `connect.lookup`): connections go only to checked
+ * addresses, so a DNS answer changed after any earlier check (rebinding) cannot slip through.
+ * Node skips `lookup` for IP literals: the client checks those with {@link resolveWebhookHost}.
+ */
+export function webhookLookup(policy: OutboundPolicy, resolve: Resolver = systemResolver): LookupFunction {
+  return (hostname, options, callback) => {
+    const requested = options.family;
+    const family =
+      requested === 4 || requested === 'IPv4' ? 4 : requested === 6 || requested === 'IPv6' ? 6 : 0;
+    resolveWebhookHost(hostname, policy, resolve, family).then(
+      (addresses) => {
+        if (options.all) return callback(null, addresses);
+        const [first] = addresses as [LookupAddress];
+        callback(null, first.address, first.family);
+      },
+      (error: NodeJS.ErrnoException) => callback(error, ''),
+    );
+  };
+}
+
+/**
+ * Why `url` cannot be a webhook URL, or undefined when it can: an absolute http(s) URL without
+ * credentials, and https when `requireHttps` (spec "Webhook": "Must be HTTPS in production").
+ */
+export function webhookUrlProblem(url: string, requireHttps: boolean): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return 'must be an http(s) URL';
+  if (requireHttps && parsed.protocol !== 'https:') return 'must be an https URL (NODE_ENV=production)';
+  if (parsed.username || parsed.password) return 'must not carry credentials';
+  return undefined;
+}
+
+/** True when webhook URLs must be https: NODE_ENV=production (what `postwright start` sets by default). */
+export function httpsRequired(): boolean {
+  return process.env.NODE_ENV === 'production';
+}

@@ -1,0 +1,53 @@
+import type { Executor } from '../../db/client.ts';
+import { newId, newJobId } from '../../ids.ts';
+import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
+import { onStatusChange, type StatusChangedEmail, type StatusChangeListener } from '../emails/index.ts';
+import { eventPayload } from './webhook-events.ts';
+import { COMPLETED_JOB_RETENTION_SECONDS } from './webhook-recorder.ts';
+import { webhookRepository } from './webhooks.repository.ts';
+
+/**
+ * The webhook outbox (issue #11): for each email whose status changed in `tx`, one
+ * `webhook.deliver` job per active webhook of its team subscribed to `email.<status>`, inserted in
+ * `tx` (one query for the subscribers, one multi-row insert for the jobs). A status change that
+ * commits always has its deliveries queued; one that rolls back has none.
+ */
+export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
+  return async (tx: Executor, emails: readonly StatusChangedEmail[]) => {
+    const teamIds = [...new Set(emails.map((email) => email.teamId))];
+    const subscribers = await webhookRepository.activeSubscribers(tx, teamIds);
+    if (subscribers.length === 0) return;
+    const now = new Date();
+    const jobs: { id: string; data: JobPayload<'webhook.deliver'>; deleteAfterSeconds: number }[] = [];
+    for (const email of emails) {
+      const event = `email.${email.status}`;
+      let payload: Record<string, unknown> | undefined;
+      for (const webhook of subscribers) {
+        if (webhook.teamId !== email.teamId || !webhook.events.includes(event)) continue;
+        payload ??= eventPayload(email, email.updatedAt ?? now);
+        jobs.push({
+          id: newJobId().uuid,
+          data: {
+            webhookId: webhook.id,
+            teamId: webhook.teamId,
+            messageId: newId('webhookMessage'),
+            event,
+            payload,
+            attempt: 1,
+          },
+          deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS,
+        });
+      }
+    }
+    await queue.enqueueMany(tx, WEBHOOK_DELIVER_JOB, jobs);
+  };
+}
+
+/**
+ * Makes every status change of this process fan out to webhooks through `queue` (the composition
+ * root calls it in API and worker processes alike: both change statuses).
+ */
+export function installWebhookOutbox(queue: JobQueue): void {
+  onStatusChange(createWebhookOutbox(queue));
+}

@@ -1,0 +1,256 @@
+import { isIP } from 'node:net';
+import type { Config } from '../../config.ts';
+import type { Database } from '../../db/client.ts';
+import { isoOrNull } from '../../http/envelope.ts';
+import { notFound, validationError } from '../../http/errors.ts';
+import { newId } from '../../ids.ts';
+import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
+import { webhookClientFor } from './webhook-client.ts';
+import { httpsRequired, resolveWebhookHost, webhookUrlProblem } from './webhook-destination.ts';
+import { sampleEventPayload, type WebhookEvent } from './webhook-events.ts';
+import { writeAttempts } from './webhook-recorder.ts';
+import { encryptWebhookSecret } from './webhook-secret-store.ts';
+import { generateWebhookSecret } from './webhook-signature.ts';
+import {
+  type WebhookChanges,
+  type WebhookDeliveryRow,
+  type WebhookRow,
+  webhookRepository,
+} from './webhooks.repository.ts';
+import type {
+  CreateWebhookInput,
+  DeliveryView,
+  ListDeliveriesQuery,
+  UpdateWebhookInput,
+  WebhookView,
+} from './webhooks.schema.ts';
+
+/** What the webhook service needs from the process. */
+export interface WebhookServiceDeps {
+  db: Database;
+  config: Pick<Config, 'WEBHOOKS_ALLOW_PRIVATE' | 'WEBHOOK_TIMEOUT_SECONDS'>;
+  /** ENCRYPTION_KEY (32 bytes): secrets are stored encrypted with it. */
+  encryptionKey: Buffer;
+}
+
+/** How long a rotated-out secret keeps signing beside the new one (issue #11: 24 h). */
+export const PREVIOUS_SECRET_OVERLAP_MS = 24 * 60 * 60 * 1000;
+
+function toView(row: WebhookRow): WebhookView {
+  return {
+    id: row.id,
+    name: row.name,
+    url: row.url,
+    events: row.events,
+    isActive: row.isActive,
+    disabledReason: row.disabledReason,
+    lastTriggeredAt: isoOrNull(row.lastTriggeredAt),
+    lastSuccessAt: isoOrNull(row.lastSuccessAt),
+    consecutiveFailures: row.consecutiveFailures,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+function toDeliveryView(row: Omit<WebhookDeliveryRow, 'teamId'>): DeliveryView {
+  return {
+    id: row.id,
+    webhookId: row.webhookId,
+    messageId: row.messageId,
+    event: row.event,
+    payload: row.payload as Record<string, unknown>,
+    responseStatus: row.responseStatus,
+    responseBody: row.responseBody,
+    success: row.success,
+    attemptCount: row.attemptCount,
+    durationMs: row.durationMs,
+    error: row.error,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+/**
+ * Checks a webhook URL when it is saved: absolute http(s) without credentials, https under
+ * NODE_ENV=production (spec "Webhook"), and an IP-literal host must pass the outbound policy (a
+ * name is checked on every request instead, where its current DNS answer counts).
+ * @throws VALIDATION_ERROR (400) with details.issues [{path: 'body.url', message}].
+ */
+async function checkUrl(url: string, config: WebhookServiceDeps['config']): Promise<void> {
+  const problem = webhookUrlProblem(url, httpsRequired());
+  if (problem) throw validationError([{ path: 'body.url', message: problem }]);
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (!isIP(host)) return;
+  try {
+    await resolveWebhookHost(host, { allowPrivate: config.WEBHOOKS_ALLOW_PRIVATE });
+  } catch (error) {
+    throw validationError([{ path: 'body.url', message: (error as Error).message }]);
+  }
+}
+
+async function findOrThrow(db: Database, teamId: string, id: string): Promise<WebhookRow> {
+  const row = await webhookRepository.find(db, teamId, id);
+  if (!row) throw notFound('Webhook');
+  return row;
+}
+
+/** `GET /api/webhooks`: the team's webhooks, newest first (spec "Webhooks (session)"). */
+export async function listWebhooks(db: Database, teamId: string): Promise<WebhookView[]> {
+  return (await webhookRepository.list(db, teamId)).map(toView);
+}
+
+/** `GET /api/webhooks/:id`. @throws NOT_FOUND (404) for another team's or an unknown id. */
+export async function getWebhook(db: Database, teamId: string, id: string): Promise<WebhookView> {
+  return toView(await findOrThrow(db, teamId, id));
+}
+
+/**
+ * `POST /api/webhooks`: creates an active webhook with a new `whsec_` secret, stored encrypted and
+ * returned in full only here (and by rotate-secret).
+ * @throws VALIDATION_ERROR (400) for a URL {@link checkUrl} refuses.
+ */
+export async function createWebhook(
+  deps: WebhookServiceDeps,
+  teamId: string,
+  input: CreateWebhookInput,
+): Promise<WebhookView & { secret: string }> {
+  await checkUrl(input.url, deps.config);
+  const id = newId('webhook');
+  const secret = generateWebhookSecret();
+  const row = await webhookRepository.insert(deps.db, {
+    id,
+    teamId,
+    name: input.name,
+    url: input.url,
+    events: input.events,
+    secretEncrypted: encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
+  });
+  return { ...toView(row), secret };
+}
+
+/**
+ * `PUT /api/webhooks/:id`: name, url, events, isActive. Re-enabling (isActive true) clears the
+ * reason and failure streak of an automatic disabling, so the 5-day clock starts again.
+ * @throws NOT_FOUND (404); VALIDATION_ERROR (400) for a refused URL.
+ */
+export async function updateWebhook(
+  deps: WebhookServiceDeps,
+  teamId: string,
+  id: string,
+  input: UpdateWebhookInput,
+): Promise<WebhookView> {
+  const current = await findOrThrow(deps.db, teamId, id);
+  if (input.url !== undefined) await checkUrl(input.url, deps.config);
+  const changes: WebhookChanges = {};
+  if (input.name !== undefined) changes.name = input.name;
+  if (input.url !== undefined) changes.url = input.url;
+  if (input.events !== undefined) changes.events = input.events;
+  if (input.isActive !== undefined) {
+    changes.isActive = input.isActive;
+    if (input.isActive && !current.isActive) {
+      Object.assign(changes, { disabledReason: null, consecutiveFailures: 0, failingSince: null });
+    }
+  }
+  const row = await webhookRepository.update(deps.db, teamId, id, changes);
+  if (!row) throw notFound('Webhook');
+  return toView(row);
+}
+
+/** `DELETE /api/webhooks/:id` (its delivery records go with it). @throws NOT_FOUND (404). */
+export async function deleteWebhook(db: Database, teamId: string, id: string): Promise<void> {
+  if (!(await webhookRepository.delete(db, teamId, id))) throw notFound('Webhook');
+}
+
+/**
+ * `POST /api/webhooks/:id/rotate-secret` (issue #11): a new secret signs from now on; the current
+ * one keeps signing beside it for 24 h (two `v1,` signatures in `webhook-signature`), so receivers
+ * can switch without losing a delivery. A secret rotated out earlier is dropped.
+ * @returns the new secret (shown only here) and when the old one stops signing.
+ * @throws NOT_FOUND (404).
+ */
+export async function rotateWebhookSecret(
+  deps: WebhookServiceDeps,
+  teamId: string,
+  id: string,
+): Promise<{ id: string; secret: string; previousSecretExpiresAt: string }> {
+  const current = await findOrThrow(deps.db, teamId, id);
+  const secret = generateWebhookSecret();
+  const expiresAt = new Date(Date.now() + PREVIOUS_SECRET_OVERLAP_MS);
+  const row = await webhookRepository.update(deps.db, teamId, id, {
+    secretEncrypted: encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
+    previousSecretEncrypted: current.secretEncrypted,
+    previousSecretExpiresAt: expiresAt,
+  });
+  if (!row) throw notFound('Webhook');
+  return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() };
+}
+
+/** Records a synchronous attempt (test, redeliver) with the same bookkeeping as the worker's. */
+async function recordNow(deps: WebhookServiceDeps, outcome: AttemptOutcome): Promise<DeliveryView> {
+  await deps.db.transaction((tx) => writeAttempts(undefined, tx, [{ outcome }]));
+  return toDeliveryView(outcome.delivery as WebhookDeliveryRow);
+}
+
+/**
+ * `POST /api/webhooks/:id/test` (issue #11): sends a sample event (the webhook's first subscribed
+ * event, about an invented email) now, signed like any delivery, also when the webhook is disabled;
+ * the attempt is recorded as a delivery and returned (a failing receiver is a 200 with
+ * `success: false`). No retries.
+ * @throws NOT_FOUND (404).
+ */
+export async function testWebhook(
+  deps: WebhookServiceDeps,
+  teamId: string,
+  id: string,
+): Promise<DeliveryView> {
+  const webhook = await findOrThrow(deps.db, teamId, id);
+  const event = (webhook.events[0] ?? 'email.sent') as WebhookEvent;
+  const outcome = await attemptDelivery(webhookClientFor(deps.config), deps.encryptionKey, {
+    webhook,
+    messageId: newId('webhookMessage'),
+    event,
+    payload: sampleEventPayload(event, new Date()),
+    attempt: 1,
+  });
+  return recordNow(deps, outcome);
+}
+
+/**
+ * `POST /api/webhooks/:id/deliveries/:deliveryId/redeliver` (issue #11): sends that delivery's
+ * payload again now, with the same `webhook-id` (receivers deduplicate on it) and the next attempt
+ * number, and returns the new delivery record. No automatic retries follow it.
+ * @throws NOT_FOUND (404) for an unknown webhook, or a delivery not of this webhook.
+ */
+export async function redeliver(
+  deps: WebhookServiceDeps,
+  teamId: string,
+  id: string,
+  deliveryId: string,
+): Promise<DeliveryView> {
+  const webhook = await findOrThrow(deps.db, teamId, id);
+  const delivery = await webhookRepository.findDelivery(deps.db, teamId, id, deliveryId);
+  if (!delivery) throw notFound('Webhook delivery');
+  const attempt = (await webhookRepository.lastAttempt(deps.db, id, delivery.messageId)) + 1;
+  const outcome = await attemptDelivery(webhookClientFor(deps.config), deps.encryptionKey, {
+    webhook,
+    messageId: delivery.messageId,
+    event: delivery.event,
+    payload: delivery.payload as Record<string, unknown>,
+    attempt,
+  });
+  return recordNow(deps, outcome);
+}
+
+/**
+ * `GET /api/webhooks/:id/deliveries` (spec: array of webhook deliveries; issue #11: newest first,
+ * optional `success`, `limit` 1-1,000, default 100).
+ * @throws NOT_FOUND (404).
+ */
+export async function listDeliveries(
+  db: Database,
+  teamId: string,
+  id: string,
+  query: ListDeliveriesQuery,
+): Promise<DeliveryView[]> {
+  await findOrThrow(db, teamId, id);
+  return (await webhookRepository.listDeliveries(db, teamId, id, query)).map(toDeliveryView);
+}

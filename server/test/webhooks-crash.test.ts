@@ -1,0 +1,143 @@
+import { and, countDistinct, eq } from 'drizzle-orm';
+import { PgBoss } from 'pg-boss';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { webhookDeliveries } from '../src/db/schema/index.ts';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { setupOwner, type TeamOwner } from './helpers/auth.ts';
+import {
+  buildApiKey,
+  buildSmtpAdapter,
+  buildTemplate,
+  dashboardCall,
+  dataOf,
+  send,
+} from './helpers/factories.ts';
+import { type CliProcess, startCli } from './helpers/process.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
+
+/** The key createTestContext encrypts with, for the CLI worker to decrypt webhook secrets. */
+const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+const EMAILS = 20;
+
+describe('webhook deliveries pending when the worker is killed (-9) are delivered after a restart', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+  let receiver: WebhookReceiver;
+  let supervisor: PgBoss;
+  let owner: TeamOwner;
+  const processes: CliProcess[] = [];
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
+    smtp = await startTestSmtpServer();
+    receiver = await startWebhookReceiver();
+    owner = await setupOwner(ctx.app);
+    await buildSmtpAdapter(ctx.app, owner, smtp.port);
+    // pg-boss maintenance every second: fails the killed worker's claimed jobs once their heartbeat
+    // lapses (what any process's next pass would do).
+    supervisor = new PgBoss({
+      connectionString: ctx.app.ctx.database.connectionString,
+      schema: 'pgboss',
+      max: 2,
+      superviseIntervalSeconds: 1,
+      monitorIntervalSeconds: 1,
+    });
+    supervisor.on('error', () => {});
+    await supervisor.start();
+  });
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    await supervisor?.stop({ graceful: false, close: true });
+    await ctx?.close();
+    await smtp?.close();
+    await receiver?.close();
+  });
+
+  const startWorker = async () => {
+    const worker = startCli(['start', '--role', 'worker'], {
+      DATABASE_URL: ctx.app.ctx.database.connectionString,
+      ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      LOG_LEVEL: 'warn',
+      // http receivers on 127.0.0.1: not production, private allowed.
+      NODE_ENV: 'development',
+      SMTP_ALLOW_PRIVATE: 'true',
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      WEBHOOK_RETRY_SCHEDULE: '2,2,2,2,2,2',
+    });
+    processes.push(worker);
+    await worker.waitForOutput(/Postwright worker started/);
+    return worker;
+  };
+
+  const deliveredMessages = async (webhookId: string) => {
+    const [row] = await ctx.app.ctx.database.db
+      .select({ n: countDistinct(webhookDeliveries.messageId) })
+      .from(webhookDeliveries)
+      .where(and(eq(webhookDeliveries.webhookId, webhookId), eq(webhookDeliveries.success, true)));
+    return row?.n ?? 0;
+  };
+
+  it('loses none: retries waiting and attempts in flight at the kill all reach the receiver', async () => {
+    const hook = await dataOf(
+      await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+        name: 'crash',
+        url: receiver.url('/crash'),
+        events: ['email.queued', 'email.sent'],
+      }),
+      201,
+    );
+    let up = false;
+    // Down at first: email.queued attempts fail at once (their retries then wait in the queue),
+    // email.sent attempts hang for 10 s (in flight at the kill).
+    receiver.answer('/crash', (_nth, request) =>
+      up ? { status: 200 } : { status: 500, delayMs: request.json?.event === 'email.sent' ? 10_000 : 0 },
+    );
+    const key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
+    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Crash' })).id;
+    for (let i = 0; i < EMAILS; i++) {
+      const response = await send(ctx.app, key, { templateId, to: `crash-${i}@example.test` });
+      expect(response.statusCode, response.body).toBe(202);
+    }
+
+    const first = await startWorker();
+    // Kill once some failed attempts are recorded (their retries wait in the queue) while the
+    // receiver holds others (in flight).
+    const failedAttempts = async () => {
+      const [row] = await ctx.app.ctx.database.db
+        .select({ n: countDistinct(webhookDeliveries.id) })
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.webhookId, hook.id));
+      return row?.n ?? 0;
+    };
+    const sentAttempts = () => receiver.to('/crash').filter((r) => r.json?.event === 'email.sent').length;
+    await waitFor(
+      async () => ((await failedAttempts()) >= EMAILS / 2 && sentAttempts() >= EMAILS / 2 ? true : undefined),
+      60_000,
+      'failed and hanging attempts',
+    );
+    await first.stop('SIGKILL');
+    const jobs = await ctx.queue.boss.findJobs('webhook.deliver', {});
+    const pending = jobs.filter((job) => job.state === 'created' || job.state === 'retry').length;
+    const active = jobs.filter((job) => job.state === 'active').length;
+    expect(pending).toBeGreaterThan(0);
+    expect(active).toBeGreaterThan(0);
+    expect(await deliveredMessages(hook.id)).toBe(0);
+
+    up = true;
+    await startWorker();
+    // Every email's queued and sent events, once each at least.
+    await waitFor(
+      async () => ((await deliveredMessages(hook.id)) === 2 * EMAILS ? true : undefined),
+      120_000,
+      'every message delivered',
+    );
+    const received = receiver.to('/crash');
+    const ids = new Set(received.map((r) => r.headers['webhook-id']));
+    expect(ids.size).toBe(2 * EMAILS);
+    for (const request of received) verifyWebhook(hook.secret, request);
+    process.stderr.write(
+      `[webhooks-crash] at the kill: ${pending} pending, ${active} in flight; ${received.length} requests for ${ids.size} messages\n`,
+    );
+  }, 240_000);
+});
