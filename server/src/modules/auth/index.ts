@@ -28,5 +28,11 @@ export { authErrorToAppError } from './auth-error-envelope.ts';
 export { type Auth, type AuthDeps, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
 export { assertSameOrigin, authHeaders, signedInUser } from './request-auth.ts';
 export { requireSession } from './require-session.ts';
-export { isSetupRequired, printSetupUrlIfNeeded, resolveSetupToken, setupUrl } from './setup-token.ts';
+export {
+  isSetupRequired,
+  printSetupUrlIfNeeded,
+  resolveSetupToken,
+  setupUrl,
+  withSetupToken,
+} from './setup-token.ts';
 export type { JoinInvitedTeams } from './sign-up-policy.ts';

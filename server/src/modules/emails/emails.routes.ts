@@ -4,7 +4,6 @@ import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
-import { drainAcceptBatcher } from './accept-batcher.ts';
 import {
   acceptedSendView,
   emailIdParams,
@@ -28,7 +27,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const security = [{ apiKey: [] }];
   const sendBody = sendBodySchema(variablesLimitsOf(app.ctx.config));
   // Sends still being committed finish before the database is closed after the app.
-  app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
+  app.addHook('onClose', () => app.ctx.acceptBatcher.drain());
 
   app.post(
     '/api/v1/send',
@@ -38,8 +37,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const caller = apiKeyOf(request);
-      const { database, queue, config } = app.ctx;
-      const accepted = await acceptSend({ db: database.db, queue, config }, caller, request.body);
+      const accepted = await acceptSend(app.ctx, caller, request.body);
       return reply.code(202).send(ok(accepted));
     },
   );
@@ -108,12 +106,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: emailIdParams, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
-      const { database, queue, config } = app.ctx;
-      const accepted = await resendEmail(
-        { db: database.db, queue, config },
-        teamIdOf(request),
-        request.params.id,
-      );
+      const accepted = await resendEmail(app.ctx, teamIdOf(request), request.params.id);
       return reply.code(202).send(ok(accepted));
     },
   );

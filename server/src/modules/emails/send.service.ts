@@ -1,13 +1,11 @@
-import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
-import { cachedSendingAdapter } from '../adapters/index.ts';
+import { type AdapterSendCache, cachedSendingAdapter } from '../adapters/index.ts';
 import { renderTemplate } from '../rendering/index.ts';
-import { cachedTemplateForSend, forgetTeamTemplates } from '../templates/index.ts';
-import { acceptBatcherFor } from './accept-batcher.ts';
+import { cachedTemplateForSend, type TemplateSendCache } from '../templates/index.ts';
+import type { AcceptBatcher } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
 
 /** What `POST /api/v1/send` answers (spec: data = {id, jobId, status: "queued"}). */
@@ -15,6 +13,16 @@ export interface AcceptedSend {
   id: string;
   jobId: string;
   status: 'queued';
+}
+
+/**
+ * What {@link acceptSend} uses, all from the context (server/src/context.ts): the database, the
+ * process's accept batcher over it and the send caches (never module state, issue #9).
+ */
+export interface AcceptSendDeps {
+  db: Database;
+  acceptBatcher: AcceptBatcher;
+  caches: { templatesForSend: TemplateSendCache; adaptersForSend: AdapterSendCache };
 }
 
 /** The foreign key that refuses a log of a template deleted before the send committed. */
@@ -38,15 +46,20 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  *   a database data exception for values PostgreSQL cannot store (mapped to 400 INVALID_INPUT).
  */
 export async function acceptSend(
-  deps: { db: Database; queue: JobQueue; config: Config },
+  deps: AcceptSendDeps,
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
   origin: { resendOf?: string } = {},
 ): Promise<AcceptedSend> {
   const to = Array.isArray(input.to) ? input.to : [input.to];
   const variables = input.variables ?? {};
-  const { template, version } = await cachedTemplateForSend(deps.db, caller.teamId, input.templateId);
-  const adapter = await cachedSendingAdapter(deps.db, caller.teamId);
+  const { template, version } = await cachedTemplateForSend(
+    deps.db,
+    deps.caches.templatesForSend,
+    caller.teamId,
+    input.templateId,
+  );
+  const adapter = await cachedSendingAdapter(deps.db, deps.caches.adaptersForSend, caller.teamId);
   if ((input.pdfAttachments?.length ?? 0) > 0 || version.generatePdf) {
     throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
       reason: 'PDF_RENDERER_URL_NOT_SET',
@@ -66,7 +79,7 @@ export async function acceptSend(
   const id = newId('emailLog');
   const { jobId, uuid } = newJobId();
   try {
-    await acceptBatcherFor(deps).submit({
+    await deps.acceptBatcher.submit({
       log: {
         id,
         teamId: caller.teamId,
@@ -92,7 +105,7 @@ export async function acceptSend(
     if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) throw error;
     // The template was deleted after it was resolved (a concurrent delete, or through another
     // process while it was cached): nothing was written for this send.
-    forgetTeamTemplates(caller.teamId);
+    deps.caches.templatesForSend.forgetTeam(caller.teamId);
     throw new AppError('INVALID_TEMPLATE', `Template "${input.templateId}" not found`, {
       templateId: input.templateId,
     });
