@@ -33,7 +33,7 @@ describe('modules loaded at start', () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
     const lazy = files.filter((url) =>
-      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!lib\/addressparser)|ioredis\/)/.test(
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/)/.test(
         url,
       ),
     );
