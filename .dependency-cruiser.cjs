@@ -1,6 +1,6 @@
 /**
  * Import boundaries of server/src (issue #9 "Dependencies point one way").
- * Direction: composition root (main, runtime, app, job-handlers) → modules → http, jobs, db,
+ * Direction: composition root (main, runtime, context, app, job-handlers) → modules → http, jobs, db,
  * providers, outbound. Modules plug into http and jobs through registration (http/access.ts
  * registerAccessGuards, jobs/registry.ts JobHandlers), wired by the composition root; the lower
  * layers never import a module, and modules reach each other only through their index.ts.
@@ -35,9 +35,10 @@ module.exports = {
     {
       name: 'composition-root-on-top',
       severity: 'error',
-      comment: 'main, runtime, app and job-handlers wire the modules together; nothing below imports them.',
+      comment:
+        'main, runtime, context, app and job-handlers wire the modules together; nothing below imports them.',
       from: { path: '^server/src/(modules|http|jobs|db|providers|outbound)/' },
-      to: { path: '^server/src/(main|runtime|app|job-handlers)\\.ts$' },
+      to: { path: '^server/src/(main|runtime|app|context|job-handlers)\\.ts$' },
     },
     {
       name: 'module-through-index',

@@ -22,6 +22,7 @@ import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { Agent, request } from 'undici';
 import { loadConfig } from '../server/src/config.ts';
+import { createContext } from '../server/src/context.ts';
 import { migrateDatabase, openDatabase } from '../server/src/db/client.ts';
 import { emailLogs, teams } from '../server/src/db/schema/index.ts';
 import { newId } from '../server/src/ids.ts';
@@ -110,7 +111,8 @@ async function main(): Promise<void> {
     await migrateDatabase(database);
     await queue.start();
     await declareQueues(queue, config);
-    const handlers = bindJobHandlers({ config, db, encryptionKey: ENCRYPTION_KEY, queue });
+    const context = await createContext({ config, database, queue, encryptionKey: ENCRYPTION_KEY });
+    const handlers = bindJobHandlers(context);
     const teamId = newId('team');
     await db
       .insert(teams)

@@ -27,6 +27,16 @@ function commandOf(pid: number): string {
   }
 }
 
+/** What a PostgreSQL process does (its process title, e.g. "checkpointer"), or '' for others. */
+function roleOf(pid: number): string {
+  try {
+    const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+    return title.startsWith('postgres: ') ? title.slice('postgres: '.length, 60) : '';
+  } catch {
+    return '';
+  }
+}
+
 /** Resolves when `child` printed "listening"; rejects with its output when it exits or times out. */
 function listening(child: ChildProcess, output: () => string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -84,16 +94,20 @@ async function main(): Promise<void> {
     await listening(child, () => tail);
     await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
     const rows = processTree(child.pid!)
-      .map((pid) => ({ pid, command: commandOf(pid), pss: pssBytes(pid) }))
+      .map((pid) => ({ pid, command: commandOf(pid), role: roleOf(pid), pss: pssBytes(pid) }))
       // A short-lived child (a PostgreSQL backend that just ended) is gone by the time it is read.
       .filter((row) => row.command !== '?');
     const total = rows.reduce((sum, row) => sum + row.pss, 0);
     const npmPss = rows.filter((row) => row.pid === child.pid).reduce((sum, row) => sum + row.pss, 0);
     console.log(`Idle memory of \`npm start\` (embedded PostgreSQL) after ${idleSeconds} s idle, PSS:`);
     for (const row of rows)
-      console.log(`  ${String(row.pid).padStart(7)}  ${row.command.padEnd(16)} ${megabytes(row.pss)}`);
+      console.log(
+        `  ${String(row.pid).padStart(7)}  ${row.command.padEnd(16)} ${megabytes(row.pss).padStart(9)}  ${row.role}`,
+      );
     console.log(`  total                     ${megabytes(total)} (${rows.length} processes)`);
     console.log(`  without npm               ${megabytes(total - npmPss)}`);
+    const postgres = rows.filter((row) => row.command === 'postgres').reduce((sum, row) => sum + row.pss, 0);
+    console.log(`  of which PostgreSQL       ${megabytes(postgres)}`);
     console.log(`  target ≤ 150 MB total: ${total <= 150e6 ? 'met' : 'NOT met'}`);
   } finally {
     await stopTree(child);

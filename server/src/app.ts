@@ -6,23 +6,18 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
-import type { DestinationStream } from 'pino';
-import type { Config } from './config.ts';
-import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
+import type { Context } from './context.ts';
+import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
 import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
-import { redactUrl } from './http/log-redaction.ts';
 import { fastifyTrustProxy } from './http/trust-proxy.ts';
 import { wireStatusListeners } from './job-handlers.ts';
-import type { JobQueue } from './jobs/queue.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
 import {
-  type ApiKeyCache,
   apiKeyRoutes,
-  createApiKeyCache,
   createRateLimiter,
   type RateLimiter,
   requireApiKey,
@@ -35,23 +30,13 @@ import { templateRoutes } from './modules/templates/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
 import { webhookRoutes } from './modules/webhooks/index.ts';
 
-/** What the HTTP app needs from the process; tests build it with real PostgreSQL. */
-export interface AppDeps {
-  config: Config;
-  database: DatabaseHandle;
-  queue: JobQueue;
-  /** 32-byte key for adapter configs at rest (AES-256-GCM). */
-  encryptionKey: Buffer;
-  /** Where the logger writes; stdout when absent (tests read the logs through it). */
-  logStream?: DestinationStream;
-}
-
-/** Services the app builds once from its deps and shares with every route. */
-export interface AppContext extends AppDeps {
+/**
+ * What every route reaches as `app.ctx`: the process's {@link Context} (shared with the worker)
+ * plus the services only the HTTP app has, built once per app.
+ */
+export interface AppContext extends Context {
   auth: Auth;
   rateLimiter: RateLimiter;
-  /** Verified API keys of this process, for at most API_KEY_CACHE_TTL_MS (issue #9). */
-  apiKeyCache: ApiKeyCache;
   /** Every route with its declared access rule, filled as routes register (the isolation matrix reads it). */
   routes: RouteAccess[];
 }
@@ -66,26 +51,16 @@ declare module 'fastify' {
 export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 
 /**
- * Builds the Fastify app: envelope and error handling, OpenAPI at `/docs` (JSON at `/docs/json`),
- * health endpoints, better-auth and every module's routes. Does not listen and starts no worker.
+ * Builds the Fastify app over `context` (see createContext): envelope and error handling, OpenAPI
+ * at `/docs` (JSON at `/docs/json`), health endpoints, better-auth and every module's routes. Logs
+ * through the context's logger. Does not listen and starts no worker; closing the app leaves the
+ * context open (the worker may still use it).
  */
-export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+export async function buildApp(context: Context): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: {
-      level: deps.config.LOG_LEVEL,
-      serializers: {
-        // Secrets that travel in URLs (setup token, invitation ids) stay out of the logs.
-        req: (request) => ({
-          method: request.method,
-          url: redactUrl(request.url),
-          host: request.host,
-          remoteAddress: request.ip,
-        }),
-      },
-      ...(deps.logStream ? { stream: deps.logStream } : {}),
-    },
+    loggerInstance: context.logger,
     bodyLimit: BODY_LIMIT_BYTES,
-    trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
+    trustProxy: fastifyTrustProxy(context.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
@@ -93,7 +68,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The composition root plugs the modules' guards into http (http imports no module).
   registerAccessGuards({ session: requireSession, apiKey: (scopes) => requireApiKey(...scopes) });
   // Status changes made by this process (accepted sends, …) fan out to webhooks (issue #11).
-  wireStatusListeners(deps.queue);
+  wireStatusListeners(context.queue);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
@@ -114,14 +89,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const ctx: AppContext = {
-    ...deps,
+    ...context,
     auth: createAuth({
-      ...deps,
+      ...context,
       log: app.log,
-      joinInvitedTeams: (user) => joinInvitedTeams(deps.database.db, user, new Date()),
+      joinInvitedTeams: (user) => joinInvitedTeams(context.db, user, context.clock.now()),
     }),
-    rateLimiter: createRateLimiter(deps.config, app.log.child({ module: 'rate-limit' })),
-    apiKeyCache: createApiKeyCache(),
+    rateLimiter: createRateLimiter(context.config, app.log.child({ module: 'rate-limit' })),
     routes: [],
   };
   app.addHook('onRoute', (route) => {
@@ -157,7 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     data: { status: 'ok' },
   }));
   app.get('/readyz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => {
-    if (!(await isDatabaseReachable(deps.database.db))) {
+    if (!(await isDatabaseReachable(context.db))) {
       throw new AppError('SERVICE_UNAVAILABLE', 'Database unreachable');
     }
     return { success: true, data: { status: 'ready' } };

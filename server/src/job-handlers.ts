@@ -1,19 +1,25 @@
+import type { Context } from './context.ts';
 import type { JobQueue } from './jobs/queue.ts';
-import type { JobHandlers, WorkerDeps } from './jobs/registry.ts';
+import type { JobHandlers } from './jobs/registry.ts';
 import { emailJobHandlers } from './modules/emails/index.ts';
 import { teamJobHandlers } from './modules/teams/index.ts';
 import { installWebhookOutbox, webhookJobHandlers } from './modules/webhooks/index.ts';
 
 /**
  * Every job's handler, gathered from the modules that own the jobs (part of the composition root,
- * with app.ts and runtime.ts: the one place that wires modules into the job system, issue #9
- * "Dependencies point one way"). A job without a handler is a type error here.
+ * with context.ts, app.ts and runtime.ts: the one place that wires modules into the job system,
+ * issue #9 "Dependencies point one way"). A job without a handler is a type error here.
  * Also wires the status-change listeners (see {@link wireStatusListeners}): workers change statuses.
- * @returns the bindings `startWorkers` runs, built over `deps` (database, config, encryption key, queue).
+ * @returns the bindings `startWorkers` runs, built over the process's `context` (the same one the
+ *   API is built over: database, config, encryption key, queue, providers, storage).
  */
-export function bindJobHandlers(deps: WorkerDeps): JobHandlers {
-  wireStatusListeners(deps.queue);
-  return { ...emailJobHandlers(deps), ...teamJobHandlers(deps), ...webhookJobHandlers(deps) };
+export function bindJobHandlers(context: Context): JobHandlers {
+  wireStatusListeners(context.queue);
+  return {
+    ...emailJobHandlers(context),
+    ...teamJobHandlers(context),
+    ...webhookJobHandlers(context),
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.ts';
 import type { Config, Role } from './config.ts';
+import { type Context, createContext } from './context.ts';
 import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.ts';
 import { resolveEncryptionKey } from './encryption-key.ts';
 import { bindJobHandlers } from './job-handlers.ts';
@@ -8,10 +9,11 @@ import { JobQueue } from './jobs/queue.ts';
 import { declareQueues, startWorkers } from './jobs/registry.ts';
 import { upgradeLegacyAdapterConfigs } from './modules/adapters/index.ts';
 import { printSetupUrlIfNeeded } from './modules/auth/index.ts';
-import { closeAllProviders } from './providers/index.ts';
 
 /** A running Postwright process: what `postwright start` holds until it is stopped. */
 export interface Running {
+  /** The process's one context, shared by the API and the workers. */
+  context: Context;
   database: DatabaseHandle;
   queue: JobQueue;
   app?: FastifyInstance;
@@ -22,19 +24,22 @@ export interface Running {
 
 /**
  * Opens the database (starting the embedded PostgreSQL when DATABASE_URL is unset), applies
- * migrations, starts the queue, then the API (roles all, api) and the workers (roles all, worker).
+ * migrations, starts the queue, builds the one context (context.ts) then the API over it (roles all,
+ * api) and the workers over it (roles all, worker).
  * `stop()` undoes it in reverse order, the embedded server last.
  */
 export async function startPostwright(config: Config, role: Role = 'all'): Promise<Running> {
   const encryptionKey = resolveEncryptionKey(config);
   const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   const queue = new JobQueue(database);
+  let context: Context;
   try {
     await migrateDatabase(database);
     // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
     await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
     await queue.start();
     await declareQueues(queue, config);
+    context = await createContext({ config, database, queue, encryptionKey });
   } catch (error) {
     await queue.stop(0).catch(() => {});
     await database.close();
@@ -44,12 +49,12 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   let app: FastifyInstance | undefined;
   let url: string | undefined;
   if (role !== 'worker') {
-    app = await buildApp({ config, database, queue, encryptionKey });
+    app = await buildApp(context);
     url = await app.listen({ port: config.PORT, host: config.HOST });
     await printSetupUrlIfNeeded(app.ctx, { info: (line: string) => console.log(line) });
   }
   if (role !== 'api') {
-    await startWorkers(queue, config, bindJobHandlers({ config, db: database.db, encryptionKey, queue }));
+    await startWorkers(queue, config, bindJobHandlers(context));
   }
 
   let stopping: Promise<void> | undefined;
@@ -57,10 +62,10 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     stopping ??= (async () => {
       await app?.close();
       await queue.stop();
-      await closeAllProviders();
+      await context.close();
       await database.close();
     })();
     return stopping;
   };
-  return { database, queue, app, url, stop };
+  return { context, database, queue, app, url, stop };
 }

@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
+import { type Context, createContext } from '../src/context.ts';
 import { apiKeys } from '../src/db/schema/index.ts';
 import { API_KEY_CACHE_TTL_MS } from '../src/modules/api-keys/api-key-cache.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
@@ -21,18 +22,21 @@ describe('API key cache', () => {
   let ctx: TestContext;
   let here: FastifyInstance;
   let elsewhere: FastifyInstance;
+  let elsewhereContext: Context;
   let owner: TeamOwner;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
     here = ctx.app;
     const { config, database, queue, encryptionKey } = ctx.app.ctx;
-    elsewhere = await buildApp({ config, database, queue, encryptionKey });
+    elsewhereContext = await createContext({ config, database, queue, encryptionKey });
+    elsewhere = await buildApp(elsewhereContext);
     await elsewhere.ready();
     owner = await setupOwner(here);
   });
   afterAll(async () => {
     await elsewhere?.close();
+    await elsewhereContext?.close();
     await ctx?.close();
   });
 

@@ -99,8 +99,8 @@ const providersOf = async (userId: string) =>
 const me = (cookie: string) => app().inject({ method: 'GET', url: '/api/auth/me', headers: { cookie } });
 
 describe('invitation links and provider linking (issue #8) on PostgreSQL', () => {
-  it('keeps better-auth from linking providers to accounts whose email is unverified', () => {
-    expect(app().ctx.auth.options.account?.accountLinking).toMatchObject({
+  it('keeps better-auth from linking providers to accounts whose email is unverified', async () => {
+    expect((await app().ctx.auth.$context).options.account?.accountLinking).toMatchObject({
       requireLocalEmailVerified: true,
       trustedProviders: [],
       allowDifferentEmails: false,

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
 import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { JobNotInsertedError } from '../src/jobs/queue.ts';
-import { type AcceptedEmailRows, acceptBatcherFor } from '../src/modules/emails/accept-batcher.ts';
+import type { AcceptedEmailRows } from '../src/modules/emails/accept-batcher.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError, send } from './helpers/factories.ts';
@@ -38,7 +38,7 @@ describe('send: group commit (PostgreSQL)', () => {
   async function query<T>(statement: SQL): Promise<T[]> {
     return ((await db().execute(statement)) as unknown as { rows: T[] }).rows;
   }
-  const batcher = () => acceptBatcherFor({ db: db(), queue: ctx.queue });
+  const batcher = () => ctx.context.acceptBatcher;
 
   /** Per email id: the transaction ids of its log, its events and its job (undefined when absent). */
   async function writtenBy(ids: string[]) {

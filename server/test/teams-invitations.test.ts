@@ -621,11 +621,7 @@ describe('team invitations: the email goes through the invitation.send job (Post
     const owner = await setupOwner(app());
     const adapter = await buildSmtpAdapter(app(), owner, smtp.port);
     const db = app().ctx.database.db;
-    const handler = createSendInvitationHandler({
-      db,
-      encryptionKey: app().ctx.encryptionKey,
-      config: ctx.config,
-    });
+    const handler = createSendInvitationHandler(ctx.context);
     const email = inviteeEmail('direct');
     // Inserted directly: no job, the handler is called by hand.
     const { id } = await teamRepository.insertInvitation(db, {

@@ -32,6 +32,13 @@ const migrationsFolder = path.join(path.dirname(fileURLToPath(import.meta.url)),
 /** Pool sizes: the embedded server lives beside this one process, so a few connections suffice. */
 const EXTERNAL_POOL_SIZE = 10;
 const EMBEDDED_POOL_SIZE = 5;
+/**
+ * An idle pooled connection is closed after this long (ms; pg's default is 10 s). Each open
+ * connection is a PostgreSQL backend of ~6 MB; when the process idles, its polling keeps one
+ * connection per pool busy and the rest close (issue #9, idle memory). Under load connections
+ * are never idle that long, so none is reopened.
+ */
+export const POOL_IDLE_TIMEOUT_MS = 5_000;
 
 /**
  * Opens the system of record: the PostgreSQL at `databaseUrl` when set, otherwise an embedded
@@ -53,6 +60,7 @@ export async function openDatabase(options: {
   const pool = new pg.Pool({
     connectionString,
     max: options.poolSize ?? (embedded ? EMBEDDED_POOL_SIZE : EXTERNAL_POOL_SIZE),
+    idleTimeoutMillis: POOL_IDLE_TIMEOUT_MS,
   });
   // An idle client's error (e.g. the server restarting) must not kill the process.
   pool.on('error', () => {});

@@ -52,11 +52,23 @@ const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
  * Server settings for a PostgreSQL that serves one Postwright process (issue #9, idle memory):
  * its pools open at most 5 + 4 connections (db/client.ts, jobs/queue.ts), so 25 slots leave
  * room for `psql` and a second process during a restart, and size the shared arrays accordingly;
- * nothing replicates from it (no logical replication launcher). Overridable by `settings`.
+ * nothing replicates from it (no logical replication launcher). Idle memory (measured with
+ * `npm run bench:idle-memory`, PostgreSQL's processes together: ≈ 31 → 25 MB PSS): 16 MB of shared
+ * buffers (default 128 MB; a small instance's working set fits), WAL buffers of 1 MB, no parallel
+ * query workers, one autovacuum worker, no JIT (its LLVM library is never loaded). The checkpointer,
+ * background writer, WAL writer and autovacuum launcher stay. Overridable by `settings`.
  */
 export const EMBEDDED_SERVER_SETTINGS: Readonly<Record<string, string>> = {
   max_connections: '25',
   max_logical_replication_workers: '0',
+  shared_buffers: '16MB',
+  wal_buffers: '1MB',
+  max_worker_processes: '2',
+  max_parallel_workers: '0',
+  max_parallel_workers_per_gather: '0',
+  autovacuum_max_workers: '1',
+  jit: 'off',
+  huge_pages: 'off',
 };
 
 /**

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
-import type { DatabaseHandle, Executor } from '../db/client.ts';
+import { type ConstructorOptions, fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
+import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
 import { type BatchHandler, type ClaimedJob, ClaimLoop, type ClaimLoopOptions } from './claim-loop.ts';
 import { groupOf, type JobName, type JobPayload, type RetryPolicy } from './definitions.ts';
 
@@ -47,7 +47,14 @@ export class JobQueue {
 
   constructor(database: DatabaseHandle) {
     this.#database = database;
-    this.boss = new PgBoss({ connectionString: database.connectionString, schema: 'pgboss', max: 4 });
+    // pg-boss hands its options to pg.Pool: an idle connection closes after POOL_IDLE_TIMEOUT_MS.
+    const options: ConstructorOptions & { idleTimeoutMillis: number } = {
+      connectionString: database.connectionString,
+      schema: 'pgboss',
+      max: 4,
+      idleTimeoutMillis: POOL_IDLE_TIMEOUT_MS,
+    };
+    this.boss = new PgBoss(options);
     // pg-boss reports maintenance and polling failures as events; without a listener they throw.
     this.boss.on('error', (error) => {
       if (this.#started) console.error('[queue]', error.message);

@@ -1,5 +1,6 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
+import type { ProviderCache } from '../providers/index.ts';
 import { JOB_DEFINITIONS, type JobName, type JobPayload, teamSendsInFlight } from './definitions.ts';
 import {
   type BatchHandler,
@@ -9,13 +10,18 @@ import {
   type QueuedJob,
 } from './queue.ts';
 
-/** What job handlers may use (each module builds its handlers from it). */
+/**
+ * What job handlers may use (each module builds its handlers from it): the part of the context
+ * (server/src/context.ts) below the modules. The composition root passes the whole context.
+ */
 export interface WorkerDeps {
   config: Config;
   db: Database;
   encryptionKey: Buffer;
   /** The queue, for handlers that enqueue follow-up jobs in their own transactions (webhook retries). */
   queue: JobQueue;
+  /** Open providers (connection pools), shared by every job of this context. */
+  providers: ProviderCache;
 }
 
 /** A handler per job (pg-boss work loop), or per batch (claim loop, for throughput). */

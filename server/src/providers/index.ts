@@ -61,7 +61,8 @@ function parseProviderConfig<T extends AdapterType>(type: T, config: unknown): A
 const MAX_CACHED_PROVIDERS = 100;
 
 /**
- * Providers kept open between jobs, so the worker reuses one connection pool per adapter
+ * Providers kept open between jobs, so the worker reuses one connection pool per adapter; one per
+ * context (server/src/context.ts), closed with it
  * (lru-cache, https://github.com/isaacs/node-lru-cache). An entry is keyed by the adapter id and
  * carries a version (the adapter's updatedAt): a new version replaces the entry, and a replaced,
  * evicted or cleared provider is closed, so a changed config never leaves a pool open with old
@@ -123,20 +124,4 @@ export class ProviderCache {
     this.#providers.clear();
     await Promise.all([...this.#closing]);
   }
-}
-
-const defaultCache = new ProviderCache();
-
-/** {@link ProviderCache.getOrCreate} on the process-wide cache the worker uses. */
-export function getOrCreateProvider(
-  key: string,
-  version: string,
-  create: () => EmailProvider,
-): EmailProvider {
-  return defaultCache.getOrCreate(key, version, create);
-}
-
-/** {@link ProviderCache.closeAll} on the process-wide cache; call on shutdown. */
-export function closeAllProviders(): Promise<void> {
-  return defaultCache.closeAll();
 }

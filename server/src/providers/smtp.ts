@@ -1,4 +1,5 @@
-import { createTransport, type SMTPPoolOptions } from 'nodemailer';
+import { createRequire } from 'node:module';
+import type { SMTPPoolOptions } from 'nodemailer';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
 import type { SmtpConfig } from './provider-configs.ts';
 import { classifySmtpError } from './smtp-errors.ts';
@@ -29,6 +30,15 @@ export const SMTP_TIMEOUTS_MS = {
 } as const;
 
 /** `queued as <id>` in the final 250 reply (Postfix, Exim, Sendmail, most relays). */
+/**
+ * nodemailer (~5 MB of heap) is loaded when the first SMTP provider is created, not at start: an
+ * idle server sends nothing (issue #9, idle memory). `require` keeps provider creation synchronous.
+ */
+const require = createRequire(import.meta.url);
+function createTransport(...args: Parameters<typeof import('nodemailer').createTransport>) {
+  return (require('nodemailer') as typeof import('nodemailer')).createTransport(...args);
+}
+
 const QUEUE_ID_REPLY = /queued as ([A-Za-z0-9._-]+)/i;
 
 /**

@@ -3,10 +3,10 @@ import type { DestinationStream } from 'pino';
 import { vi } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, loadConfig } from '../../src/config.ts';
+import { type Context, createContext } from '../../src/context.ts';
 import { bindJobHandlers } from '../../src/job-handlers.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
 import { declareQueues, startWorkers } from '../../src/jobs/registry.ts';
-import { closeAllProviders } from '../../src/providers/index.ts';
 import { createTestDatabase, type DatabaseKind } from './database.ts';
 
 /** The origin tests send on cookie requests that change state (BASE_URL of the test config). */
@@ -14,6 +14,8 @@ export const TEST_BASE_URL = 'http://localhost:3000';
 
 export interface TestContext {
   app: FastifyInstance;
+  /** The context the app and the workers are built over (what createContext made). */
+  context: Context;
   config: Config;
   queue: JobQueue;
   /** Starts the job workers in this process (tests that need delivery). */
@@ -46,18 +48,19 @@ export async function createTestContext(
   const queue = new JobQueue(handle);
   await queue.start();
   await declareQueues(queue, config);
-  const app = await buildApp({ config, database: handle, queue, encryptionKey, ...options });
+  const context = await createContext({ config, database: handle, queue, encryptionKey, ...options });
+  const app = await buildApp(context);
   await app.ready();
   return {
     app,
+    context,
     config,
     queue,
-    startWorkers: () =>
-      startWorkers(queue, config, bindJobHandlers({ config, db: handle.db, encryptionKey, queue })),
+    startWorkers: () => startWorkers(queue, config, bindJobHandlers(context)),
     async close() {
       await app.close();
       await queue.stop(2_000);
-      await closeAllProviders();
+      await context.close();
       await drop();
     },
   };

@@ -25,6 +25,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
   const key = () => app.ctx.encryptionKey;
+  const sendCache = () => app.ctx.caches.adaptersForSend;
 
   app.get(
     '/api/adapters/types',
@@ -66,7 +67,13 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
     },
     async (request, reply) => {
-      const row = await service.createAdapter(db(), key(), sessionOf(request).teamId, request.body);
+      const row = await service.createAdapter(
+        db(),
+        sendCache(),
+        key(),
+        sessionOf(request).teamId,
+        request.body,
+      );
       return reply.code(201).send(ok(service.presentAdapter(row)));
     },
   );
@@ -86,6 +93,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     async (request) => {
       const row = await service.updateAdapter(
         db(),
+        sendCache(),
         key(),
         sessionOf(request).teamId,
         request.params.id,
@@ -102,7 +110,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: adapterIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
-      await service.deleteAdapter(db(), sessionOf(request).teamId, request.params.id);
+      await service.deleteAdapter(db(), sendCache(), sessionOf(request).teamId, request.params.id);
       return deleted;
     },
   );
@@ -118,7 +126,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
         await service.testAdapter(
           db(),
           key(),
-          { allowPrivate: app.ctx.config.SMTP_ALLOW_PRIVATE },
+          app.ctx.outbound,
           sessionOf(request).teamId,
           request.params.id,
         ),

@@ -10,13 +10,14 @@ import type { AdapterRow } from './adapters.repository.ts';
  */
 export const ADAPTER_SEND_CACHE_TTL_MS = 1_000;
 
-/** Each team's sending adapter (issue #9 "Cheap hot path"). */
-export const adapterSendCache = new TeamReadCache<AdapterRow>({
-  max: 5_000,
-  ttlMs: ADAPTER_SEND_CACHE_TTL_MS,
-});
+/**
+ * Each team's sending adapter (issue #9 "Cheap hot path"). One per context (server/src/context.ts),
+ * never module state: two apps in one process keep their own. Adapter services call
+ * `forgetTeam(teamId)` after a change to the team's adapters has committed.
+ */
+export type AdapterSendCache = TeamReadCache<AdapterRow>;
 
-/** Forgets `teamId`'s cached sending adapter; call after a change to its adapters has committed. */
-export function forgetTeamAdapters(teamId: string): void {
-  adapterSendCache.forgetTeam(teamId);
+/** A new, empty {@link AdapterSendCache} (at most 5,000 teams, each for ADAPTER_SEND_CACHE_TTL_MS). */
+export function createAdapterSendCache(): AdapterSendCache {
+  return new TeamReadCache({ max: 5_000, ttlMs: ADAPTER_SEND_CACHE_TTL_MS });
 }

@@ -7,7 +7,7 @@ import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-c
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
 import type { AdapterView } from './adapters.schema.ts';
-import { adapterSendCache, forgetTeamAdapters } from './adapters.send-cache.ts';
+import type { AdapterSendCache } from './adapters.send-cache.ts';
 
 /** Adapter without its config (spec: config only in get-one). */
 export function presentAdapter(row: AdapterRow): AdapterView {
@@ -76,6 +76,7 @@ export async function findAdapters(
  */
 export async function createAdapter(
   db: Database,
+  sendCache: AdapterSendCache,
   encryptionKey: Buffer,
   teamId: string,
   input: {
@@ -102,7 +103,7 @@ export async function createAdapter(
       isDefault,
     });
   });
-  forgetTeamAdapters(teamId);
+  sendCache.forgetTeam(teamId);
   return created;
 }
 
@@ -130,6 +131,7 @@ export async function listAdapters(db: Executor, teamId: string): Promise<Adapte
  */
 export async function updateAdapter(
   db: Database,
+  sendCache: AdapterSendCache,
   encryptionKey: Buffer,
   teamId: string,
   id: string,
@@ -160,14 +162,19 @@ export async function updateAdapter(
     if (!row) throw notFound('Adapter');
     return row;
   });
-  forgetTeamAdapters(teamId);
+  sendCache.forgetTeam(teamId);
   return updated;
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
-export async function deleteAdapter(db: Executor, teamId: string, id: string): Promise<void> {
+export async function deleteAdapter(
+  db: Executor,
+  sendCache: AdapterSendCache,
+  teamId: string,
+  id: string,
+): Promise<void> {
   if (!(await adapterRepository.delete(db, teamId, id))) throw notFound('Adapter');
-  forgetTeamAdapters(teamId);
+  sendCache.forgetTeam(teamId);
 }
 
 /**
@@ -212,13 +219,17 @@ export async function resolveSendingAdapter(db: Executor, teamId: string): Promi
 }
 
 /**
- * {@link resolveSendingAdapter} through the per-process {@link adapterSendCache} (issue #9 "Cheap
+ * {@link resolveSendingAdapter} through the context's `sendCache` (issue #9 "Cheap
  * hot path"): no database round trip on a hit; changes through another process are seen within
  * ADAPTER_SEND_CACHE_TTL_MS. The row is shared: read-only.
  * @throws VALIDATION_ERROR (400) NO_ACTIVE_ADAPTER as resolveSendingAdapter (not cached).
  */
-export function cachedSendingAdapter(db: Executor, teamId: string): Promise<AdapterRow> {
-  return adapterSendCache.get(teamId, 'sending', () => resolveSendingAdapter(db, teamId));
+export function cachedSendingAdapter(
+  db: Executor,
+  sendCache: AdapterSendCache,
+  teamId: string,
+): Promise<AdapterRow> {
+  return sendCache.get(teamId, 'sending', () => resolveSendingAdapter(db, teamId));
 }
 
 /** An adapter row by id within the team, or undefined (the worker decides what a missing one means). */

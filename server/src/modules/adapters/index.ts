@@ -3,7 +3,11 @@ export { providerFor } from './adapter-provider.ts';
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';
 export { adapterRoutes } from './adapters.routes.ts';
-export { ADAPTER_SEND_CACHE_TTL_MS, forgetTeamAdapters } from './adapters.send-cache.ts';
+export {
+  ADAPTER_SEND_CACHE_TTL_MS,
+  type AdapterSendCache,
+  createAdapterSendCache,
+} from './adapters.send-cache.ts';
 export {
   adapterConfig,
   cachedSendingAdapter,

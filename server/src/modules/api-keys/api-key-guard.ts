@@ -13,11 +13,11 @@ import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
  */
 export function requireApiKey(...scopes: ApiKeyScope[]) {
   return async function apiKeyGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const { database, rateLimiter, apiKeyCache } = request.server.ctx;
+    const { database, rateLimiter, caches } = request.server.ctx;
     const header = request.headers['x-api-key'];
     const secret = Array.isArray(header) ? header[0] : header;
     const now = new Date();
-    const key = await authenticateApiKey(database.db, apiKeyCache, secret?.trim() || undefined, now);
+    const key = await authenticateApiKey(database.db, caches.apiKeys, secret?.trim() || undefined, now);
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
       throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
         requiredScopes: scopes,

@@ -22,7 +22,7 @@ const security = [{ session: [] }];
 export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
-  const cache = () => app.ctx.apiKeyCache;
+  const cache = () => app.ctx.caches.apiKeys;
 
   app.get(
     '/api/api-keys',

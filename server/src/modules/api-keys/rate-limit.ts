@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis as RedisClient } from 'ioredis';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
@@ -68,8 +69,9 @@ class InsuranceLimiter extends RateLimiterMemory {
  * {@link RateLimiter.redisOutages}, the first request Redis counts again logs the end (issue #8).
  */
 export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLimitLog): RateLimiter {
-  const redis = config.REDIS_URL
-    ? new Redis(config.REDIS_URL, {
+  // ioredis (~2 MB of heap) is loaded only when REDIS_URL is set (issue #9, idle memory).
+  const redis: RedisClient | undefined = config.REDIS_URL
+    ? new (createRequire(import.meta.url)('ioredis') as typeof import('ioredis')).Redis(config.REDIS_URL, {
         // Fail fast to the in-process count rather than queue requests behind a reconnect.
         enableOfflineQueue: false,
         maxRetriesPerRequest: 1,

@@ -3,8 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
-import { CLIENT_IP_HEADER } from './better-auth.ts';
-import { loginUrl } from './setup-intent.ts';
+import { CLIENT_IP_HEADER, loginUrl } from './auth-light.ts';
 
 /**
  * Largest request body accepted by better-auth's endpoints. better-call streams the raw body

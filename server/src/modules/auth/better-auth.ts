@@ -18,18 +18,12 @@ import {
 import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
+import { CLIENT_IP_HEADER, loginUrl } from './auth-light.ts';
 import { type AuthLog, betterAuthLogger } from './auth-logger.ts';
-import { loginUrl, setupIntentMiddleware } from './setup-intent.ts';
+import { setupIntentMiddleware } from './setup-intent.ts';
 import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
 import { type JoinInvitedTeams, signUpHooks } from './sign-up-policy.ts';
 import { verifiedEmailReclaim } from './verified-email-reclaim.ts';
-
-/**
- * The request header through which the mount hands better-auth the client IP as Fastify
- * resolved it (`request.ip`: the socket address, or the forwarded one when TRUST_PROXY is on).
- * The mount overwrites whatever a client sent in it.
- */
-export const CLIENT_IP_HEADER = 'x-postwright-client-ip';
 
 /** Cookie prefix: the session cookie is `postwright.session_token` (`__Secure-` first on https). */
 export const COOKIE_PREFIX = 'postwright';

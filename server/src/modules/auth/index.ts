@@ -25,8 +25,16 @@ export { authRoutes } from './auth.routes.ts';
 export { meResponse } from './auth.schema.ts';
 export { describeSession, type SessionDescription } from './auth.service.ts';
 export { authErrorToAppError } from './auth-error-envelope.ts';
-export { type Auth, type AuthDeps, CLIENT_IP_HEADER, createAuth } from './better-auth.ts';
+export { CLIENT_IP_HEADER, isAPIError } from './auth-light.ts';
+export type { Auth, AuthDeps } from './better-auth.ts';
+export { createAuth } from './lazy-auth.ts';
 export { assertSameOrigin, authHeaders, signedInUser } from './request-auth.ts';
 export { requireSession } from './require-session.ts';
-export { isSetupRequired, printSetupUrlIfNeeded, resolveSetupToken, setupUrl } from './setup-token.ts';
+export {
+  isSetupRequired,
+  printSetupUrlIfNeeded,
+  resolveSetupToken,
+  setupUrl,
+  withSetupToken,
+} from './setup-token.ts';
 export type { JoinInvitedTeams } from './sign-up-policy.ts';

@@ -2,8 +2,8 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import { anyUserExists } from './auth.repository.ts';
+import { loginUrl, SETUP_TOKEN_HEADER } from './auth-light.ts';
 import type { Auth } from './better-auth.ts';
-import { loginUrl, SETUP_TOKEN_HEADER } from './setup-intent.ts';
 import { isSetupTokenValid } from './setup-token.ts';
 import { isEnabledOAuthProvider } from './sign-in-methods.ts';
 

@@ -1,8 +1,7 @@
-import { isAPIError } from 'better-auth/api';
 import { fromNodeHeaders } from 'better-auth/node';
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
-import { CLIENT_IP_HEADER } from './better-auth.ts';
+import { CLIENT_IP_HEADER, isAPIError } from './auth-light.ts';
 
 /**
  * The request's headers for a better-auth server API call, with the real client IP in our own

@@ -1,10 +1,10 @@
-import { isAPIError } from 'better-auth/api';
 import { fromNodeHeaders } from 'better-auth/node';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import { isTeamRole, type Permission, permissionsOf } from '../../http/permissions.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import { findFirstTeamId, findMembership, type Membership } from './auth.repository.ts';
+import { isAPIError } from './auth-light.ts';
 import { assertSameOrigin } from './request-auth.ts';
 
 /** Methods that change state: cookie requests with them must come from our own origin. */

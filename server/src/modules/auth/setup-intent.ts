@@ -1,5 +1,6 @@
 import { addOAuthServerContext, createAuthMiddleware } from 'better-auth/api';
 import type { Config } from '../../config.ts';
+import { SETUP_TOKEN_HEADER } from './auth-light.ts';
 import { isSetupTokenValid } from './setup-token.ts';
 import { SETUP_SERVER_CONTEXT_KEY } from './sign-up-policy.ts';
 
@@ -8,18 +9,6 @@ import { SETUP_SERVER_CONTEXT_KEY } from './sign-up-policy.ts';
  * setup-intent hook). Kept apart from provider-sign-in.ts, which calls the built better-auth
  * instance, so the two do not import each other (issue #9, no import cycles).
  */
-
-/**
- * Request header in which the start route hands better-auth's `/sign-in/social` endpoint the setup
- * token of a setup sign-in. That endpoint is not reachable from outside (`disabledPaths`), and the
- * middleware below checks the token again before it marks the flow.
- */
-export const SETUP_TOKEN_HEADER = 'x-postwright-setup-token';
-
-/** The dashboard's sign-in page, where failed OAuth sign-ins land with `?error=<code>`. */
-export function loginUrl(config: Pick<Config, 'BASE_URL'>): string {
-  return `${config.BASE_URL}/login`;
-}
 
 /**
  * better-auth `hooks.before` middleware: on `/sign-in/social` with a valid {@link SETUP_TOKEN_HEADER},

@@ -3,17 +3,27 @@ import type { Config } from '../../config.ts';
 import type { Executor } from '../../db/client.ts';
 import { anyUserExists } from './auth.repository.ts';
 
-/** Generated once per process when SETUP_TOKEN is not configured. */
-let generatedToken: string | undefined;
+/**
+ * `config` with its setup token settled (issue #2): SETUP_TOKEN when configured, otherwise a
+ * random 32-byte base64url token. The context (server/src/context.ts) calls it once, so a token is
+ * generated per started process (a restart prints a new one) and is never module state: two
+ * contexts in one process hold their own.
+ * @returns a copy of `config` whose SETUP_TOKEN is set.
+ */
+export function withSetupToken<C extends Pick<Config, 'SETUP_TOKEN'>>(
+  config: C,
+): C & { SETUP_TOKEN: string } {
+  return { ...config, SETUP_TOKEN: config.SETUP_TOKEN ?? randomBytes(32).toString('base64url') };
+}
 
 /**
- * The token that authorises the first-run setup (issue #2): SETUP_TOKEN when configured,
- * otherwise a random 32-byte base64url token generated once per process (a restart prints a new one).
+ * The token that authorises the first-run setup: the context's SETUP_TOKEN (see {@link withSetupToken}).
+ * @throws Error when `config` has none (a config that did not come through the context).
  */
 export function resolveSetupToken(config: Pick<Config, 'SETUP_TOKEN'>): string {
-  if (config.SETUP_TOKEN) return config.SETUP_TOKEN;
-  generatedToken ??= randomBytes(32).toString('base64url');
-  return generatedToken;
+  if (!config.SETUP_TOKEN)
+    throw new Error('No setup token: build the config through withSetupToken (context.ts)');
+  return config.SETUP_TOKEN;
 }
 
 /** The dashboard's setup page with the token: `${BASE_URL}/setup?token=…`. */

@@ -85,28 +85,17 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
 /** Group commit of accepted sends over one database (see {@link GroupCommit}). */
 export type AcceptBatcher = GroupCommit<AcceptedEmailRows>;
 
-const batchers = new WeakMap<Database, AcceptBatcher>();
-
 /**
- * The accept batcher of `deps.db`, created on first use: every send of a process through the same
- * database shares it, so concurrent requests share transactions. `submit(rows)` resolves once the
- * rows are committed and rejects with that item's own error (a constraint it violates, …).
+ * A new accept batcher over `deps.db`, writing its jobs through `deps.queue`. The context
+ * (server/src/context.ts) makes one per process, so every send through it shares transactions.
+ * `submit(rows)` resolves once the rows are committed and rejects with that item's own error (a
+ * constraint it violates, …); `drain()` waits for what it holds (before the database closes).
  */
-export function acceptBatcherFor(deps: { db: Database; queue: JobQueue }): AcceptBatcher {
-  let batcher = batchers.get(deps.db);
-  if (!batcher) {
-    batcher = new GroupCommit<AcceptedEmailRows>(deps.db, {
-      write: (tx, items) => writeAccepted(deps.queue, tx, items),
-      maxBatch: MAX_BATCH,
-      windowMs: WINDOW_MS,
-      maxInFlight: MAX_IN_FLIGHT,
-    });
-    batchers.set(deps.db, batcher);
-  }
-  return batcher;
-}
-
-/** Waits until the accept batcher of `db` (if any) has committed what it holds (before the database closes). */
-export async function drainAcceptBatcher(db: Database): Promise<void> {
-  await batchers.get(db)?.drain();
+export function createAcceptBatcher(deps: { db: Database; queue: JobQueue }): AcceptBatcher {
+  return new GroupCommit<AcceptedEmailRows>(deps.db, {
+    write: (tx, items) => writeAccepted(deps.queue, tx, items),
+    maxBatch: MAX_BATCH,
+    windowMs: WINDOW_MS,
+    maxInFlight: MAX_IN_FLIGHT,
+  });
 }

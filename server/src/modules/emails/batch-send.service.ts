@@ -1,12 +1,8 @@
 import type { z } from 'zod';
-import type { Config } from '../../config.ts';
-import type { Database } from '../../db/client.ts';
 import { isClientDataError } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
-import { acceptBatcherFor } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
-import { type AcceptedSend, prepareSend, templateGoneError } from './send.service.ts';
+import { type AcceptedSend, type AcceptSendDeps, prepareSend, templateGoneError } from './send.service.ts';
 
 /** Most emails one `POST /api/v1/send/batch` carries. */
 export const MAX_BATCH_EMAILS = 100;
@@ -31,7 +27,7 @@ function errorItem(error: AppError): BatchItemResult {
  * @throws unexpected errors while preparing (database down): then nothing was written.
  */
 export async function acceptSendBatch(
-  deps: { db: Database; queue: JobQueue; config: Config },
+  deps: AcceptSendDeps,
   caller: { teamId: string; apiKeyId: string | null },
   emails: readonly unknown[],
   schema: z.ZodType<SendInput>,
@@ -66,14 +62,14 @@ export async function acceptSendBatch(
     }),
   );
   prepared.sort((a, b) => a.index - b.index);
-  const outcomes = await acceptBatcherFor(deps).submitTogether(prepared.map((item) => item.prepared.rows));
+  const outcomes = await deps.acceptBatcher.submitTogether(prepared.map((item) => item.prepared.rows));
   outcomes.forEach((outcome, position) => {
     const item = prepared[position]!;
     if (outcome.status === 'fulfilled') {
       results[item.index] = item.prepared.accepted;
       return;
     }
-    const error = templateGoneError(outcome.reason, caller.teamId, item.templateId);
+    const error = templateGoneError(deps, outcome.reason, caller.teamId, item.templateId);
     if (error instanceof AppError) results[item.index] = errorItem(error);
     else if (isClientDataError(error)) {
       results[item.index] = errorItem(

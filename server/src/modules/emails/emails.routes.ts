@@ -5,7 +5,6 @@ import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
-import { drainAcceptBatcher } from './accept-batcher.ts';
 import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
 import { cancelEmail } from './cancel.service.ts';
 import {
@@ -57,7 +56,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const security = [{ apiKey: [] }];
   const sendBody = sendBodySchema(variablesLimitsOf(app.ctx.config));
   // Sends still being committed finish before the database is closed after the app.
-  app.addHook('onClose', () => drainAcceptBatcher(app.ctx.database.db));
+  app.addHook('onClose', () => app.ctx.acceptBatcher.drain());
 
   // Loose: the validated object replaces request.headers, which must keep every other header.
   const idempotencyHeader = z.looseObject({
@@ -86,7 +85,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const caller = apiKeyOf(request);
-      const { database, queue, config } = app.ctx;
+      const { database } = app.ctx;
       const answer = await withIdempotency(
         database.db,
         caller,
@@ -94,7 +93,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
         { route: 'send', body: request.body },
         async () => ({
           status: 202,
-          body: ok(await acceptSend({ db: database.db, queue, config }, caller, request.body)),
+          body: ok(await acceptSend(app.ctx, caller, request.body)),
         }),
       );
       if (answer.replayed) reply.header('idempotency-replayed', 'true');
@@ -125,7 +124,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const caller = apiKeyOf(request);
-      const { database, queue, config } = app.ctx;
+      const { database } = app.ctx;
       const answer = await withIdempotency(
         database.db,
         caller,
@@ -134,12 +133,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
         async () => ({
           status: 202,
           body: ok({
-            results: await acceptSendBatch(
-              { db: database.db, queue, config },
-              caller,
-              request.body.emails,
-              sendBody,
-            ),
+            results: await acceptSendBatch(app.ctx, caller, request.body.emails, sendBody),
           }),
         }),
       );
@@ -222,12 +216,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: emailIdParams, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
-      const { database, queue, config } = app.ctx;
-      const accepted = await resendEmail(
-        { db: database.db, queue, config },
-        teamIdOf(request),
-        request.params.id,
-      );
+      const accepted = await resendEmail(app.ctx, teamIdOf(request), request.params.id);
       return reply.code(202).send(ok(accepted));
     },
   );

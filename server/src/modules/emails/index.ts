@@ -1,3 +1,4 @@
+export { type AcceptBatcher, createAcceptBatcher } from './accept-batcher.ts';
 export { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 export { logRoutes, sendRoutes } from './emails.routes.ts';
 export { createSendEmailHandler, createUndeliveredEmailHandler, emailJobHandlers } from './send-email.job.ts';

@@ -1,9 +1,6 @@
-import type { Config } from '../../config.ts';
-import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
 import { getLog } from './logs.service.ts';
-import { type AcceptedSend, acceptSend } from './send.service.ts';
+import { type AcceptedSend, type AcceptSendDeps, acceptSend } from './send.service.ts';
 import { loadSendFields } from './send-fields.ts';
 
 /** Statuses a resend may start from (spec "States and transitions"). */
@@ -20,7 +17,7 @@ const RESENDABLE = new Set(['failed', 'bounced']);
  *   rule 4, details.reason TEMPLATE_DELETED); any error of {@link acceptSend}.
  */
 export async function resendEmail(
-  deps: { db: Database; queue: JobQueue; config: Config },
+  deps: AcceptSendDeps,
   teamId: string,
   emailId: string,
 ): Promise<AcceptedSend> {

@@ -4,7 +4,7 @@ import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
-import { ProviderError, SendSlots } from '../../providers/index.ts';
+import { type ProviderCache, ProviderError, SendSlots } from '../../providers/index.ts';
 import { providerFor } from '../adapters/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
@@ -20,6 +20,8 @@ class PermanentSendError extends Error {}
 export interface SendEmailDeps {
   db: Database;
   encryptionKey: Buffer;
+  /** The context's open providers (one connection pool per adapter). */
+  providers: ProviderCache;
   config: Pick<Config, 'SEND_TIMEOUT_SECONDS' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
 }
 
@@ -86,7 +88,7 @@ async function attempt(
     const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
     if ('suppressed' in extra) throw new PermanentSendError(extra.suppressed);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
-    const provider = providerFor(adapter, deps.encryptionKey, deps.config);
+    const provider = providerFor(deps, adapter);
     // One slot per pooled connection: the deadline starts when this email's send can start.
     const release = await slots.acquire(adapter.id, maxConnections, job.signal);
     const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);

@@ -1,13 +1,16 @@
-import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
-import { type AdapterRow, cachedSendingAdapter, findAdapters } from '../adapters/index.ts';
+import {
+  type AdapterRow,
+  type AdapterSendCache,
+  cachedSendingAdapter,
+  findAdapters,
+} from '../adapters/index.ts';
 import { renderSubjectLine, renderTemplateHtml } from '../rendering/index.ts';
-import { cachedTemplateForSend, forgetTeamTemplates } from '../templates/index.ts';
-import { type AcceptedEmailRows, acceptBatcherFor } from './accept-batcher.ts';
+import { cachedTemplateForSend, type TemplateSendCache } from '../templates/index.ts';
+import type { AcceptBatcher, AcceptedEmailRows } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
 import { sendFieldRows, unknownAdapterError } from './send-fields.ts';
 
@@ -16,6 +19,16 @@ export interface AcceptedSend {
   id: string;
   jobId: string;
   status: 'queued';
+}
+
+/**
+ * What {@link acceptSend} uses, all from the context (server/src/context.ts): the database, the
+ * process's accept batcher over it and the send caches (never module state, issue #9).
+ */
+export interface AcceptSendDeps {
+  db: Database;
+  acceptBatcher: AcceptBatcher;
+  caches: { templatesForSend: TemplateSendCache; adaptersForSend: AdapterSendCache };
 }
 
 /** The foreign key that refuses a log of a template deleted before the send committed. */
@@ -49,16 +62,16 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  *   a database data exception for values PostgreSQL cannot store (mapped to 400 INVALID_INPUT).
  */
 export async function acceptSend(
-  deps: { db: Database; queue: JobQueue; config: Config },
+  deps: AcceptSendDeps,
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
   origin: SendOrigin = {},
 ): Promise<AcceptedSend> {
   const prepared = await prepareSend(deps, caller, input, origin);
   try {
-    await acceptBatcherFor(deps).submit(prepared.rows);
+    await deps.acceptBatcher.submit(prepared.rows);
   } catch (error) {
-    throw templateGoneError(error, caller.teamId, input.templateId);
+    throw templateGoneError(deps, error, caller.teamId, input.templateId);
   }
   return prepared.accepted;
 }
@@ -76,9 +89,14 @@ export interface SendOrigin {
  * template means the template was deleted after it was resolved (a concurrent delete, or through
  * another process while it was cached): nothing was written, INVALID_TEMPLATE. Anything else as is.
  */
-export function templateGoneError(error: unknown, teamId: string, templateId: string): unknown {
+export function templateGoneError(
+  deps: Pick<AcceptSendDeps, 'caches'>,
+  error: unknown,
+  teamId: string,
+  templateId: string,
+): unknown {
   if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) return error;
-  forgetTeamTemplates(teamId);
+  deps.caches.templatesForSend.forgetTeam(teamId);
   return new AppError('INVALID_TEMPLATE', `Template "${templateId}" not found`, { templateId });
 }
 
@@ -89,17 +107,22 @@ export function templateGoneError(error: unknown, teamId: string, templateId: st
  *   ADAPTER_DISABLED) for an `adapterId` that is not one of the team's active adapters.
  */
 export async function prepareSend(
-  deps: { db: Database; queue: JobQueue; config: Config },
+  deps: AcceptSendDeps,
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
   origin: SendOrigin = {},
 ): Promise<{ rows: AcceptedEmailRows; accepted: AcceptedSend }> {
   const to = Array.isArray(input.to) ? input.to : [input.to];
   const variables = input.variables ?? {};
-  const { template, version } = await cachedTemplateForSend(deps.db, caller.teamId, input.templateId);
+  const { template, version } = await cachedTemplateForSend(
+    deps.db,
+    deps.caches.templatesForSend,
+    caller.teamId,
+    input.templateId,
+  );
   const adapter = input.adapterId
     ? await namedAdapter(deps.db, caller.teamId, input.adapterId)
-    : await cachedSendingAdapter(deps.db, caller.teamId);
+    : await cachedSendingAdapter(deps.db, deps.caches.adaptersForSend, caller.teamId);
   if ((input.pdfAttachments?.length ?? 0) > 0 || version.generatePdf) {
     throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
       reason: 'PDF_RENDERER_URL_NOT_SET',

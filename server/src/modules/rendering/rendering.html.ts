@@ -2,8 +2,8 @@
  * From a validated design to HTML and text: which strings of a document carry Liquid, how
  * unsafe URLs are dropped, the one call into the EmailBuilder renderer, and the text part.
  */
-import { renderToStaticMarkup, type TReaderDocument } from '@usewaypoint/email-builder';
-import { compile as compileHtmlToText } from 'html-to-text';
+import { createRequire } from 'node:module';
+import type { TReaderDocument } from '@usewaypoint/email-builder';
 import { invalidTemplate, ROOT_BLOCK_ID, reachableBlockIds } from './rendering.design.ts';
 import type { LiquidMode } from './rendering.liquid.ts';
 import type { BlockType, EmailBlock, EmailDesign } from './rendering.schema.ts';
@@ -102,6 +102,7 @@ export function withStrings(design: EmailDesign, strings: DesignString[], values
  * @throws AppError INVALID_TEMPLATE, reason RENDER_ERROR, if the renderer throws.
  */
 export function renderDesignHtml(design: EmailDesign): string {
+  const { renderToStaticMarkup } = renderer();
   try {
     // Our schema is the renderer's, minus zod-3 tuple typing of `columns`: same data at run time.
     return renderToStaticMarkup(design as unknown as TReaderDocument, { rootBlockId: ROOT_BLOCK_ID });
@@ -112,18 +113,41 @@ export function renderDesignHtml(design: EmailDesign): string {
   }
 }
 
-const htmlToTextConverter = compileHtmlToText({
-  wordwrap: 78,
-  selectors: [
-    { selector: 'img', format: 'skip' },
-    { selector: 'a', options: { hideLinkIfSameAsText: true, linkBrackets: ['[', ']'] } },
-    { selector: 'h1', options: { uppercase: false } },
-    { selector: 'h2', options: { uppercase: false } },
-    { selector: 'h3', options: { uppercase: false } },
-  ],
-});
+/*
+ * The renderer (EmailBuilder + React, ~6 MB of heap) and html-to-text (~2 MB) are loaded on the
+ * first render, not at start: an idle server never renders (issue #9, idle memory). `require`
+ * keeps rendering synchronous; Node loads both packages' CommonJS builds, a one-time cost of tens
+ * of milliseconds on the first render.
+ */
+const require = createRequire(import.meta.url);
+let loadedRenderer: typeof import('@usewaypoint/email-builder') | undefined;
+let htmlToTextConverter: ((html: string) => string) | undefined;
+
+function renderer(): typeof import('@usewaypoint/email-builder') {
+  loadedRenderer ??= require('@usewaypoint/email-builder') as typeof import('@usewaypoint/email-builder');
+  return loadedRenderer;
+}
+
+function textConverter(): (html: string) => string {
+  htmlToTextConverter ??= createTextConverter();
+  return htmlToTextConverter;
+}
+
+function createTextConverter(): (html: string) => string {
+  const { compile } = require('html-to-text') as typeof import('html-to-text');
+  return compile({
+    wordwrap: 78,
+    selectors: [
+      { selector: 'img', format: 'skip' },
+      { selector: 'a', options: { hideLinkIfSameAsText: true, linkBrackets: ['[', ']'] } },
+      { selector: 'h1', options: { uppercase: false } },
+      { selector: 'h2', options: { uppercase: false } },
+      { selector: 'h3', options: { uppercase: false } },
+    ],
+  });
+}
 
 /** The text/plain part: html-to-text, lines wrapped at 78, links as `text [url]`, images skipped. */
 export function htmlToText(html: string): string {
-  return htmlToTextConverter(html).trim();
+  return textConverter()(html).trim();
 }

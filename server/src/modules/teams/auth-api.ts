@@ -1,5 +1,4 @@
-import { isAPIError } from 'better-auth/api';
-import { authErrorToAppError } from '../auth/index.ts';
+import { authErrorToAppError, isAPIError } from '../auth/index.ts';
 
 /**
  * An error thrown by better-auth's server API (`auth.api.*`) as an AppError with our codes (the

@@ -4,7 +4,7 @@ import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
 import type { QueuedJob } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
-import { ProviderError } from '../../providers/index.ts';
+import { type ProviderCache, ProviderError } from '../../providers/index.ts';
 import { type AdapterRow, providerFor, resolveSendingAdapter } from '../adapters/index.ts';
 import { buildInvitationEmail } from './invitation-email.ts';
 import { invitationUrl, newInvitationToken } from './invitation-token.ts';
@@ -17,6 +17,8 @@ import { teamRepository } from './teams.repository.ts';
 export interface SendInvitationDeps {
   db: Database;
   encryptionKey: Buffer;
+  /** The context's open providers (one connection pool per adapter). */
+  providers: ProviderCache;
   config: Pick<Config, 'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
 }
 
@@ -86,7 +88,7 @@ export function createSendInvitationHandler(deps: SendInvitationDeps) {
       adapter.defaultFrom,
     );
     try {
-      const provider = providerFor(adapter, deps.encryptionKey, deps.config);
+      const provider = providerFor(deps, adapter);
       await provider.send(message);
     } catch (error) {
       const permanent = error instanceof AppError || (error instanceof ProviderError && error.permanent);

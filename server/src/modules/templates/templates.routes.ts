@@ -38,6 +38,7 @@ const security: { [scheme: string]: string[] }[] = [{ session: [] }, { apiKey: [
 export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
+  const sendCache = () => app.ctx.caches.templatesForSend;
   const previewBody = previewBodySchema(variablesLimitsOf(app.ctx.config));
 
   app.get(
@@ -91,7 +92,13 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const row = await service.updateTemplate(db(), teamIdOf(request), request.params.id, request.body);
+      const row = await service.updateTemplate(
+        db(),
+        sendCache(),
+        teamIdOf(request),
+        request.params.id,
+        request.body,
+      );
       return ok(service.presentTemplate(row));
     },
   );
@@ -103,7 +110,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
-      await service.deleteTemplate(db(), teamIdOf(request), request.params.id);
+      await service.deleteTemplate(db(), sendCache(), teamIdOf(request), request.params.id);
       return deleted;
     },
   );
@@ -158,6 +165,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       const userId = actingUserIdOf(request);
       const version = await versions.createVersion(
         db(),
+        sendCache(),
         teamId,
         userId,
         request.params.id,
@@ -177,7 +185,11 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       const teamId = teamIdOf(request);
       const userId = actingUserIdOf(request);
       const { id, versionId } = request.params;
-      return ok(service.presentTemplate(await versions.restoreVersion(db(), teamId, userId, id, versionId)));
+      return ok(
+        service.presentTemplate(
+          await versions.restoreVersion(db(), sendCache(), teamId, userId, id, versionId),
+        ),
+      );
     },
   );
 

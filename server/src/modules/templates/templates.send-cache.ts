@@ -9,17 +9,16 @@ import type { TemplateRow, TemplateVersionRow } from './templates.repository.ts'
  */
 export const TEMPLATE_SEND_CACHE_TTL_MS = 1_000;
 
-/** Templates resolved for sending, by team and the id or slug the sender named (issue #9 "Cheap hot path"). */
-export const templateSendCache = new TeamReadCache<{ template: TemplateRow; version: TemplateVersionRow }>({
-  max: 5_000,
-  ttlMs: TEMPLATE_SEND_CACHE_TTL_MS,
-});
-
 /**
- * Forgets every cached template of `teamId`. Template services call it after a change to a
- * template (content, slug, isActive, current version, deletion) has committed; the send path calls
- * it when a cached template turned out to be gone.
+ * Templates resolved for sending, by team and the id or slug the sender named (issue #9 "Cheap hot
+ * path"). One per context (server/src/context.ts), never module state: two apps in one process
+ * keep their own. Template services call `forgetTeam(teamId)` after a change to a template
+ * (content, slug, isActive, current version, deletion) has committed; the send path calls it when
+ * a cached template turned out to be gone.
  */
-export function forgetTeamTemplates(teamId: string): void {
-  templateSendCache.forgetTeam(teamId);
+export type TemplateSendCache = TeamReadCache<{ template: TemplateRow; version: TemplateVersionRow }>;
+
+/** A new, empty {@link TemplateSendCache} (at most 5,000 entries, each for TEMPLATE_SEND_CACHE_TTL_MS). */
+export function createTemplateSendCache(): TemplateSendCache {
+  return new TeamReadCache({ max: 5_000, ttlMs: TEMPLATE_SEND_CACHE_TTL_MS });
 }

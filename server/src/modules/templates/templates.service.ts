@@ -8,7 +8,7 @@ import { firstFreeSlug, slugify } from '../../slug.ts';
 import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } from '../rendering/index.ts';
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
-import { forgetTeamTemplates, templateSendCache } from './templates.send-cache.ts';
+import type { TemplateSendCache } from './templates.send-cache.ts';
 
 /** List item shape (spec "Template": list items carry …). */
 export function presentTemplateListItem(row: TemplateRow) {
@@ -175,6 +175,7 @@ const VERSIONED_FIELDS = ['name', 'subject', 'designJson', 'generatePdf', 'pdfFi
  */
 export async function updateTemplate(
   db: Database,
+  sendCache: TemplateSendCache,
   teamId: string,
   idOrSlug: string,
   input: UpdateTemplateInput,
@@ -201,7 +202,7 @@ export async function updateTemplate(
       if (!row) throw notFound('Template');
       return row;
     });
-    forgetTeamTemplates(teamId);
+    sendCache.forgetTeam(teamId);
     return updated;
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? '');
@@ -210,10 +211,15 @@ export async function updateTemplate(
 }
 
 /** Permanent delete; email logs keep templateName and get templateId null. @throws NOT_FOUND. */
-export async function deleteTemplate(db: Executor, teamId: string, idOrSlug: string): Promise<void> {
+export async function deleteTemplate(
+  db: Executor,
+  sendCache: TemplateSendCache,
+  teamId: string,
+  idOrSlug: string,
+): Promise<void> {
   const current = await getTemplate(db, teamId, idOrSlug);
   await templateRepository.delete(db, teamId, current.id);
-  forgetTeamTemplates(teamId);
+  sendCache.forgetTeam(teamId);
 }
 
 /**
@@ -252,17 +258,18 @@ export async function resolveTemplateForSend(
 }
 
 /**
- * {@link resolveTemplateForSend} through the per-process {@link templateSendCache} (issue #9
+ * {@link resolveTemplateForSend} through the context's `sendCache` (issue #9
  * "Cheap hot path"): no database round trip on a hit, changes through another process seen within
  * TEMPLATE_SEND_CACHE_TTL_MS. The result is shared: read-only.
  * @throws INVALID_TEMPLATE (400) as resolveTemplateForSend (errors are not cached).
  */
 export function cachedTemplateForSend(
   db: Database,
+  sendCache: TemplateSendCache,
   teamId: string,
   idOrSlug: string,
 ): Promise<{ template: TemplateRow; version: TemplateVersionRow }> {
-  return templateSendCache.get(teamId, idOrSlug, () => resolveTemplateForSend(db, teamId, idOrSlug));
+  return sendCache.get(teamId, idOrSlug, () => resolveTemplateForSend(db, teamId, idOrSlug));
 }
 
 /** A version by id within the team (the worker renders from it). */

@@ -2,7 +2,7 @@ import type { Database, Executor } from '../../db/client.ts';
 import { notFound } from '../../http/errors.ts';
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { TemplateVersionView } from './templates.schema.ts';
-import { forgetTeamTemplates } from './templates.send-cache.ts';
+import type { TemplateSendCache } from './templates.send-cache.ts';
 import { compileContent, getTemplate, snapshotVersion } from './templates.service.ts';
 
 /** Version names are 1-100 characters, like template names (spec "Limits"). */
@@ -47,6 +47,7 @@ export async function listVersions(
  */
 export async function createVersion(
   db: Database,
+  sendCache: TemplateSendCache,
   teamId: string,
   userId: string | null,
   idOrSlug: string,
@@ -56,7 +57,7 @@ export async function createVersion(
     const template = await lockTemplate(tx, teamId, idOrSlug);
     return presentVersion(await snapshotVersion(tx, template, userId, name));
   });
-  forgetTeamTemplates(teamId);
+  sendCache.forgetTeam(teamId);
   return version;
 }
 
@@ -70,6 +71,7 @@ export async function createVersion(
  */
 export async function restoreVersion(
   db: Database,
+  sendCache: TemplateSendCache,
   teamId: string,
   userId: string | null,
   idOrSlug: string,
@@ -95,6 +97,6 @@ export async function restoreVersion(
     const snapshot = await snapshotVersion(tx, restored, userId, name);
     return { ...restored, currentVersionId: snapshot.id, hasUnversionedChanges: false };
   });
-  forgetTeamTemplates(teamId);
+  sendCache.forgetTeam(teamId);
   return result;
 }

@@ -1,3 +1,3 @@
 /** The uploads module's public face: image uploads for the builder and the public `/files/*` route. */
-export { type UploadRoutesOptions, uploadRoutes } from './uploads.routes.ts';
+export { uploadRoutes } from './uploads.routes.ts';
 export { detectImageType, IMAGE_TYPES } from './uploads.service.ts';

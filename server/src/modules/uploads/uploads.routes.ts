@@ -5,7 +5,7 @@ import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok } from '../../http/envelope.ts';
 import { notFound } from '../../http/errors.ts';
 import { sessionOf } from '../../http/principal.ts';
-import { createFileStorage, type FileStorage, IMMUTABLE_CACHE_CONTROL } from '../storage/index.ts';
+import { IMMUTABLE_CACHE_CONTROL } from '../storage/index.ts';
 import { readUploadedFile } from './uploads.multipart.ts';
 import { publicFileParams, uploadedImageView, uploadImageForm, uploadKeyParams } from './uploads.schema.ts';
 import * as service from './uploads.service.ts';
@@ -13,29 +13,19 @@ import * as service from './uploads.service.ts';
 const tags = ['Uploads'];
 const security = [{ session: [] }];
 
-/** Options of {@link uploadRoutes}; tests may pass their own storage. */
-export interface UploadRoutesOptions {
-  /** Defaults to the configured storage (`createFileStorage(app.ctx.config)`), closed with the app. */
-  storage?: FileStorage;
-}
-
 /**
  * Image uploads for the builder (issue #4 "Uploads for the builder"):
  * - `POST /api/uploads/images` (multipart/form-data, one file in the field `file`; templates:update)
  *   → 201 `{url, key, contentType, size}`;
  * - `DELETE /api/uploads/images/:key` (key URL-encoded; templates:update) → `{success: true}`;
  * - `GET /files/*` (public, local disk only): the stored bytes with their content type.
- * Register without fastify-plugin: @fastify/multipart's parser stays inside this scope, so every
+ * Files go to the context's storage (`app.ctx.storage`, built and closed with the context, so the
+ * worker reaches the same one). Register without fastify-plugin: @fastify/multipart's parser stays inside this scope, so every
  * other route still accepts JSON only.
  */
-export async function uploadRoutes(
-  fastify: FastifyInstance,
-  options: UploadRoutesOptions = {},
-): Promise<void> {
+export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
-  const { config } = app.ctx;
-  const storage = options.storage ?? (await createFileStorage(config));
-  if (!options.storage) app.addHook('onClose', async () => storage.close());
+  const { config, storage } = app.ctx;
   if (storage.kind === 'unconfigured') {
     app.log.warn(
       'STORAGE=s3 without S3_BUCKET (or with half the credentials): uploads answer S3_NOT_CONFIGURED',

@@ -1,4 +1,3 @@
-import { fileTypeFromBuffer } from 'file-type';
 import { typeid } from 'typeid-js';
 import { AppError, notFound } from '../../http/errors.ts';
 import type { FileStorage } from '../storage/index.ts';
@@ -23,7 +22,9 @@ const IMAGE_KEY_PREFIX = 'img';
  *   text (file-type detects no type in text), PDFs, empty files; `details` = `{detected, allowed}`.
  */
 export async function detectImageType(bytes: Buffer): Promise<{ contentType: string; extension: string }> {
-  const detected = bytes.length > 0 ? await fileTypeFromBuffer(bytes) : undefined;
+  // file-type (and its tokenizer packages, ~2 MB of heap) loads on the first upload, not at start
+  // (issue #9, idle memory).
+  const detected = bytes.length > 0 ? await (await import('file-type')).fileTypeFromBuffer(bytes) : undefined;
   const contentType = detected?.mime === 'image/apng' ? 'image/png' : detected?.mime;
   const extension = contentType ? IMAGE_TYPES[contentType] : undefined;
   if (!contentType || !extension) {

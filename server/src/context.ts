@@ -1,0 +1,142 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { type DestinationStream, pino } from 'pino';
+import type { Config } from './config.ts';
+import type { Database, DatabaseHandle } from './db/client.ts';
+import { redactUrl } from './http/log-redaction.ts';
+import type { JobQueue } from './jobs/queue.ts';
+import { type AdapterSendCache, createAdapterSendCache } from './modules/adapters/index.ts';
+import { type ApiKeyCache, createApiKeyCache } from './modules/api-keys/index.ts';
+import { withSetupToken } from './modules/auth/index.ts';
+import { type AcceptBatcher, createAcceptBatcher } from './modules/emails/index.ts';
+import { createFileStorage, type FileStorage } from './modules/storage/index.ts';
+import { createTemplateSendCache, type TemplateSendCache } from './modules/templates/index.ts';
+import type { OutboundPolicy } from './outbound/index.ts';
+import { ProviderCache } from './providers/index.ts';
+
+/** Where "now" comes from; the real clock in the process, a fixed one in a test that needs it. */
+export interface Clock {
+  now(): Date;
+}
+
+/** The system clock. */
+export const systemClock: Clock = { now: () => new Date() };
+
+/** What {@link createContext} is built from: what the process opened before (database, queue). */
+export interface ContextDeps {
+  /** The configuration; the context's copy has its setup token settled (see withSetupToken). */
+  config: Config;
+  database: DatabaseHandle;
+  /** The started queue over `database`. */
+  queue: JobQueue;
+  /** 32-byte key for adapter configs at rest (AES-256-GCM). */
+  encryptionKey: Buffer;
+  /** Where the logger writes; stdout when absent (tests read the logs through it). */
+  logStream?: DestinationStream | undefined;
+  /** Defaults to {@link systemClock}. */
+  clock?: Clock | undefined;
+}
+
+/**
+ * Everything the API and the worker share, built once per process by {@link createContext} (issue
+ * #9 "One composition root"): nothing of it is module state, so two contexts in one process (two
+ * apps in one test) share no cache, batcher, pool or setup token.
+ */
+export interface Context {
+  /** With SETUP_TOKEN always set (configured, or generated for this context). */
+  config: Config & { SETUP_TOKEN: string };
+  /** pino; Fastify's logger type, so the app logs through it (`loggerInstance`). */
+  logger: FastifyBaseLogger;
+  clock: Clock;
+  database: DatabaseHandle;
+  /** `database.db`, for the code that takes the Drizzle database alone (job handlers, services). */
+  db: Database;
+  queue: JobQueue;
+  encryptionKey: Buffer;
+  /** Uploaded files (local disk or S3): the API's uploads and, later, the worker's attachments. */
+  storage: FileStorage;
+  /** What outbound connections may reach (SMTP_ALLOW_PRIVATE; issue #8). */
+  outbound: OutboundPolicy;
+  /** Open providers, one connection pool per adapter (worker deliveries, invitation emails). */
+  providers: ProviderCache;
+  /** Group commit of accepted sends over `db` (issue #9 "Group-commit accept"). */
+  acceptBatcher: AcceptBatcher;
+  /** The short-lived read caches of the hot path (issue #9 "Cheap hot path"). */
+  caches: {
+    /** Verified API keys, for at most API_KEY_CACHE_TTL_MS. */
+    apiKeys: ApiKeyCache;
+    /** Templates resolved for sending, for at most TEMPLATE_SEND_CACHE_TTL_MS. */
+    templatesForSend: TemplateSendCache;
+    /** Each team's sending adapter, for at most ADAPTER_SEND_CACHE_TTL_MS. */
+    adaptersForSend: AdapterSendCache;
+  };
+  /**
+   * Waits for the accept batcher to commit what it holds, closes every provider and the storage.
+   * Call after the app and the workers stopped and before the database closes (the database and
+   * queue belong to whoever opened them). Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * The logger of a context: pino at LOG_LEVEL, with Fastify's request/response serializers, except
+ * that request URLs are redacted (setup token, invitation tokens stay out of the logs).
+ */
+function createLogger(
+  config: Pick<Config, 'LOG_LEVEL'>,
+  stream: DestinationStream | undefined,
+): FastifyBaseLogger {
+  const options = {
+    level: config.LOG_LEVEL,
+    serializers: {
+      req: (request: { method: string; url: string; host: string; ip: string }) => ({
+        method: request.method,
+        url: redactUrl(request.url),
+        host: request.host,
+        remoteAddress: request.ip,
+      }),
+      res: (reply: { statusCode: number }) => ({ statusCode: reply.statusCode }),
+      err: pino.stdSerializers.err,
+    },
+  };
+  return stream ? pino(options, stream) : pino(options);
+}
+
+/**
+ * Builds the one context of a process (composition root, with runtime.ts, app.ts and
+ * job-handlers.ts): `buildApp(context)` serves the API over it and `bindJobHandlers(context)` the
+ * workers, so both reach the same storage, caches and providers.
+ * @throws whatever the storage backend throws when it cannot be set up (e.g. an unwritable DATA_DIR).
+ */
+export async function createContext(deps: ContextDeps): Promise<Context> {
+  const config = withSetupToken(deps.config);
+  const storage = await createFileStorage(config);
+  const providers = new ProviderCache();
+  const acceptBatcher = createAcceptBatcher({ db: deps.database.db, queue: deps.queue });
+  let closing: Promise<void> | undefined;
+  return {
+    config,
+    logger: createLogger(config, deps.logStream),
+    clock: deps.clock ?? systemClock,
+    database: deps.database,
+    db: deps.database.db,
+    queue: deps.queue,
+    encryptionKey: deps.encryptionKey,
+    storage,
+    outbound: { allowPrivate: config.SMTP_ALLOW_PRIVATE },
+    providers,
+    acceptBatcher,
+    caches: {
+      apiKeys: createApiKeyCache(),
+      templatesForSend: createTemplateSendCache(),
+      adaptersForSend: createAdapterSendCache(),
+    },
+    close() {
+      closing ??= (async () => {
+        await acceptBatcher.drain();
+        await providers.closeAll();
+        await storage.close();
+      })();
+      return closing;
+    },
+  };
+}

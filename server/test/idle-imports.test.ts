@@ -1,0 +1,49 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { APIError } from 'better-auth/api';
+import { describe, expect, it } from 'vitest';
+import { isAPIError } from '../src/modules/auth/index.ts';
+
+/**
+ * Issue #9, idle memory: what an idle server never uses is not loaded at start. better-auth (its
+ * server API and plugins), the EmailBuilder renderer with React, html-to-text and file-type are
+ * imported on their first use, nodemailer when the first SMTP provider is made, ioredis only with
+ * REDIS_URL; `npm run bench:idle-memory` measures what that saves.
+ */
+const runtime = fileURLToPath(new URL('../src/runtime.ts', import.meta.url));
+
+/** Every module file a fresh Node process loads to import runtime.ts (what `postwright start` loads before it starts). */
+async function filesLoadedAtStart(): Promise<string[]> {
+  const script = `
+    import { registerHooks } from 'node:module';
+    const seen = [];
+    registerHooks({ load(url, context, next) { seen.push(url); return next(url, context); } });
+    await import(${JSON.stringify(runtime)});
+    console.log(JSON.stringify(seen));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    maxBuffer: 64 << 20,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
+describe('modules loaded at start', () => {
+  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer and ioredis', async () => {
+    const files = await filesLoadedAtStart();
+    expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
+    const lazy = files.filter((url) =>
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/)/.test(
+        url,
+      ),
+    );
+    expect(lazy).toEqual([]);
+  });
+
+  it("isAPIError tells better-auth's API errors from others without loading better-auth", () => {
+    expect(isAPIError(new APIError('BAD_REQUEST', { message: 'no' }))).toBe(true);
+    expect(isAPIError(new Error('no'))).toBe(false);
+    expect(isAPIError({ name: 'APIError' })).toBe(false);
+    expect(isAPIError(undefined)).toBe(false);
+  });
+});
