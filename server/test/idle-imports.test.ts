@@ -29,11 +29,11 @@ async function filesLoadedAtStart(): Promise<string[]> {
 }
 
 describe('modules loaded at start', () => {
-  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer and ioredis', async () => {
+  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis and undici', async () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
     const lazy = files.filter((url) =>
-      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/)/.test(
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/)/.test(
         url,
       ),
     );

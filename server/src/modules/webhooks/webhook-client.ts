@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
+import type { Agent } from 'undici';
 import type { OutboundPolicy } from '../../outbound/index.ts';
 import {
   httpsRequired,
@@ -35,7 +35,9 @@ const CONNECTIONS_PER_ORIGIN = 64;
  * response body read up to 2 KB only.
  */
 export class WebhookClient {
-  readonly #agent: Agent;
+  /** undici, imported on the first delivery: an idle server never loads it (issue #9 idle memory). */
+  #agent: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
+  readonly #lookup: ReturnType<typeof webhookLookup>;
   readonly #policy: OutboundPolicy;
   readonly #resolve: Resolver | undefined;
   readonly #timeoutMs: number;
@@ -44,12 +46,20 @@ export class WebhookClient {
     this.#policy = options.policy;
     this.#resolve = options.resolve;
     this.#timeoutMs = options.timeoutSeconds * 1000;
-    this.#agent = new Agent({
-      connect: { lookup: webhookLookup(options.policy, options.resolve), timeout: this.#timeoutMs },
-      headersTimeout: this.#timeoutMs,
-      bodyTimeout: this.#timeoutMs,
-      connections: CONNECTIONS_PER_ORIGIN,
-    });
+    this.#lookup = webhookLookup(options.policy, options.resolve);
+  }
+
+  #undici(): Promise<{ agent: Agent; request: typeof import('undici').request }> {
+    this.#agent ??= import('undici').then(({ Agent, request }) => ({
+      agent: new Agent({
+        connect: { lookup: this.#lookup, timeout: this.#timeoutMs },
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+        connections: CONNECTIONS_PER_ORIGIN,
+      }),
+      request,
+    }));
+    return this.#agent;
   }
 
   /**
@@ -66,11 +76,12 @@ export class WebhookClient {
       const host = target.hostname.replace(/^\[|\]$/g, '');
       // Node connects to an IP literal without calling the lookup: check it here.
       if (isIP(host)) await resolveWebhookHost(host, this.#policy, this.#resolve);
+      const { agent, request } = await this.#undici();
       const response = await request(target, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'user-agent': 'Postwright-Webhooks/1', ...headers },
         body,
-        dispatcher: this.#agent,
+        dispatcher: agent,
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
       const responseBody = await readCapped(response.body, RESPONSE_BODY_LIMIT_BYTES);
@@ -95,7 +106,7 @@ export class WebhookClient {
 
   /** Closes the agent's connections. */
   async close(): Promise<void> {
-    await this.#agent.close();
+    if (this.#agent) await (await this.#agent).agent.close();
   }
 }
 
