@@ -28,9 +28,22 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Starts `node <script> ...args` (same Node.js binary as this process) with `env`, output kept in memory. */
-export function startChild(script: string, args: string[], env: NodeJS.ProcessEnv, cwd: string): Child {
-  const child = spawn(process.execPath, [script, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `node [...nodeArgs] <script> ...args` (same Node.js binary as this process) with `env`,
+ * output kept in memory.
+ */
+export function startChild(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  nodeArgs: string[] = [],
+): Child {
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], {
+    cwd,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let tail = '';
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString('utf8')).slice(-8_000);
@@ -70,9 +83,14 @@ export function postwrightEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   };
 }
 
-/** Starts `postwright start --role <role>` from the checkout at `root`. */
-export function startPostwright(root: string, role: 'all' | 'api' | 'worker', env: NodeJS.ProcessEnv): Child {
-  return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root);
+/** Starts `postwright start --role <role>` from the checkout at `root` (`nodeArgs`, e.g. `--cpu-prof`). */
+export function startPostwright(
+  root: string,
+  role: 'all' | 'api' | 'worker',
+  env: NodeJS.ProcessEnv,
+  nodeArgs: string[] = [],
+): Child {
+  return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root, nodeArgs);
 }
 
 /** Polls `check` every 100 ms until it is true; throws with the child's output after `timeoutMs`. */
@@ -109,6 +127,32 @@ function parentOf(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** CPU time (user + system) a process has used, in seconds (0 once it is gone); Linux /proc. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields 14 and 15 (utime, stime) in clock ticks; USER_HZ is 100 on Linux.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** Pids of the processes whose command name is `name` (e.g. `postgres`), from /proc. */
+export function pidsNamed(name: string): number[] {
+  return readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => {
+      if (!Number.isInteger(pid)) return false;
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name;
+      } catch {
+        return false;
+      }
+    });
 }
 
 function kilobytes(pid: number, field: 'Pss' | 'Rss'): number {
