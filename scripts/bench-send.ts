@@ -159,9 +159,13 @@ async function main(): Promise<void> {
         const profile = WORKER_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', WORKER_PROFILE_DIR] : [];
         const workerChild = startPostwright(ROOT, 'worker', env(await freePort()), profile);
         children.push(workerChild);
+        // From the first delivery on (the worker's start-up is not part of the rate either).
+        await waitUntil('first delivery', () => sink.received().total > 0, workerChild);
         const cpuBefore = cpuShares(name, workerChild);
+        const deliveredBefore = sink.received().total;
         const result = await drainSink(sink, DRAIN_SECONDS, expected.length);
         const cpuAfter = cpuShares(name, workerChild);
+        const deliveredDuring = sink.received().total - deliveredBefore;
         await workerChild.stop();
         worker = { rate: result.rate, count: expected.length };
         const check = exactlyOnce(sink, expected);
@@ -171,9 +175,12 @@ async function main(): Promise<void> {
           `  ${'postwright --role worker'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
         );
         say(`  exactly once: ${check.ok ? 'yes' : 'NO'} — ${check.text}`);
-        const used = (key: keyof typeof cpuAfter) => (cpuAfter[key] - cpuBefore[key]).toFixed(1);
+        const used = (key: keyof typeof cpuAfter) => {
+          const seconds = cpuAfter[key] - cpuBefore[key];
+          return `${seconds.toFixed(1)} s (${Math.round((seconds * 1e6) / Math.max(1, deliveredDuring))} µs/email)`;
+        };
         say(
-          `  CPU seconds during the drain: worker ${used('worker')}, its PostgreSQL backends ${used('postgres')}, benchmark process (sink) ${used('bench')}`,
+          `  CPU during the drain: worker ${used('worker')}, its PostgreSQL backends ${used('postgres')}, benchmark process with the sink ${used('bench')}`,
         );
         targets.push({
           name: 'PostgreSQL: each accepted email delivered exactly once',

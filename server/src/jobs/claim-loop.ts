@@ -72,7 +72,10 @@ interface Held {
   settlement?: Settlement;
 }
 
-/** After a short fetch, the earliest next fetch once a settle woke the loop (ms). */
+/**
+ * After a short fetch, the latest next fetch once a settle woke the loop (ms); it comes earlier when
+ * enough slots were freed (see #run).
+ */
 const MIN_REFETCH_GAP_MS = 20;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
@@ -103,12 +106,19 @@ export class ClaimLoop<T> {
   /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
   #wakePending = false;
   #heartbeat: NodeJS.Timeout | undefined;
+  /** Slots freed so far (settled jobs whose settle was written). */
+  #freed = 0;
+  /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
+  readonly #refetchAfter: number;
 
   constructor(boss: PgBoss, name: string, options: ClaimLoopOptions, handler: BatchHandler<T>) {
     this.#boss = boss;
     this.#name = name;
     this.#options = options;
     this.#handler = handler;
+    // A quarter of what one group may hold (the batch a capped group can take), else of the slots.
+    const { groupConcurrency, maxInFlight, batchSize } = options;
+    this.#refetchAfter = Math.max(1, Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4));
   }
 
   /** Starts fetching (returns at once). */
@@ -171,10 +181,16 @@ export class ClaimLoop<T> {
       if (jobs.length > 0) this.#dispatch(jobs);
       if (jobs.length < wanted) {
         // Nothing more to claim now, or the remaining jobs' groups are at their cap: wait for the
-        // poll interval, or for a settle (which may have freed a group's capacity).
+        // poll interval, or for a settle (which may have freed a group's capacity); then fetch
+        // once enough slots were freed since this fetch to make a batch worth its query, or
+        // MIN_REFETCH_GAP_MS after it, whichever comes first.
+        const freedBefore = this.#freed;
         await this.#nap(pollingIntervalMs);
-        const since = Date.now() - lastFetch;
-        if (since < MIN_REFETCH_GAP_MS) await sleep(MIN_REFETCH_GAP_MS - since);
+        for (;;) {
+          const wait = MIN_REFETCH_GAP_MS - (Date.now() - lastFetch);
+          if (this.#stopping || wait <= 0 || this.#freed - freedBefore >= this.#refetchAfter) break;
+          await this.#nap(wait);
+        }
       }
     }
   }
@@ -265,6 +281,7 @@ export class ClaimLoop<T> {
         this.#options.onError(error);
       }
       for (const held of group) this.#held.delete(held.job.id);
+      this.#freed += group.length;
       this.#wakeUp();
     }
   }

@@ -139,12 +139,22 @@ function isRenderBudgetExceeded(error: AppError): boolean {
  * connecting and the whole SMTP dialogue; issue #8), or when `jobSignal` does.
  */
 function sendDeadline(seconds: number, jobSignal: AbortSignal): { signal: AbortSignal; clear(): void } {
+  // One controller and a listener rather than AbortSignal.any: this runs once per email.
   const controller = new AbortController();
   const timer = setTimeout(
     () => controller.abort(new Error(`no answer within the ${seconds} s send deadline`)),
     seconds * 1000,
   );
-  return { signal: AbortSignal.any([controller.signal, jobSignal]), clear: () => clearTimeout(timer) };
+  const onJobAbort = () => controller.abort(jobSignal.reason);
+  if (jobSignal.aborted) onJobAbort();
+  else jobSignal.addEventListener('abort', onJobAbort, { once: true });
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      jobSignal.removeEventListener('abort', onJobAbort);
+    },
+  };
 }
 
 /**
