@@ -85,7 +85,8 @@ const ABORT_GRACE_MS = 2_000;
  * - keeps up to `maxInFlight` jobs claimed, fetching `batchSize` at a time as soon as slots are
  *   free — no idle wait while a backlog exists (a full fetch is followed at once by the next);
  * - settles each job as soon as ITS promise settles (not when its batch's slowest job does), with
- *   the settles that pile up meanwhile sent together (one `complete` statement per group);
+ *   the settles that pile up meanwhile sent together (one `complete` statement per group) — or
+ *   lets the handler settle it in the handler's own transaction ({@link JobSettler}, {@link SETTLED});
  * - caps the jobs of one group in flight across all workers (`groupConcurrency`, pg-boss groups),
  *   so one group's slow jobs never take every slot: other groups' jobs keep being fetched;
  * - refreshes the heartbeat of held jobs, and aborts a job whose claim was lost.
