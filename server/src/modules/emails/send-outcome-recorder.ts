@@ -81,7 +81,8 @@ export class SendOutcomeRecorder {
     if (this.#timer || this.#writing >= MAX_CONCURRENT_WRITES || this.#pending.length === 0) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      void this.#writeNext();
+      // A writer that finished meanwhile may have taken the pending outcomes, or the last slot.
+      if (this.#writing < MAX_CONCURRENT_WRITES) void this.#writeNext();
     }, LINGER_MS);
   }
 
