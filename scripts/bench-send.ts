@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -5,16 +6,18 @@ import { embeddedPhase, type Target } from './bench-send/embedded.ts';
 import { formatLoad, type LoadResult, measureLoad, perSecond } from './bench-send/load.ts';
 import {
   type Child,
+  cpuSeconds,
   freePort,
+  pidsNamed,
   postwrightEnv,
   startChild,
   startPostwright,
   waitReady,
   waitUntil,
 } from './bench-send/processes.ts';
-import { rawNodemailer } from './bench-send/raw-nodemailer.ts';
+import { rawNodemailer, rawNodemailerProcess } from './bench-send/raw-nodemailer.ts';
 import { setUpInstance } from './bench-send/setup.ts';
-import { drainSink, exactlyOnce, startSink } from './bench-send/sink.ts';
+import { drainSink, exactlyOnce, type Sink, startSink } from './bench-send/sink.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(process.env.BENCH_SERVER_ROOT ?? path.join(HERE, '..'));
@@ -22,6 +25,8 @@ const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const DRAIN_SECONDS = Number(process.env.BENCH_DRAIN_SECONDS ?? 180);
+/** When set, the worker child runs with `--cpu-prof` and writes its profile into this directory. */
+const WORKER_PROFILE_DIR = process.env.BENCH_WORKER_PROFILE_DIR;
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'api,batch,raw,worker,nodemailer,embedded').split(','));
 /** The batch phase (issue #10): emails per `POST /api/v1/send/batch` call, and connections. */
 const BATCH_SIZE = 100;
@@ -50,6 +55,8 @@ async function main(): Promise<void> {
     let api: LoadResult | undefined;
     let raw: LoadResult | undefined;
     let worker: { rate: number; count: number } | undefined;
+    /** The raw baseline measured just before the worker drained (the machine's load drifts). */
+    let rawBefore: { rate: number; check: string } | undefined;
     if (['api', 'raw', 'worker'].some((p) => PHASES.has(p))) {
       const name = `postwright_bench_${Date.now()}`;
       const admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -177,10 +184,18 @@ async function main(): Promise<void> {
       if (PHASES.has('worker')) {
         const queued = await db.query<{ id: string }>(`select id from email_logs where status = 'queued'`);
         const expected = queued.rows.map((r) => r.id);
+        if (PHASES.has('nodemailer')) rawBefore = await rawProcessRate(sink, rawCount(expected.length));
         sink.reset();
-        const workerChild = startPostwright(ROOT, 'worker', env(await freePort()));
+        const profile = WORKER_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', WORKER_PROFILE_DIR] : [];
+        const workerChild = startPostwright(ROOT, 'worker', env(await freePort()), profile);
         children.push(workerChild);
+        // From the first delivery on (the worker's start-up is not part of the rate either).
+        await waitUntil('first delivery', () => sink.received().total > 0, workerChild);
+        const cpuBefore = cpuShares(name, workerChild);
+        const deliveredBefore = sink.received().total;
         const result = await drainSink(sink, DRAIN_SECONDS, expected.length);
+        const cpuAfter = cpuShares(name, workerChild);
+        const deliveredDuring = sink.received().total - deliveredBefore;
         await workerChild.stop();
         worker = { rate: result.rate, count: expected.length };
         const check = exactlyOnce(sink, expected);
@@ -190,6 +205,13 @@ async function main(): Promise<void> {
           `  ${'postwright --role worker'.padEnd(30)} ${perSecond(result.rate).padStart(9)}${result.complete ? '' : `   (NOT drained within ${DRAIN_SECONDS} s)`}`,
         );
         say(`  exactly once: ${check.ok ? 'yes' : 'NO'} — ${check.text}`);
+        const used = (key: keyof typeof cpuAfter) => {
+          const seconds = cpuAfter[key] - cpuBefore[key];
+          return `${seconds.toFixed(1)} s (${Math.round((seconds * 1e6) / Math.max(1, deliveredDuring))} µs/email)`;
+        };
+        say(
+          `  CPU during the drain: worker ${used('worker')}, its PostgreSQL backends ${used('postgres')}, benchmark process with the sink ${used('bench')}`,
+        );
         targets.push({
           name: 'PostgreSQL: each accepted email delivered exactly once',
           ok: check.ok,
@@ -199,18 +221,27 @@ async function main(): Promise<void> {
     }
 
     if (PHASES.has('nodemailer')) {
-      const count = Math.min(Math.max(worker?.count ?? 5_000, 1_000), 20_000);
-      sink.reset();
-      const sent = await rawNodemailer(ROOT, sink.port, count);
-      const check = exactlyOnce(sink, sent.ids);
-      const rate = count / sent.seconds;
+      const count = rawCount(worker?.count ?? 5_000);
+      // Own process, as the worker runs: measured before and after the worker's drain, the mean is
+      // the baseline (a shared machine's load drifts between phases).
+      const runs = [...(rawBefore ? [rawBefore] : []), await rawProcessRate(sink, count)];
+      const rate = runs.reduce((sum, run) => sum + run.rate, 0) / runs.length;
       say(
-        `  ${'raw nodemailer pool (5 conn.)'.padEnd(30)} ${perSecond(rate).padStart(9)}   (${count} messages${check.ok ? '' : `; sink: ${check.text}`})`,
+        `  ${'raw nodemailer pool (5 conn.)'.padEnd(30)} ${perSecond(rate).padStart(9)}   (${count} messages, its own process as the worker; ${runs.map((run) => perSecond(run.rate)).join(' before, ')} after the drain${runs.map((run) => run.check).join('')})`,
+      );
+      sink.reset();
+      const inProcess = await rawNodemailer(ROOT, sink.port, count);
+      const inProcessCheck = exactlyOnce(sink, inProcess.ids);
+      const inProcessRate = sinkRate(sink);
+      say(
+        `  ${'  same, inside the sink’s process'.padEnd(30)} ${perSecond(inProcessRate).padStart(9)}   (no cross-process wake-ups${inProcessCheck.ok ? '' : `; sink: ${inProcessCheck.text}`})`,
       );
       if (worker) {
-        say(`  ratio                          ${(worker.rate / rate).toFixed(2)}×`);
+        say(
+          `  ratio                          ${(worker.rate / rate).toFixed(2)}× (${(worker.rate / inProcessRate).toFixed(2)}× the in-process figure)`,
+        );
         targets.push({
-          name: 'delivery ≥ 0.8× raw nodemailer',
+          name: 'delivery ≥ 0.8× raw nodemailer (own process)',
           ok: worker.rate >= 0.8 * rate,
           value: `${(worker.rate / rate).toFixed(2)}×`,
         });
@@ -258,6 +289,47 @@ async function main(): Promise<void> {
     for (const cleanup of cleanups)
       await Promise.resolve(cleanup()).catch((error: unknown) => console.error('cleanup:', error));
   }
+}
+
+/** Messages the raw baseline sends for a backlog of `queued`: as many, within 1,000–20,000. */
+function rawCount(queued: number): number {
+  return Math.min(Math.max(queued, 1_000), 20_000);
+}
+
+/** Messages per second the sink received since its last reset, from the first to the last. */
+function sinkRate(sink: Sink): number {
+  const { total, firstAt, lastAt } = sink.received();
+  return total > 1 ? ((total - 1) * 1000) / (lastAt - firstAt) : 0;
+}
+
+/**
+ * Raw pooled nodemailer in its own process sending `count` messages to the sink, measured at the
+ * sink as the worker is; returns its rate and the sink's exactly-once verdict.
+ */
+async function rawProcessRate(sink: Sink, count: number): Promise<{ rate: number; check: string }> {
+  sink.reset();
+  const ids = await rawNodemailerProcess(ROOT, sink.port, count);
+  const check = exactlyOnce(sink, ids);
+  return { rate: sinkRate(sink), check: check.ok ? '' : `; sink: ${check.text}` };
+}
+
+/**
+ * CPU seconds used so far by the worker child, the PostgreSQL backends connected to the benchmark's
+ * database `database` (their command line names it), and this process (which runs the sink).
+ */
+function cpuShares(database: string, worker: Child): { worker: number; postgres: number; bench: number } {
+  const backends = pidsNamed('postgres').filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `);
+    } catch {
+      return false;
+    }
+  });
+  return {
+    worker: cpuSeconds(worker.process.pid ?? 0),
+    postgres: backends.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
+    bench: cpuSeconds(process.pid),
+  };
 }
 
 main().then(

@@ -28,7 +28,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Starts `node <script> ...args` (same Node.js binary as this process) with `env`, output kept in memory. */
+/**
+ * Starts `node [...nodeArgs] <script> ...args` (same Node.js binary as this process) with `env`,
+ * output kept in memory.
+ */
 export function startChild(
   script: string,
   args: string[],
@@ -81,12 +84,21 @@ export function postwrightEnv(env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 /**
- * Starts `postwright start --role <role>` from the checkout at `root`. With BENCH_CPU_PROF_DIR set,
- * the child runs with `--cpu-prof` and writes its V8 CPU profile (`*.cpuprofile`) there on exit.
+ * Starts `postwright start --role <role>` from the checkout at `root` (`nodeArgs`, e.g. `--cpu-prof`).
+ * With BENCH_CPU_PROF_DIR set, the child also runs with `--cpu-prof` and writes its V8 CPU profile
+ * (`*.cpuprofile`) there on exit.
  */
-export function startPostwright(root: string, role: 'all' | 'api' | 'worker', env: NodeJS.ProcessEnv): Child {
+export function startPostwright(
+  root: string,
+  role: 'all' | 'api' | 'worker',
+  env: NodeJS.ProcessEnv,
+  extraNodeArgs: string[] = [],
+): Child {
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
-  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : [];
+  const nodeArgs = [
+    ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : []),
+    ...extraNodeArgs,
+  ];
   return startChild(path.join(root, 'server/src/main.ts'), ['start', '--role', role], env, root, nodeArgs);
 }
 
@@ -124,6 +136,32 @@ function parentOf(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** CPU time (user + system) a process has used, in seconds (0 once it is gone); Linux /proc. */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields 14 and 15 (utime, stime) in clock ticks; USER_HZ is 100 on Linux.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** Pids of the processes whose command name is `name` (e.g. `postgres`), from /proc. */
+export function pidsNamed(name: string): number[] {
+  return readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => {
+      if (!Number.isInteger(pid)) return false;
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name;
+      } catch {
+        return false;
+      }
+    });
 }
 
 function kilobytes(pid: number, field: 'Pss' | 'Rss'): number {

@@ -2,9 +2,16 @@
  * The delivery baseline of the send benchmark: nodemailer's pooled SMTP transport (5 connections,
  * `maxMessages: Infinity`) sending `count` copies of the rendered sample email to the sink, all
  * queued at once. Each message carries `X-Bench-Id` so the sink can check it got each exactly once.
+ *
+ * It runs in the benchmark's own process (beside the sink), or as its own process like the worker
+ * (`node raw-nodemailer.ts <root> <port> <count>`, see {@link rawNodemailerProcess}): sender and
+ * sink on one thread exchange data without cross-process wake-ups, which makes the in-process
+ * figure higher than any separate sender (the worker is one) can reach.
  */
+import { fileURLToPath } from 'node:url';
 import nodemailer from 'nodemailer';
 import { renderTemplate } from '../../server/src/modules/rendering/index.ts';
+import { startChild } from './processes.ts';
 import { welcomeDesign } from './setup.ts';
 
 /** Sends `count` messages to 127.0.0.1:`port`; returns the ids sent and the seconds it took. */
@@ -26,7 +33,7 @@ export async function rawNodemailer(
     maxConnections: 5,
     maxMessages: Infinity,
   });
-  const ids = Array.from({ length: count }, (_, i) => `raw-${i}`);
+  const ids = rawIds(count);
   const started = performance.now();
   try {
     await Promise.all(
@@ -45,4 +52,31 @@ export async function rawNodemailer(
     transport.close();
   }
   return { ids, seconds: (performance.now() - started) / 1000 };
+}
+
+/** The ids {@link rawNodemailer} sends `count` messages with. */
+export function rawIds(count: number): string[] {
+  return Array.from({ length: count }, (_, i) => `raw-${i}`);
+}
+
+/**
+ * {@link rawNodemailer} in a child process (same Node.js binary), as the worker runs: resolves once
+ * the child sent every message; returns the ids sent.
+ * @throws when the child exits with an error.
+ */
+export async function rawNodemailerProcess(root: string, port: number, count: number): Promise<string[]> {
+  const child = startChild(
+    fileURLToPath(import.meta.url),
+    [root, String(port), String(count)],
+    process.env,
+    root,
+  );
+  const code = await new Promise<number | null>((resolve) => child.process.once('exit', resolve));
+  if (code !== 0) throw new Error(`raw nodemailer process exited with ${code}:\n${child.output()}`);
+  return rawIds(count);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [root, port, count] = process.argv.slice(2);
+  await rawNodemailer(root!, Number(port), Number(count));
 }

@@ -5,7 +5,7 @@ describe('delivery configuration (issues #8, #9)', () => {
   it('defaults to throughput-sized concurrency and a 60 s send deadline', () => {
     expect(loadConfig({})).toMatchObject({
       WORKER_CONCURRENCY: 200,
-      ADAPTER_MAX_CONNECTIONS: 10,
+      ADAPTER_MAX_CONNECTIONS: 20,
       SEND_TIMEOUT_SECONDS: 60,
     });
     expect(loadConfig({ WORKER_CONCURRENCY: '1000', SEND_TIMEOUT_SECONDS: '2' })).toMatchObject({

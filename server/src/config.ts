@@ -37,9 +37,11 @@ const envSchema = z.object({
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .optional(),
   // Delivery (issues #8, #9): emails in flight per worker process, SMTP connections (= concurrent
-  // sends) per adapter per worker process, and the overall deadline of one send.
+  // sends) per adapter per worker process, and the overall deadline of one send. 20 connections
+  // (a team cap of 80 in flight) keep a worker's fetches and group commits large enough that
+  // PostgreSQL's share per email halves against 10 (scripts/bench-send.ts).
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(2000).default(200),
-  ADAPTER_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100).default(10),
+  ADAPTER_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(100).default(20),
   SEND_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(600).default(60),
   SEND_RETRY_LIMIT: z.coerce.number().int().min(0).max(20).default(5),
   SEND_RETRY_DELAY_SECONDS: z.coerce.number().int().min(1).max(3600).default(30),

@@ -105,6 +105,52 @@ describe('a batch with permanent, transient and accepted recipients', () => {
     }
   });
 
+  it('settled each job in the queue by its outcome, the first attempts all claimed by one fetch', async () => {
+    const { TypeID } = await import('typeid-js');
+    const jobs = new Map<string, { state: string; retryCount: number; startedOn: string; sameTx: boolean }>();
+    for (const [to, id] of ids) {
+      const [log] = await ctx.app.ctx.database.db
+        .select({ jobId: emailLogs.jobId })
+        .from(emailLogs)
+        .where(eq(emailLogs.id, id));
+      const uuid = TypeID.fromString(log!.jobId).toUUID();
+      const rows = (
+        (await ctx.app.ctx.database.db.execute(
+          sql`select j.state::text, j.retry_count, j.started_on::text, j.xmin = l.xmin as same_tx
+              from pgboss.job j, email_logs l where j.id = ${uuid}::uuid and l.id = ${id}`,
+        )) as unknown as {
+          rows: { state: string; retry_count: number; started_on: string; same_tx: boolean }[];
+        }
+      ).rows;
+      jobs.set(to, {
+        state: rows[0]!.state,
+        retryCount: rows[0]!.retry_count,
+        startedOn: rows[0]!.started_on,
+        sameTx: rows[0]!.same_tx,
+      });
+    }
+    // Accepted and refused for good on the first attempt: completed, never retried, and claimed by
+    // one fetch (pg-boss stamps started_on with the fetching statement's time).
+    const firstOnly = [...recipients('ok'), ...recipients('perm')].map((to) => jobs.get(to)!);
+    expect(firstOnly.map((job) => [job.state, job.retryCount])).toEqual(
+      firstOnly.map(() => ['completed', 0]),
+    );
+    expect(new Set(firstOnly.map((job) => job.startedOn)).size).toBe(1);
+    // Each outcome and its job's completion committed together (one transaction: the same xmin).
+    expect(firstOnly.map((job) => job.sameTx)).toEqual(firstOnly.map(() => true));
+    // Refused for now: failed back to the queue once (a retry), then completed with their outcome
+    // (sent on the retry, or failed on the last attempt): none went to the dead letter.
+    for (const to of [...recipients('busy'), ...recipients('once')]) {
+      expect(jobs.get(to)).toMatchObject({ state: 'completed', retryCount: 1 });
+    }
+    const dead = (
+      (await ctx.app.ctx.database.db.execute(
+        sql`select count(*)::int as n from pgboss.job where name = 'email.send.failed'`,
+      )) as unknown as { rows: { n: number }[] }
+    ).rows;
+    expect(dead[0]!.n).toBe(0);
+  });
+
   it('wrote the first round of outcomes in shared transactions, not one per email', async () => {
     // Rows updated by one transaction carry its id in xmin. The accepted and the permanently
     // refused emails were last written by their first (only) attempt.

@@ -1,4 +1,20 @@
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
+import type { Executor } from '../db/client.ts';
+
+/**
+ * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its
+ * `db` option), so a handler can commit its own outcome rows and its jobs' completion together —
+ * one commit instead of two, and the job leaves `active` (freeing its team's slot) with it. Each
+ * call is one statement for all `jobs`, fenced to their claimed attempt (a job claimed again
+ * elsewhere since is left alone). A handler that used it resolves its job's promise with
+ * {@link SETTLED} once `tx` committed.
+ */
+export interface JobSettler {
+  /** Completes `jobs` in `tx`. */
+  complete(tx: Executor, jobs: readonly ClaimedJob<unknown>[]): Promise<void>;
+  /** Fails `jobs` in `tx` with `message`: the queue retries them per its policy, or dead-letters them. */
+  fail(tx: Executor, jobs: readonly ClaimedJob<unknown>[], message: string): Promise<void>;
+}
 
 /** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */
 export interface ClaimedJob<T> {
@@ -10,14 +26,24 @@ export interface ClaimedJob<T> {
   retryLimit: number;
   /** Aborted when the worker stops and waited long enough, or the job's claim was lost. */
   signal: AbortSignal;
+  /** Settles this job inside a handler's own transaction (see {@link JobSettler}). */
+  settler: JobSettler;
 }
 
 /**
- * Handles a batch of claimed jobs: returns one promise per job, in order, each settling when THAT
- * job is done — resolved = completed; rejected = failed (the queue retries it per its policy,
- * then dead-letters it); rejected with an error whose `deadLetter` is true = dead-lettered at once.
+ * What a job's promise resolves with when its handler settled the job itself, in its own committed
+ * transaction ({@link JobSettler}): the loop then only frees the job's slot.
  */
-export type BatchHandler<T> = (jobs: ClaimedJob<T>[]) => Promise<void>[];
+export const SETTLED = Symbol('settled by the handler');
+
+/**
+ * Handles a batch of claimed jobs: returns one promise per job, in order, each settling when THAT
+ * job is done — resolved = completed; resolved with {@link SETTLED} = the handler already completed
+ * or failed the job in its own transaction; rejected = failed (the queue retries it per its
+ * policy, then dead-letters it); rejected with an error whose `deadLetter` is true = dead-lettered
+ * at once.
+ */
+export type BatchHandler<T> = (jobs: ClaimedJob<T>[]) => Promise<undefined | typeof SETTLED>[];
 
 /** Options of a {@link ClaimLoop}. */
 export interface ClaimLoopOptions {
@@ -33,10 +59,12 @@ export interface ClaimLoopOptions {
   heartbeatRefreshMs?: number;
   /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
   deadLetter(job: ClaimedJob<unknown>, message: string): Promise<void>;
+  /** Handed to the handler with each job (settling in the handler's own transaction). */
+  settler: JobSettler;
   onError(error: unknown): void;
 }
 
-type Settlement = { status: 'completed' } | { status: 'failed' | 'deadletter'; message: string };
+type Settlement = { status: 'completed' | 'settled' } | { status: 'failed' | 'deadletter'; message: string };
 
 interface Held {
   job: ClaimedJob<unknown>;
@@ -44,7 +72,10 @@ interface Held {
   settlement?: Settlement;
 }
 
-/** After a short fetch, the earliest next fetch once a settle woke the loop (ms). */
+/**
+ * After a short fetch, the latest next fetch once a settle woke the loop (ms); it comes earlier when
+ * enough slots were freed (see #run).
+ */
 const MIN_REFETCH_GAP_MS = 20;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
@@ -54,7 +85,8 @@ const ABORT_GRACE_MS = 2_000;
  * - keeps up to `maxInFlight` jobs claimed, fetching `batchSize` at a time as soon as slots are
  *   free — no idle wait while a backlog exists (a full fetch is followed at once by the next);
  * - settles each job as soon as ITS promise settles (not when its batch's slowest job does), with
- *   the settles that pile up meanwhile sent together (one `complete` statement per group);
+ *   the settles that pile up meanwhile sent together (one `complete` statement per group) — or
+ *   lets the handler settle it in the handler's own transaction ({@link JobSettler}, {@link SETTLED});
  * - caps the jobs of one group in flight across all workers (`groupConcurrency`, pg-boss groups),
  *   so one group's slow jobs never take every slot: other groups' jobs keep being fetched;
  * - refreshes the heartbeat of held jobs, and aborts a job whose claim was lost.
@@ -75,12 +107,19 @@ export class ClaimLoop<T> {
   /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
   #wakePending = false;
   #heartbeat: NodeJS.Timeout | undefined;
+  /** Slots freed so far (settled jobs whose settle was written). */
+  #freed = 0;
+  /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
+  readonly #refetchAfter: number;
 
   constructor(boss: PgBoss, name: string, options: ClaimLoopOptions, handler: BatchHandler<T>) {
     this.#boss = boss;
     this.#name = name;
     this.#options = options;
     this.#handler = handler;
+    // A quarter of what one group may hold (the batch a capped group can take), else of the slots.
+    const { groupConcurrency, maxInFlight, batchSize } = options;
+    this.#refetchAfter = Math.max(1, Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4));
   }
 
   /** Starts fetching (returns at once). */
@@ -143,10 +182,16 @@ export class ClaimLoop<T> {
       if (jobs.length > 0) this.#dispatch(jobs);
       if (jobs.length < wanted) {
         // Nothing more to claim now, or the remaining jobs' groups are at their cap: wait for the
-        // poll interval, or for a settle (which may have freed a group's capacity).
+        // poll interval, or for a settle (which may have freed a group's capacity); then fetch
+        // once enough slots were freed since this fetch to make a batch worth its query, or
+        // MIN_REFETCH_GAP_MS after it, whichever comes first.
+        const freedBefore = this.#freed;
         await this.#nap(pollingIntervalMs);
-        const since = Date.now() - lastFetch;
-        if (since < MIN_REFETCH_GAP_MS) await sleep(MIN_REFETCH_GAP_MS - since);
+        for (;;) {
+          const wait = MIN_REFETCH_GAP_MS - (Date.now() - lastFetch);
+          if (this.#stopping || wait <= 0 || this.#freed - freedBefore >= this.#refetchAfter) break;
+          await this.#nap(wait);
+        }
       }
     }
   }
@@ -170,13 +215,14 @@ export class ClaimLoop<T> {
           retryCount: job.retryCount,
           retryLimit: job.retryLimit,
           signal: abort.signal,
+          settler: this.#options.settler,
         },
         abort,
       };
       this.#held.set(job.id, held);
       return held;
     });
-    let promises: Promise<void>[];
+    let promises: Promise<undefined | typeof SETTLED>[];
     try {
       promises = this.#handler(claimed.map((held) => held.job as ClaimedJob<T>));
     } catch (error) {
@@ -186,7 +232,7 @@ export class ClaimLoop<T> {
       const promise =
         promises[index] ?? Promise.reject(new Error('The handler returned no promise for this job'));
       promise.then(
-        () => this.#settle(held, { status: 'completed' }),
+        (result) => this.#settle(held, { status: result === SETTLED ? 'settled' : 'completed' }),
         (error: unknown) =>
           this.#settle(held, {
             status: (error as { deadLetter?: boolean } | null)?.deadLetter ? 'deadletter' : 'failed',
@@ -210,7 +256,10 @@ export class ClaimLoop<T> {
     });
   }
 
-  /** Writes queued settles to pg-boss, a group at a time, then frees their slots. */
+  /**
+   * Writes queued settles to pg-boss, a group at a time, then frees their slots (a job its handler
+   * settled itself only frees its slot).
+   */
   async #flush(): Promise<void> {
     while (this.#settled.length > 0) {
       const group = this.#settled;
@@ -233,6 +282,7 @@ export class ClaimLoop<T> {
         this.#options.onError(error);
       }
       for (const held of group) this.#held.delete(held.job.id);
+      this.#freed += group.length;
       this.#wakeUp();
     }
   }

@@ -1,10 +1,16 @@
 import { sql } from 'drizzle-orm';
 import { type ConstructorOptions, fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
-import { type BatchHandler, type ClaimedJob, ClaimLoop, type ClaimLoopOptions } from './claim-loop.ts';
+import {
+  type BatchHandler,
+  type ClaimedJob,
+  ClaimLoop,
+  type ClaimLoopOptions,
+  type JobSettler,
+} from './claim-loop.ts';
 import { groupOf, type JobName, type JobPayload, type RetryPolicy } from './definitions.ts';
 
-export type { BatchHandler, ClaimedJob } from './claim-loop.ts';
+export { type BatchHandler, type ClaimedJob, type JobSettler, SETTLED } from './claim-loop.ts';
 
 /**
  * Thrown by a handler when retrying cannot help (e.g. an unreadable payload): the job skips its
@@ -109,7 +115,9 @@ export class JobQueue {
    */
   async consume<T extends object>(
     name: string,
-    options: Omit<ClaimLoopOptions, 'deadLetter' | 'onError'> & { deadLetter?: string | undefined },
+    options: Omit<ClaimLoopOptions, 'deadLetter' | 'onError' | 'settler'> & {
+      deadLetter?: string | undefined;
+    },
     handler: BatchHandler<T>,
   ): Promise<void> {
     const { deadLetter, ...loopOptions } = options;
@@ -119,6 +127,7 @@ export class JobQueue {
       {
         ...loopOptions,
         deadLetter: (job, message) => this.#deadLetter(name, job, message, deadLetter),
+        settler: this.#settler(name),
         onError: (error) => {
           if (this.#started)
             console.error(`[queue] ${name}:`, error instanceof Error ? error.message : error);
@@ -128,6 +137,21 @@ export class JobQueue {
     );
     this.#loops.push(loop);
     loop.start();
+  }
+
+  /** Settles `name`'s claimed jobs in a caller's transaction (one statement per call). */
+  #settler(name: string): JobSettler {
+    const attempts = (jobs: readonly ClaimedJob<unknown>[]) =>
+      jobs.map((job) => ({ id: job.id, retryCount: job.retryCount }));
+    const db = (tx: Executor) => ({ db: fromDrizzle(tx as never, sql as never) });
+    return {
+      complete: async (tx, jobs) => {
+        if (jobs.length > 0) await this.boss.complete(name, attempts(jobs), undefined, db(tx));
+      },
+      fail: async (tx, jobs, message) => {
+        if (jobs.length > 0) await this.boss.fail(name, attempts(jobs), { message }, db(tx));
+      },
+    };
   }
 
   async #deadLetter(

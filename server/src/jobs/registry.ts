@@ -102,8 +102,8 @@ function handleParsed<T>(
   jobs: ClaimedJob<unknown>[],
   parse: (data: unknown) => T,
   handle: BatchHandler<T>,
-): Promise<void>[] {
-  const results: Promise<void>[] = new Array(jobs.length);
+): ReturnType<BatchHandler<T>> {
+  const results: ReturnType<BatchHandler<T>> = new Array(jobs.length);
   const readable: ClaimedJob<T>[] = [];
   const positions: number[] = [];
   jobs.forEach((job, index) => {

@@ -1,4 +1,4 @@
-import { PassThrough, pipeline, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 
 /**
  * Tells, for one SMTP send, whether the whole message was handed to the connection.
@@ -29,23 +29,22 @@ export function transmissionOption(mark: TransmissionMark): Record<string, Trans
 }
 
 /**
- * A nodemailer `stream` plugin (https://nodemailer.com/plugins/): hands the connection the message
- * through one more pass-through stream, and sets the send's {@link TransmissionMark} when that
- * stream's readable side ends, i.e. when the connection has read the last byte. nodemailer reads
- * the message only after the server answered DATA with 354 (earlier stages buffer ahead, so the
- * mark must sit on the stream the connection reads). The stream is made per read, so a message
+ * A nodemailer `stream` plugin (https://nodemailer.com/plugins/): sets the send's
+ * {@link TransmissionMark} when the message stream the connection reads ends, i.e. when the
+ * connection has read its last byte ('end' fires only once every byte was consumed). nodemailer
+ * reads the message only after the server answered DATA with 354 (earlier stages buffer ahead, so
+ * the mark must sit on the stream the connection reads: the last stage, which this process function
+ * returns unchanged; no extra stream per message). The stream is made per read, so a message
  * nodemailer re-sends over a fresh pooled connection is tracked afresh.
  */
 export function markTransmission(mail: PluginMail, done: (error?: Error | null) => void): void {
   const mark = mail.data[MARK_KEY] as TransmissionMark | undefined;
   if (mark) {
     mail.message.processFunc((input) => {
-      const output = new PassThrough();
-      output.once('end', () => {
+      input.once('end', () => {
         mark.transmitted = true;
       });
-      pipeline(input, output, () => {});
-      return output;
+      return input;
     });
   }
   done();

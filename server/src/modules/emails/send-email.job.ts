@@ -2,7 +2,7 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
-import type { BatchHandler, ClaimedJob, QueuedJob } from '../../jobs/queue.ts';
+import { type BatchHandler, type ClaimedJob, type QueuedJob, SETTLED } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { type ProviderCache, ProviderError, SendSlots } from '../../providers/index.ts';
 import { providerFor } from '../adapters/index.ts';
@@ -31,8 +31,8 @@ export interface SendEmailDeps {
  * per email, concurrently: renders the logged version with the logged variables, waits for one of
  * the adapter's ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), hands it to the adapter's
  * pooled provider under a deadline of SEND_TIMEOUT_SECONDS, and records the outcome through a
- * group commit ({@link SendOutcomeRecorder}).
- * Each job's promise settles when its own email is recorded.
+ * group commit ({@link SendOutcomeRecorder}), which completes (or fails, for a retry) the job in
+ * the same transaction. Each job's promise settles when its own email is recorded.
  *
  * Rules (unchanged from the one-job handler):
  * - success: `sent` with `sentAt` and `providerMessageId`; the job completes even if recording
@@ -57,11 +57,12 @@ export function createSendEmailHandler(deps: SendEmailDeps): BatchHandler<JobPay
       deps.db,
       jobs.map((job) => job.data),
     );
-    return jobs.map(async (job, index) => {
+    return jobs.map(async (job, index): Promise<undefined | typeof SETTLED> => {
       const item = (await prepared)[index]!;
       if (item.kind === 'skip') return;
       const outcome = await attempt(deps, slots, job, item);
-      await recorder.record(item.log, outcome);
+      // The outcome and the job's settling commit together; SETTLED leaves nothing to the loop.
+      if ((await recorder.record(item.log, outcome, job)) === SETTLED) return SETTLED;
       if (outcome.kind === 'retry') throw new Error(outcome.message);
     });
   };
@@ -146,12 +147,22 @@ function isRenderBudgetExceeded(error: AppError): boolean {
  * connecting and the whole SMTP dialogue; issue #8), or when `jobSignal` does.
  */
 function sendDeadline(seconds: number, jobSignal: AbortSignal): { signal: AbortSignal; clear(): void } {
+  // One controller and a listener rather than AbortSignal.any: this runs once per email.
   const controller = new AbortController();
   const timer = setTimeout(
     () => controller.abort(new Error(`no answer within the ${seconds} s send deadline`)),
     seconds * 1000,
   );
-  return { signal: AbortSignal.any([controller.signal, jobSignal]), clear: () => clearTimeout(timer) };
+  const onJobAbort = () => controller.abort(jobSignal.reason);
+  if (jobSignal.aborted) onJobAbort();
+  else jobSignal.addEventListener('abort', onJobAbort, { once: true });
+  return {
+    signal: controller.signal,
+    clear: () => {
+      clearTimeout(timer);
+      jobSignal.removeEventListener('abort', onJobAbort);
+    },
+  };
 }
 
 /**

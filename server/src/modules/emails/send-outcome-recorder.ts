@@ -1,4 +1,5 @@
-import type { Database } from '../../db/client.ts';
+import type { Database, Executor } from '../../db/client.ts';
+import { type ClaimedJob, SETTLED } from '../../jobs/queue.ts';
 import type { EmailLogRow } from './emails.repository.ts';
 import { emailRepository } from './emails.repository.ts';
 import { type StatusEvent, transitionMany } from './emails.status.service.ts';
@@ -15,54 +16,88 @@ export type SendOutcome =
 interface Pending {
   log: Pick<EmailLogRow, 'id' | 'teamId'>;
   outcome: SendOutcome;
-  resolve(): void;
+  job: ClaimedJob<unknown> | undefined;
+  resolve(result: RecordResult): void;
   reject(error: unknown): void;
 }
+
+/** What {@link SendOutcomeRecorder.record} resolves with: SETTLED when the job was settled with it. */
+export type RecordResult = undefined | typeof SETTLED;
 
 /** Delays between tries of a group whose transaction failed (ms); then `sent` is logged as lost. */
 const RETRY_DELAYS_MS = [200, 1_000, 3_000];
 /** How long the first outcome waits for others to share its transaction (ms). */
 const LINGER_MS = 5;
+/**
+ * Group transactions in progress at once: outcomes that arrive while one commits start the next
+ * rather than wait for it (the groups' rows never overlap: one outcome per claimed attempt).
+ */
+const MAX_CONCURRENT_WRITES = 2;
 
 /**
- * Records delivery outcomes by group commit: outcomes that arrive while a transaction is being
- * written wait for the next one, so a batch whose sends finish together is recorded in one
- * transaction (status moves + history through {@link transitionMany}, attempt counts), while a job
- * whose send finished early is not held back by the slowest send of its batch.
+ * Records delivery outcomes by group commit: outcomes that arrive within a few ms share one
+ * transaction (status moves + history through {@link transitionMany}, attempt counts, and the
+ * settling of their jobs), up to {@link MAX_CONCURRENT_WRITES} such transactions at once, so a job
+ * whose send finished early is not held back by the slowest send of its batch, and sends never wait
+ * for a commit.
  *
- * `record` resolves once the outcome is committed. The "never send twice after a hand-off" rule:
- * a `sent` outcome never rejects — when the database stays unreachable after the retries, the loss
- * of its status is logged and it resolves, so its job completes instead of sending again. A
- * `failed` or `retry` outcome rejects then, so its job goes back to the queue.
+ * Given the outcome's claimed `job`, the same transaction settles it in the queue (issue #9: the
+ * outcome and the job's completion commit together, one commit instead of two): completed for
+ * `sent` and `failed`, failed (the queue retries it) for `retry`; `record` then resolves with
+ * SETTLED once committed, and the caller has nothing left to do for the job.
+ *
+ * Failures. The "never send twice after a hand-off" rule: a `sent` outcome never rejects — when the
+ * database stays unreachable after the retries, the loss of its status is logged and it resolves
+ * (without SETTLED), so its job is completed the usual way instead of sending again. A `failed` or
+ * `retry` outcome rejects then, so its job goes back to the queue.
  */
 export class SendOutcomeRecorder {
   readonly #db: Database;
   #pending: Pending[] = [];
-  #scheduled = false;
+  #timer: NodeJS.Timeout | undefined;
+  #writing = 0;
 
   constructor(db: Database) {
     this.#db = db;
   }
 
-  /** Records `outcome` for `log`; resolves once committed (see the class for failures). */
-  record(log: Pick<EmailLogRow, 'id' | 'teamId'>, outcome: SendOutcome): Promise<void> {
+  /**
+   * Records `outcome` for `log`, and settles `job` with it when given; resolves once committed,
+   * with SETTLED when `job` was settled (see the class for failures).
+   */
+  record(
+    log: Pick<EmailLogRow, 'id' | 'teamId'>,
+    outcome: SendOutcome,
+    job?: ClaimedJob<unknown>,
+  ): Promise<RecordResult> {
     return new Promise((resolve, reject) => {
-      this.#pending.push({ log, outcome, resolve, reject });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setTimeout(() => void this.#drain(), LINGER_MS);
-      }
+      this.#pending.push({ log, outcome, job, resolve, reject });
+      this.#schedule();
     });
   }
 
-  /** Writes groups until nothing is pending; one group at a time. */
-  async #drain(): Promise<void> {
-    while (this.#pending.length > 0) {
-      const group = this.#pending;
-      this.#pending = [];
+  /** Starts the next group after the linger, unless one is due or enough are being written. */
+  #schedule(): void {
+    if (this.#timer || this.#writing >= MAX_CONCURRENT_WRITES || this.#pending.length === 0) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      // A writer that finished meanwhile may have taken the pending outcomes, or the last slot.
+      if (this.#writing < MAX_CONCURRENT_WRITES) void this.#writeNext();
+    }, LINGER_MS);
+  }
+
+  async #writeNext(): Promise<void> {
+    const group = this.#pending;
+    this.#pending = [];
+    if (group.length === 0) return;
+    this.#writing += 1;
+    try {
       await this.#write(group);
+    } finally {
+      this.#writing -= 1;
+      // Outcomes that waited for a free writer have lingered long enough.
+      if (this.#pending.length > 0 && !this.#timer) void this.#writeNext();
     }
-    this.#scheduled = false;
   }
 
   async #write(group: Pending[]): Promise<void> {
@@ -89,8 +124,9 @@ export class SendOutcomeRecorder {
                 : [],
             ),
           );
+          await settleJobs(tx, group);
         });
-        for (const item of group) item.resolve();
+        for (const item of group) item.resolve(item.job ? SETTLED : undefined);
         return;
       } catch (error) {
         const delay = RETRY_DELAYS_MS[attempt];
@@ -107,12 +143,32 @@ export class SendOutcomeRecorder {
             `[email.send] ${item.log.id} was handed to the provider (${item.outcome.providerMessageId}) but its status could not be recorded:`,
             error instanceof Error ? error.message : error,
           );
-          item.resolve();
+          item.resolve(undefined);
         }
         return;
       }
     }
   }
+}
+
+/**
+ * Settles the jobs of `group` in `tx`: one `complete` for the finished ones (sent, failed), one
+ * `fail` per distinct message for the retried ones (the message is the job's output).
+ */
+async function settleJobs(tx: Executor, group: readonly Pending[]): Promise<void> {
+  const withJob = group.filter((item) => item.job);
+  const settler = withJob[0]?.job?.settler;
+  if (!settler) return;
+  await settler.complete(
+    tx,
+    withJob.filter((item) => item.outcome.kind !== 'retry').map((item) => item.job!),
+  );
+  const retried = new Map<string, ClaimedJob<unknown>[]>();
+  for (const { outcome, job } of withJob) {
+    if (outcome.kind === 'retry')
+      retried.set(outcome.message, [...(retried.get(outcome.message) ?? []), job!]);
+  }
+  for (const [message, jobs] of retried) await settler.fail(tx, jobs, message);
 }
 
 /** The status event an outcome records (a retry records none: the email stays `queued`). */

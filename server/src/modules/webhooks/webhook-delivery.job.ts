@@ -38,10 +38,10 @@ export function createDeliverWebhookHandler(
     const loaded = webhookRepository
       .findMany(deps.db, [...new Set(jobs.map((job) => job.data.webhookId))])
       .then((rows) => new Map(rows.map((row) => [row.id, row])));
-    return jobs.map(async (job) => {
+    return jobs.map(async (job): Promise<undefined> => {
       const { data } = job;
       const webhook = (await loaded).get(data.webhookId);
-      if (!webhook || webhook.teamId !== data.teamId || !webhook.isActive) return;
+      if (!webhook || webhook.teamId !== data.teamId || !webhook.isActive) return undefined;
       const outcome = await attemptDelivery(client, deps.encryptionKey, { ...data, webhook });
       const delay = schedule[data.attempt - 1];
       const retry = !outcome.result.success && outcome.result.responseStatus !== 410 && delay !== undefined;
@@ -49,6 +49,7 @@ export function createDeliverWebhookHandler(
         outcome,
         next: retry ? { data: { ...data, attempt: data.attempt + 1 }, delaySeconds: delay } : undefined,
       });
+      return undefined;
     });
   };
 }
