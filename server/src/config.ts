@@ -55,6 +55,13 @@ const envSchema = z.object({
   TRUST_PROXY: trustProxySchema.default(false),
   // Outbound connections (SMTP adapters) may reach loopback/private addresses (issue #8); metadata never.
   SMTP_ALLOW_PRIVATE: booleanFromEnv.default(false),
+  // Operator-only base URLs of the hosted email APIs (issue #10), e.g. a regional or test endpoint;
+  // trusted configuration: connections to them skip the outbound policy. Unset = the public API.
+  PROVIDER_ENDPOINT_RESEND: z.url().optional(),
+  PROVIDER_ENDPOINT_SENDGRID: z.url().optional(),
+  PROVIDER_ENDPOINT_MAILGUN: z.url().optional(),
+  PROVIDER_ENDPOINT_SES: z.url().optional(),
+  PROVIDER_ENDPOINT_POSTMARK: z.url().optional(),
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

@@ -115,13 +115,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) =>
       ok(
-        await service.testAdapter(
-          db(),
-          key(),
-          { allowPrivate: app.ctx.config.SMTP_ALLOW_PRIVATE },
-          sessionOf(request).teamId,
-          request.params.id,
-        ),
+        await service.testAdapter(db(), key(), app.ctx.config, sessionOf(request).teamId, request.params.id),
       ),
   );
 }

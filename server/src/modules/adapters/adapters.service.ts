@@ -1,9 +1,8 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import type { OutboundPolicy } from '../../outbound/index.ts';
-import { createProvider, type EmailProvider } from '../../providers/index.ts';
 import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
+import { adapterConfig, type ProviderSettings, providerFor } from './adapter-provider.ts';
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
 import type { AdapterView } from './adapters.schema.ts';
@@ -23,16 +22,7 @@ export function presentAdapter(row: AdapterRow): AdapterView {
   };
 }
 
-/**
- * The decrypted config of an adapter row (AES-256-GCM at rest, bound to the row's team and id).
- * @throws ConfigDecryptionError when the stored text was not written for this row (or is damaged).
- */
-export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<string, unknown> {
-  return decryptConfig(encryptionKey, row.configEncrypted, {
-    teamId: row.teamId,
-    adapterId: row.id,
-  }) as Record<string, unknown>;
-}
+export { adapterConfig } from './adapter-provider.ts';
 
 /**
  * Re-encrypts every config still stored in the v1 format (no associated data) as v2, bound to its
@@ -171,28 +161,25 @@ export async function deleteAdapter(db: Executor, teamId: string, id: string): P
 }
 
 /**
- * Opens a connection with the adapter's settings (spec "POST /api/adapters/:id/test"): a failing
- * connection is a result `{success: false, message}`, not an error. The connection obeys the
- * outbound policy (a refused address names SMTP_ALLOW_PRIVATE) and the message is a fixed one of
- * ours, never the remote server's bytes (issue #8).
+ * Checks the adapter's credentials through the same provider the worker sends with
+ * ({@link providerFor}; spec "POST /api/adapters/:id/test"): SMTP connects and authenticates, the
+ * hosted APIs make a cheap authenticated read (issue #10). A failure is a result
+ * `{success: false, message}`, not an error: for SMTP a fixed message of ours, never the remote
+ * server's bytes (issue #8); for a hosted API the provider's own error message.
  * @throws NOT_FOUND when the adapter is not the team's.
  */
 export async function testAdapter(
   db: Executor,
   encryptionKey: Buffer,
-  outbound: OutboundPolicy,
+  settings: ProviderSettings,
   teamId: string,
   id: string,
 ): Promise<{ success: boolean; message: string }> {
   const row = await getAdapter(db, teamId, id);
-  let provider: EmailProvider | undefined;
   try {
-    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey), { outbound });
-    return await provider.verify();
+    return await providerFor(row, encryptionKey, settings).verify();
   } catch (error) {
     return { success: false, message: error instanceof Error ? error.message : String(error) };
-  } finally {
-    await provider?.close().catch(() => {});
   }
 }
 
