@@ -1,5 +1,6 @@
 import { Client } from '@sendgrid/client';
 import { type MailDataRequired, MailService } from '@sendgrid/mail';
+import addressparser from 'nodemailer/lib/addressparser';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import {
@@ -63,23 +64,30 @@ function classifyError(error: unknown): ProviderError {
   });
 }
 
+/** SendGrid's email object of one mailbox (its helper would keep the quotes of a quoted name). */
+function mailbox(address: string): { email: string; name?: string } {
+  const [parsed] = addressparser(address, { flatten: true });
+  if (!parsed?.address) return { email: address };
+  return parsed.name ? { email: parsed.address, name: parsed.name } : { email: parsed.address };
+}
+
 /** The SendGrid mail body of `email`: one personalization with every to, cc and bcc. */
 function toSendGrid(email: OutgoingEmail): MailDataRequired {
   const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
   const [firstReplyTo, ...moreReplyTo] = email.replyTo ?? [];
   return {
-    from: email.from,
-    to: email.to,
+    from: mailbox(email.from),
+    to: email.to.map(mailbox),
     subject: email.subject,
     html: email.html,
     text: email.text,
-    ...(email.cc?.length ? { cc: email.cc } : {}),
-    ...(email.bcc?.length ? { bcc: email.bcc } : {}),
+    ...(email.cc?.length ? { cc: email.cc.map(mailbox) } : {}),
+    ...(email.bcc?.length ? { bcc: email.bcc.map(mailbox) } : {}),
     // reply_to takes one address; several go in reply_to_list (which excludes reply_to).
     ...(firstReplyTo
       ? moreReplyTo.length
-        ? { replyToList: email.replyTo!.map((email) => ({ email })) }
-        : { replyTo: firstReplyTo }
+        ? { replyToList: email.replyTo!.map(mailbox) }
+        : { replyTo: mailbox(firstReplyTo) }
       : {}),
     ...(Object.keys(headers).length ? { headers } : {}),
     ...(email.attachments?.length
