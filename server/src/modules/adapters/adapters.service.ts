@@ -17,6 +17,7 @@ export function presentAdapter(row: AdapterRow): AdapterView {
     defaultFrom: row.defaultFrom,
     isDefault: row.isDefault,
     isActive: row.isActive,
+    fallbackAdapterId: row.fallbackAdapterId,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -74,12 +75,14 @@ export async function createAdapter(
     config: unknown;
     defaultFrom?: string | undefined;
     isDefault?: boolean | undefined;
+    fallbackAdapterId?: string | null | undefined;
   },
 ): Promise<AdapterRow> {
   const config = parseAdapterConfig(input.type, input.config);
   const created = await db.transaction(async (tx) => {
     await adapterRepository.lockTeamDefault(tx, teamId);
     const id = newId('adapter');
+    await checkFallback(tx, teamId, id, input.fallbackAdapterId);
     const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
     if (isDefault) await adapterRepository.clearDefault(tx, teamId, id);
     return adapterRepository.insert(tx, {
@@ -90,10 +93,45 @@ export async function createAdapter(
       configEncrypted: encryptConfig(encryptionKey, config, { teamId, adapterId: id }),
       defaultFrom: input.defaultFrom ?? null,
       isDefault,
+      fallbackAdapterId: input.fallbackAdapterId ?? null,
     });
   });
   forgetTeamAdapters(teamId);
   return created;
+}
+
+/** Longest fallback chain followed when checking for a cycle; a chain is never longer in practice. */
+const MAX_FALLBACK_CHAIN = 100;
+
+/**
+ * Checks that adapter `id` may fall back to `fallbackId` (issue #10): an adapter of the same team,
+ * not itself, and no cycle (following the fallback's own fallbacks never comes back to `id`).
+ * Call inside the transaction that holds the team's adapter lock.
+ * @throws VALIDATION_ERROR (400) with `details.issues = [{path: 'fallbackAdapterId', message}]`.
+ */
+async function checkFallback(
+  db: Executor,
+  teamId: string,
+  id: string,
+  fallbackId: string | null | undefined,
+): Promise<void> {
+  if (fallbackId === null || fallbackId === undefined) return;
+  const refuse = (message: string) => {
+    throw new AppError('VALIDATION_ERROR', 'Invalid fallback adapter', {
+      issues: [{ path: 'fallbackAdapterId', message }],
+    });
+  };
+  if (fallbackId === id) refuse('An adapter cannot be its own fallback');
+  const seen = new Set<string>([id]);
+  let next: string | null = fallbackId;
+  for (let depth = 0; next !== null && depth < MAX_FALLBACK_CHAIN; depth += 1) {
+    const row = await adapterRepository.findInTeam(db, teamId, next);
+    if (!row)
+      return refuse(depth === 0 ? 'No adapter with this id in the team' : 'The fallback chain is broken');
+    seen.add(row.id);
+    next = row.fallbackAdapterId;
+    if (next !== null && seen.has(next)) refuse('The fallback chain would loop back to this adapter');
+  }
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
@@ -129,14 +167,21 @@ export async function updateAdapter(
     defaultFrom?: string | null | undefined;
     isDefault?: boolean | undefined;
     isActive?: boolean | undefined;
+    fallbackAdapterId?: string | null | undefined;
   },
 ): Promise<AdapterRow> {
   const updated = await db.transaction(async (tx) => {
     const current = await getAdapter(tx, teamId, id);
+    if (input.fallbackAdapterId !== undefined) {
+      // Serialised per team, so two concurrent changes cannot close a cycle between them.
+      await adapterRepository.lockTeamDefault(tx, teamId);
+      await checkFallback(tx, teamId, id, input.fallbackAdapterId);
+    }
     const changes: Partial<AdapterRow> = {};
     if (input.name !== undefined) changes.name = input.name;
     if (input.defaultFrom !== undefined) changes.defaultFrom = input.defaultFrom;
     if (input.isActive !== undefined) changes.isActive = input.isActive;
+    if (input.fallbackAdapterId !== undefined) changes.fallbackAdapterId = input.fallbackAdapterId;
     if (input.isDefault !== undefined) changes.isDefault = input.isDefault;
     if (input.config !== undefined) {
       const config = parseAdapterConfig(current.type as AdapterType, input.config);

@@ -1,4 +1,4 @@
-export { providerFor } from './adapter-provider.ts';
+export { type ProviderSettings, providerFor } from './adapter-provider.ts';
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';
 export { adapterRoutes } from './adapters.routes.ts';
