@@ -41,6 +41,9 @@ export interface HttpTransport {
   close(): Promise<void>;
 }
 
+/** How long (ms) closing waits for requests in flight before cutting their connections. */
+const CLOSE_GRACE_MS = 2_000;
+
 /** Options of {@link createHttpTransport}. */
 export interface HttpTransportOptions {
   /** The provider's public API, e.g. `https://api.resend.com`. */
@@ -101,7 +104,13 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
     async close() {
       httpAgent.destroy();
       httpsAgent.destroy();
-      await dispatcher.close();
+      // undici's close waits for requests in flight; one given up at its deadline may never end.
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, CLOSE_GRACE_MS);
+      });
+      await Promise.race([dispatcher.close(), grace]).finally(() => clearTimeout(timer));
+      await dispatcher.destroy().catch(() => {});
     },
   };
 }
