@@ -13,6 +13,7 @@ import {
   FAKE_ENDPOINT_VARIABLES,
   type FakeKind,
   type FakeProvider,
+  RESEND_RESTRICTED_KEY,
   type RecordedRequest,
   startFakeProvider,
 } from './helpers/fake-providers.ts';
@@ -250,6 +251,23 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
       expect((error as ProviderError).permanent).toBe(false);
     } finally {
       await provider.close();
+    }
+  });
+});
+
+describe('resend provider: restricted keys', () => {
+  it('verify accepts a sending-only key, whose domain list is refused as restricted_api_key', async () => {
+    const fake = await startFakeProvider('resend');
+    const provider = providerAt('resend', fake.url, { apiKey: RESEND_RESTRICTED_KEY });
+    try {
+      expect(await provider.verify()).toEqual({
+        success: true,
+        message: 'Authenticated with Resend (the key may only send emails)',
+      });
+      expect((await provider.send(email)).providerMessageId).toEqual(expect.any(String));
+    } finally {
+      await provider.close();
+      await fake.close();
     }
   });
 });

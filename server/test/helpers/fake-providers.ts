@@ -51,6 +51,9 @@ export const FAKE_CREDENTIALS = {
   postmark: { serverToken: 'good-server-token' },
 } as const;
 
+/** A Resend API key with "sending access" only: it sends, but cannot list domains. */
+export const RESEND_RESTRICTED_KEY = 're_sending_only';
+
 /** The adapter type of each fake. */
 export const FAKE_ADAPTER_TYPES: Record<FakeKind, string> = {
   resend: 'mailapi_a',
@@ -80,6 +83,8 @@ interface Behaviour {
   authorized(request: RecordedRequest): boolean;
   /** The provider's answer to bad credentials. */
   unauthorized: Reply;
+  /** A different answer for some refused requests (Resend's restricted keys). */
+  restricted?: (request: RecordedRequest) => Reply | undefined;
   isSend(request: RecordedRequest): boolean;
   /** The answer to a good send (n = how many sends so far). */
   sent(request: RecordedRequest, n: number): Reply;
@@ -95,11 +100,25 @@ const basic = (user: string, password: string) =>
 const BEHAVIOURS: Record<FakeKind, Behaviour> = {
   // https://resend.com/docs/api-reference/introduction (errors: {statusCode, message, name})
   resend: {
-    authorized: (r) => r.headers.authorization === `Bearer ${FAKE_CREDENTIALS.resend.apiKey}`,
+    // A "sending access" key (RESEND_RESTRICTED_KEY) may send but gets 401 restricted_api_key elsewhere.
+    authorized: (r) =>
+      r.headers.authorization === `Bearer ${FAKE_CREDENTIALS.resend.apiKey}` ||
+      (r.headers.authorization === `Bearer ${RESEND_RESTRICTED_KEY}` && r.path === '/emails'),
     unauthorized: {
       status: 401,
       body: { statusCode: 401, message: 'API key is invalid', name: 'validation_error' },
     },
+    restricted: (r) =>
+      r.headers.authorization === `Bearer ${RESEND_RESTRICTED_KEY}`
+        ? {
+            status: 401,
+            body: {
+              statusCode: 401,
+              message: 'This API key is restricted to only send emails',
+              name: 'restricted_api_key',
+            },
+          }
+        : undefined,
     isSend: (r) => r.method === 'POST' && r.path === '/emails',
     sent: (_r, n) => ({ status: 200, body: { id: `49a3999c-0ce1-4ea6-ab68-afcd6dc2e79${n}` } }),
     read: (r) =>
@@ -263,7 +282,9 @@ export async function startFakeProvider(kind: FakeKind): Promise<FakeProvider> {
     record(request).then(
       (recorded) => {
         requests.push(recorded);
-        if (!behaviour.authorized(recorded)) return reply(response, behaviour.unauthorized);
+        if (!behaviour.authorized(recorded)) {
+          return reply(response, behaviour.restricted?.(recorded) ?? behaviour.unauthorized);
+        }
         if (behaviour.isSend(recorded)) {
           const failure = failures.shift();
           if (failure) return reply(response, behaviour.failure(failure));
