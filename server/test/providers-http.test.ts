@@ -243,6 +243,24 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
     }
   });
 
+  it('reuses kept-alive connections for consecutive sends (one SDK client per adapter version)', async () => {
+    const provider = providerAt(kind, fake.url);
+    try {
+      const before = fake.sends().length;
+      for (let i = 0; i < 4; i += 1) await provider.send(email);
+      const ports = fake
+        .sends()
+        .slice(before)
+        .map((r) => r.remotePort);
+      expect(ports).toHaveLength(4);
+      // Without keep-alive every request opens a new connection (a new client port); undici's pool
+      // may alternate between two kept-alive connections.
+      expect(new Set(ports).size).toBeLessThanOrEqual(2);
+    } finally {
+      await provider.close();
+    }
+  });
+
   it('a connection refused is transient', async () => {
     const provider = providerAt(kind, `http://127.0.0.1:${await freePort()}`);
     try {

@@ -21,6 +21,8 @@ export interface RecordedRequest {
   json?: any;
   /** The body parsed as multipart/form-data or urlencoded, when it is. */
   form?: FormData;
+  /** The client's port: the same for requests over one kept-alive connection. */
+  remotePort: number | undefined;
 }
 
 /** A failure the fake answers the next send with: HTTP status and the provider's error message. */
@@ -251,6 +253,7 @@ async function record(request: IncomingMessage): Promise<RecordedRequest> {
     path: request.url ?? '/',
     headers: request.headers,
     body,
+    remotePort: request.socket.remotePort,
   };
   const type = request.headers['content-type'] ?? '';
   if (body.length && type.includes('json')) recorded.json = JSON.parse(body.toString('utf8'));
