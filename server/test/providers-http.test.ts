@@ -6,7 +6,9 @@ import {
   createProvider,
   type OutgoingEmail,
   ProviderError,
+  parseProviderConfig,
 } from '../src/providers/index.ts';
+import { MAILGUN_REGION_BASE_URLS } from '../src/providers/mailgun.ts';
 import {
   FAKE_ADAPTER_TYPES,
   FAKE_CREDENTIALS,
@@ -310,5 +312,17 @@ describe('hosted-API transport: outbound policy', () => {
     } finally {
       await Promise.all([policed.close(), trusted.close(), fake.close()]);
     }
+  });
+});
+
+describe('mailgun regions', () => {
+  it('us (the default) uses api.mailgun.net and eu api.eu.mailgun.net (spec, "Adapter")', () => {
+    expect(MAILGUN_REGION_BASE_URLS).toEqual({
+      us: 'https://api.mailgun.net',
+      eu: 'https://api.eu.mailgun.net',
+    });
+    expect(parseProviderConfig('mailapi_domain', { apiKey: 'k', domain: 'mg.example.com' }).region).toBe(
+      'us',
+    );
   });
 });

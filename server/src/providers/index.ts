@@ -38,7 +38,6 @@ export type {
   EmailProvider,
   OutgoingAttachment,
   OutgoingEmail,
-  ProviderOptions,
   SendOptions,
   SendResult,
 } from './types.ts';

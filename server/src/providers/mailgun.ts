@@ -19,8 +19,8 @@ import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.t
 /** Regions a Mailgun account lives in; `us` when omitted (spec). */
 export const MAILAPI_DOMAIN_REGIONS = ['us', 'eu'] as const;
 
-/** The API of each region (Mailgun, "Base URL"). */
-const REGION_BASE_URLS: Record<(typeof MAILAPI_DOMAIN_REGIONS)[number], string> = {
+/** The API of each region (Mailgun, "Base URL"; spec: `us` → api.mailgun.net, `eu` → api.eu.mailgun.net). */
+export const MAILGUN_REGION_BASE_URLS: Record<(typeof MAILAPI_DOMAIN_REGIONS)[number], string> = {
   us: 'https://api.mailgun.net',
   eu: 'https://api.eu.mailgun.net',
 };
@@ -111,7 +111,7 @@ export const mailgunProvider = {
   classifyError,
   create(config, context): EmailProvider {
     const transport = createHttpTransport({
-      defaultBaseUrl: REGION_BASE_URLS[config.region],
+      defaultBaseUrl: MAILGUN_REGION_BASE_URLS[config.region],
       endpoint: context.http?.endpoint,
       maxConnections: context.maxConnections,
       outbound: context.outbound,
