@@ -144,4 +144,41 @@ describe('adapter fallback', () => {
     expect(failed.adapterId).toBe(primary.id);
     expect(postmark.sends().length - postmarkBefore).toBe(1);
   });
+
+  it('skips a disabled fallback for its own fallback; when every adapter fails, the log names each error', async () => {
+    const last = await postmarkAdapter('Last resort');
+    const disabled = await createAdapter({
+      name: 'Disabled middle',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: last.id,
+    });
+    expect((await api('PUT', `/api/adapters/${disabled.id}`, { isActive: false })).statusCode).toBe(200);
+    await createAdapter({
+      name: 'Chain head',
+      type: 'mailapi_a',
+      config: FAKE_CREDENTIALS.resend,
+      isDefault: true,
+      fallbackAdapterId: disabled.id,
+    });
+
+    resend.failNextSends(
+      { status: 500, message: 'Resend 500 one' },
+      { status: 500, message: 'Resend 500 two' },
+    );
+    const delivered = await send(ctx.app, key, { templateId, to: 'chain@example.test' });
+    const log = await settled(delivered.json().data.id);
+    expect(log.status, log.errorMessage).toBe('sent');
+    expect(log.adapterId).toBe(last.id);
+
+    resend.failNextSends(
+      { status: 500, message: 'Resend 500 three' },
+      { status: 500, message: 'Resend 500 four' },
+    );
+    postmark.failNextSends({ status: 500, message: 'Postmark is down too' });
+    const lost = await send(ctx.app, key, { templateId, to: 'nobody-up@example.test' });
+    const failed = await settled(lost.json().data.id);
+    expect(failed.status).toBe('failed');
+    expect(failed.errorMessage).toBe('Resend 500 four; fallback Last resort: Postmark is down too');
+  });
 });
