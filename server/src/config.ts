@@ -17,6 +17,11 @@ function isAcceptableIssuer(value: string): boolean {
   return url.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
 }
 
+/** A PROVIDER_ENDPOINT_* base URL: http(s) only (issue #10). */
+const providerEndpoint = z
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+  .optional();
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -70,6 +75,13 @@ const envSchema = z.object({
     .default([5, 300, 1800, 7200, 18000, 36000, 36000]),
   WEBHOOK_TIMEOUT_SECONDS: z.coerce.number().int().min(1).max(300).default(30),
   WEBHOOKS_ALLOW_PRIVATE: booleanFromEnv.default(false),
+  // Operator-only base URLs of the hosted email APIs (issue #10), e.g. a regional or test endpoint;
+  // trusted configuration: connections to them skip the outbound policy. Unset = the public API.
+  PROVIDER_ENDPOINT_RESEND: providerEndpoint,
+  PROVIDER_ENDPOINT_SENDGRID: providerEndpoint,
+  PROVIDER_ENDPOINT_MAILGUN: providerEndpoint,
+  PROVIDER_ENDPOINT_SES: providerEndpoint,
+  PROVIDER_ENDPOINT_POSTMARK: providerEndpoint,
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

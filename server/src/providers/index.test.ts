@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestSmtpServer, type TestSmtpServer } from '../../test/helpers/smtp-server.ts';
 import { createProvider, ProviderCache } from './index.ts';
-import type { AdapterType } from './provider-configs.ts';
+import type { AdapterType } from './registry.ts';
 import { type OutgoingEmail, ProviderError } from './types.ts';
 
 const anEmail: OutgoingEmail = {
@@ -49,14 +49,24 @@ beforeAll(async () => {
 afterAll(() => smtp?.close());
 
 describe('createProvider', () => {
-  it.each(['mailapi_a', 'mailapi_b', 'mailapi_domain', 'mailapi_cloud', 'mailapi_server'] as const)(
-    'refuses %s permanently until it is implemented',
-    (type) => {
-      const error = thrown(() => createProvider(type, { apiKey: 'k' }));
-      expect(error.permanent).toBe(true);
-      expect(error.message).toBe(`Adapter type ${type} is not supported yet`);
-    },
-  );
+  it.each([
+    ['mailapi_a', { apiKey: 'k' }],
+    ['mailapi_b', { apiKey: 'k' }],
+    ['mailapi_domain', { apiKey: 'k', domain: 'mg.example.com' }],
+    ['mailapi_cloud', { accessKeyId: 'AKID', secretAccessKey: 's', region: 'eu-west-1' }],
+    ['mailapi_server', { serverToken: 't' }],
+  ] as const)('builds a %s provider from a valid config', async (type, config) => {
+    const provider = createProvider(type, config);
+    expect(typeof provider.send).toBe('function');
+    await provider.close();
+  });
+
+  it('refuses a hosted-API config with a missing field permanently, naming it (ECONFIG)', () => {
+    const error = thrown(() => createProvider('mailapi_domain', { apiKey: 'k' }));
+    expect(error.permanent).toBe(true);
+    expect(error.providerCode).toBe('ECONFIG');
+    expect(error.message).toBe('Invalid mailapi_domain adapter config: config.domain');
+  });
 
   it('refuses an unknown type and an invalid smtp config permanently', () => {
     expect(thrown(() => createProvider('carrier_pigeon' as AdapterType, {})).permanent).toBe(true);
@@ -125,7 +135,7 @@ describe('ProviderCache', () => {
 
   it('caches nothing when the provider cannot be created', () => {
     const cache = new ProviderCache();
-    expect(() => cache.get('x', 'mailapi_a', { apiKey: 'k' })).toThrow(ProviderError);
+    expect(() => cache.get('x', 'mailapi_a', { apiKey: '' })).toThrow(ProviderError);
     expect(cache.size).toBe(0);
   });
 

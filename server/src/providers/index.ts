@@ -1,61 +1,47 @@
 import { LRUCache } from 'lru-cache';
-import { ADAPTER_CONFIG_SCHEMAS, type AdapterConfig, type AdapterType } from './provider-configs.ts';
-import { createSmtpProvider } from './smtp.ts';
-import { type EmailProvider, ProviderError, type ProviderOptions } from './types.ts';
+import { type AdapterType, type CreateProviderOptions, createProvider } from './registry.ts';
+import type { EmailProvider } from './types.ts';
 
+export type {
+  AdapterConfigField,
+  ProviderContext,
+  ProviderDefinition,
+  ProviderEndpointVariable,
+} from './definition.ts';
+export { PROVIDER_ENDPOINT_VARIABLES } from './definition.ts';
+export { MAILAPI_DOMAIN_REGIONS } from './mailgun.ts';
+export {
+  ADAPTER_TYPE_DESCRIPTORS,
+  ADAPTER_TYPES,
+  type AdapterConfig,
+  type AdapterType,
+  type AdapterTypeDescriptor,
+  type ConfigIssue,
+  type CreateProviderOptions,
+  createProvider,
+  isAdapterType,
+  PROVIDERS,
+  ProviderConfigError,
+  parseProviderConfig,
+} from './registry.ts';
 export { SendSlots } from './send-slots.ts';
-export { classifySmtpError, createSmtpProvider, SMTP_TIMEOUTS_MS } from './smtp.ts';
+export { MAILAPI_CLOUD_REGIONS } from './ses.ts';
+export {
+  classifySmtpError,
+  createSmtpProvider,
+  SMTP_TIMEOUTS_MS,
+  SMTP_TLS_MODES,
+  type SmtpConfig,
+  smtpConfigSchema,
+} from './smtp.ts';
 export type {
   EmailProvider,
   OutgoingAttachment,
   OutgoingEmail,
-  ProviderOptions,
   SendOptions,
   SendResult,
 } from './types.ts';
 export { ProviderError } from './types.ts';
-
-/**
- * Creates the provider for one adapter. `config` is the decrypted adapter config; it is
- * validated again here against the type's schema (spec, "Adapter"), since rows outlive code.
- * `options.outbound` is the outbound policy its connections obey (public addresses only when omitted).
- * @throws ProviderError (permanent) for an invalid config or a type not implemented yet
- *   (`mailapi_a`, `mailapi_b`, `mailapi_domain`, `mailapi_cloud`, `mailapi_server`).
- */
-export function createProvider(
-  type: AdapterType,
-  config: unknown,
-  options: ProviderOptions = {},
-): EmailProvider {
-  switch (type) {
-    case 'smtp':
-      return createSmtpProvider(parseProviderConfig(type, config), {
-        ...(options.outbound ? { outbound: options.outbound } : {}),
-        ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
-      });
-    case 'mailapi_a':
-    case 'mailapi_b':
-    case 'mailapi_domain':
-    case 'mailapi_cloud':
-    case 'mailapi_server':
-      throw new ProviderError(`Adapter type ${type} is not supported yet`, { permanent: true });
-    default:
-      throw new ProviderError(`Unknown adapter type ${String(type)}`, { permanent: true });
-  }
-}
-
-/** Validates a stored config; a row that no longer fits its schema cannot be sent with. */
-function parseProviderConfig<T extends AdapterType>(type: T, config: unknown): AdapterConfig<T> {
-  const parsed = ADAPTER_CONFIG_SCHEMAS[type].safeParse(config);
-  if (!parsed.success) {
-    const fields = parsed.error.issues.map((issue) => issue.path.join('.') || '(root)').join(', ');
-    throw new ProviderError(`Invalid ${type} adapter config: ${fields}`, {
-      permanent: true,
-      providerCode: 'ECONFIG',
-    });
-  }
-  return parsed.data as AdapterConfig<T>;
-}
 
 /** Most providers kept open at once; the least recently used one beyond it is closed. */
 const MAX_CACHED_PROVIDERS = 100;
@@ -109,7 +95,7 @@ export class ProviderCache {
     type: AdapterType,
     config: unknown,
     version = '',
-    options: ProviderOptions = {},
+    options: CreateProviderOptions = {},
   ): EmailProvider {
     return this.getOrCreate(key, version, () => createProvider(type, config, options));
   }

@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
 import type { SMTPPoolOptions } from 'nodemailer';
+import { z } from 'zod';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
-import type { SmtpConfig } from './provider-configs.ts';
+import type { ProviderDefinition } from './definition.ts';
 import { classifySmtpError } from './smtp-errors.ts';
 import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
 import {
@@ -13,6 +14,35 @@ import {
 } from './types.ts';
 
 export { classifySmtpError } from './smtp-errors.ts';
+
+/**
+ * How an `smtp` adapter uses TLS besides `secure` (issue #8): `auto` (the default when omitted)
+ * upgrades with STARTTLS when offered, and insists on it whenever credentials are set, so a
+ * man-in-the-middle who strips STARTTLS cannot read the AUTH exchange; `none` never uses TLS and
+ * sends credentials in plaintext (lab servers only).
+ */
+export const SMTP_TLS_MODES = ['auto', 'none'] as const;
+
+/**
+ * `smtp`: host, port 1-65535, optional secure (TLS from the first byte), optional credentials
+ * (spec, "Adapter"), and the optional `tls` mode ({@link SMTP_TLS_MODES}; not in the spec's list,
+ * added by issue #8). `secure: true` with `tls: "none"` contradicts itself and is refused.
+ */
+export const smtpConfigSchema = z
+  .strictObject({
+    host: z.string().min(1),
+    port: z.number().int().min(1).max(65535),
+    secure: z.boolean().optional(),
+    username: z.string().optional(),
+    password: z.string().optional(),
+    tls: z.enum(SMTP_TLS_MODES).optional(),
+  })
+  .refine((config) => !(config.secure === true && config.tls === 'none'), {
+    path: ['tls'],
+    message: '"none" cannot be combined with secure: true (TLS from the first byte)',
+  });
+
+export type SmtpConfig = z.output<typeof smtpConfigSchema>;
 
 /**
  * The `smtp` adapter type: any SMTP server, through one pooled nodemailer transport
@@ -80,6 +110,11 @@ function outboundSocket(
 export interface SmtpProviderOptions {
   /** Verify the server certificate (default true); only code (tests) turns it off. */
   rejectUnauthorized?: boolean;
+  /**
+   * CA certificates (PEM) to trust instead of Node's bundled ones; only code (tests with a
+   * self-signed CA) sets it. Operators add a private CA with NODE_EXTRA_CA_CERTS.
+   */
+  ca?: string | Buffer;
   /** Which addresses may be reached (default: public only; `SMTP_ALLOW_PRIVATE` widens it). */
   outbound?: OutboundPolicy;
   /** Shorter timeouts than {@link SMTP_TIMEOUTS_MS}, in ms; for tests that wait for one to fire. */
@@ -130,7 +165,10 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
     port: config.port,
     secure,
     ...(plaintextOnly ? { ignoreTLS: true } : auth ? { requireTLS: true } : { opportunisticTLS: !secure }),
-    tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
+    tls: {
+      rejectUnauthorized: options.rejectUnauthorized ?? true,
+      ...(options.ca ? { ca: options.ca } : {}),
+    },
     ...(auth ? { auth } : {}),
     connectionTimeout: timeouts.connection,
     greetingTimeout: timeouts.greeting,
@@ -212,3 +250,27 @@ function abortedSendError(signal: AbortSignal, mark: TransmissionMark, cause: un
     cause,
   });
 }
+
+/** The `smtp` adapter type behind the provider contract (definition.ts). */
+export const smtpProvider = {
+  type: 'smtp',
+  name: 'SMTP',
+  description: 'Any SMTP server or relay (your own mail server or a provider’s SMTP endpoint).',
+  configSchema: smtpConfigSchema,
+  fields: {
+    host: { label: 'Host', type: 'text', placeholder: 'smtp.example.com' },
+    port: { label: 'Port', type: 'number', placeholder: '587 (STARTTLS), 465 (TLS) or 25' },
+    secure: { label: 'Use TLS from the start', type: 'boolean', placeholder: 'On for port 465' },
+    username: { label: 'Username', type: 'text', placeholder: 'Optional' },
+    password: { label: 'Password', type: 'password', placeholder: 'Optional' },
+    tls: {
+      label: 'TLS',
+      type: 'select',
+      placeholder: 'auto (STARTTLS; required with credentials); none only for lab servers',
+    },
+  },
+  classifyError: (error) =>
+    error instanceof ProviderError ? error : new ProviderError(String(error), { permanent: false }),
+  create: (config, context) =>
+    createSmtpProvider(config, { outbound: context.outbound, maxConnections: context.maxConnections }),
+} satisfies ProviderDefinition<'smtp', typeof smtpConfigSchema>;

@@ -1,4 +1,3 @@
-import type { OutboundPolicy } from '../outbound/index.ts';
 /**
  * The one interface every email provider implements (ARCHITECTURE.md, "Layout":
  * `providers/<type>.ts`, one file per provider behind one EmailProvider interface).
@@ -57,14 +56,6 @@ export interface SendOptions {
    * after it (the provider may have it) throws a ProviderError with `ambiguous` set.
    */
   signal?: AbortSignal;
-}
-
-/** Options of a provider instance. */
-export interface ProviderOptions {
-  /** Connections (= sends at once) the provider opens at most; further sends wait for one. */
-  maxConnections?: number;
-  /** Which addresses it may connect to (default: public only); from `SMTP_ALLOW_PRIVATE`. */
-  outbound?: OutboundPolicy;
 }
 
 /** A connection to one email provider, configured for one adapter. */

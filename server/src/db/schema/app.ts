@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
+  type AnyPgColumn,
   boolean,
   customType,
   index,
@@ -53,6 +54,13 @@ export const adapters = pgTable(
     defaultFrom: text('default_from'),
     isDefault: boolean('is_default').notNull().default(false),
     isActive: boolean('is_active').notNull().default(true),
+    /**
+     * The adapter of the same team tried when this one fails for a retryable reason after its last
+     * retry (issue #10); no cycles (checked by the adapters module). Cleared when that one is deleted.
+     */
+    fallbackAdapterId: text('fallback_adapter_id').references((): AnyPgColumn => adapters.id, {
+      onDelete: 'set null',
+    }),
     createdAt: ts('created_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
   },

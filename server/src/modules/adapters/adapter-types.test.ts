@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import type { z } from 'zod';
 import { AppError } from '../../http/errors.ts';
+import { PROVIDERS } from '../../providers/index.ts';
 import {
-  ADAPTER_CONFIG_SCHEMAS,
   ADAPTER_TYPE_DESCRIPTORS,
   ADAPTER_TYPES,
   type AdapterConfigField,
@@ -133,7 +134,7 @@ describe('ADAPTER_TYPE_DESCRIPTORS', () => {
   it.each(ADAPTER_TYPE_DESCRIPTORS.map((d) => [d.type, d] as const))(
     '%s: fields, required flags and options agree with the schema',
     (type, descriptor) => {
-      const schema = ADAPTER_CONFIG_SCHEMAS[type];
+      const schema = PROVIDERS[type].configSchema as unknown as z.ZodObject;
       expect(descriptor.configFields.map((f) => f.name).sort()).toEqual(Object.keys(schema.shape).sort());
 
       // The schema's required keys are the ones an empty config is reported missing.

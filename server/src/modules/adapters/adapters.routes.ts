@@ -122,14 +122,6 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
     },
     async (request) =>
-      ok(
-        await service.testAdapter(
-          db(),
-          key(),
-          app.ctx.outbound,
-          sessionOf(request).teamId,
-          request.params.id,
-        ),
-      ),
+      ok(await service.testAdapter(db(), app.ctx, sessionOf(request).teamId, request.params.id)),
   );
 }

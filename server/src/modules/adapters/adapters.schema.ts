@@ -10,6 +10,8 @@ export const createAdapterBody = z.object({
   config: z.record(z.string(), z.unknown()),
   defaultFrom: mailboxSchema.optional(),
   isDefault: z.boolean().optional(),
+  /** Issue #10: an adapter of the same team to try when this one fails after its retries. */
+  fallbackAdapterId: z.string().min(1).nullable().optional(),
 });
 
 export const updateAdapterBody = z.object({
@@ -18,6 +20,7 @@ export const updateAdapterBody = z.object({
   defaultFrom: mailboxSchema.nullable().optional(),
   isDefault: z.boolean().optional(),
   isActive: z.boolean().optional(),
+  fallbackAdapterId: z.string().min(1).nullable().optional(),
 });
 
 export const adapterIdParams = z.object({ id: z.string().min(1) });
@@ -29,13 +32,16 @@ export const adapterView = z.object({
   defaultFrom: z.string().nullable(),
   isDefault: z.boolean(),
   isActive: z.boolean(),
+  fallbackAdapterId: z.string().nullable(),
   createdAt: z.string(),
   updatedAt: z.string(),
 });
 export type AdapterView = z.infer<typeof adapterView>;
 
 export const adapterWithConfigView = adapterView.extend({ config: z.record(z.string(), z.unknown()) });
-export const createdAdapterView = adapterView.omit({ updatedAt: true });
+// The create and update responses keep the spec's exact fields; fallbackAdapterId (issue #10) is
+// read back through the list and get-one.
+export const createdAdapterView = adapterView.omit({ updatedAt: true, fallbackAdapterId: true });
 export const updatedAdapterView = adapterView.pick({
   id: true,
   name: true,

@@ -1,9 +1,8 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import type { OutboundPolicy } from '../../outbound/index.ts';
-import { createProvider, type EmailProvider } from '../../providers/index.ts';
 import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
+import { adapterConfig, type ProviderDeps, providerFor } from './adapter-provider.ts';
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
 import type { AdapterView } from './adapters.schema.ts';
@@ -18,21 +17,13 @@ export function presentAdapter(row: AdapterRow): AdapterView {
     defaultFrom: row.defaultFrom,
     isDefault: row.isDefault,
     isActive: row.isActive,
+    fallbackAdapterId: row.fallbackAdapterId,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
 }
 
-/**
- * The decrypted config of an adapter row (AES-256-GCM at rest, bound to the row's team and id).
- * @throws ConfigDecryptionError when the stored text was not written for this row (or is damaged).
- */
-export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<string, unknown> {
-  return decryptConfig(encryptionKey, row.configEncrypted, {
-    teamId: row.teamId,
-    adapterId: row.id,
-  }) as Record<string, unknown>;
-}
+export { adapterConfig } from './adapter-provider.ts';
 
 /**
  * Re-encrypts every config still stored in the v1 format (no associated data) as v2, bound to its
@@ -85,12 +76,14 @@ export async function createAdapter(
     config: unknown;
     defaultFrom?: string | undefined;
     isDefault?: boolean | undefined;
+    fallbackAdapterId?: string | null | undefined;
   },
 ): Promise<AdapterRow> {
   const config = parseAdapterConfig(input.type, input.config);
   const created = await db.transaction(async (tx) => {
     await adapterRepository.lockTeamDefault(tx, teamId);
     const id = newId('adapter');
+    await checkFallback(tx, teamId, id, input.fallbackAdapterId);
     const isDefault = input.isDefault ?? !(await adapterRepository.hasDefault(tx, teamId));
     if (isDefault) await adapterRepository.clearDefault(tx, teamId, id);
     return adapterRepository.insert(tx, {
@@ -101,10 +94,45 @@ export async function createAdapter(
       configEncrypted: encryptConfig(encryptionKey, config, { teamId, adapterId: id }),
       defaultFrom: input.defaultFrom ?? null,
       isDefault,
+      fallbackAdapterId: input.fallbackAdapterId ?? null,
     });
   });
   sendCache.forgetTeam(teamId);
   return created;
+}
+
+/** Longest fallback chain followed when checking for a cycle; a chain is never longer in practice. */
+const MAX_FALLBACK_CHAIN = 100;
+
+/**
+ * Checks that adapter `id` may fall back to `fallbackId` (issue #10): an adapter of the same team,
+ * not itself, and no cycle (following the fallback's own fallbacks never comes back to `id`).
+ * Call inside the transaction that holds the team's adapter lock.
+ * @throws VALIDATION_ERROR (400) with `details.issues = [{path: 'fallbackAdapterId', message}]`.
+ */
+async function checkFallback(
+  db: Executor,
+  teamId: string,
+  id: string,
+  fallbackId: string | null | undefined,
+): Promise<void> {
+  if (fallbackId === null || fallbackId === undefined) return;
+  const refuse = (message: string) => {
+    throw new AppError('VALIDATION_ERROR', 'Invalid fallback adapter', {
+      issues: [{ path: 'fallbackAdapterId', message }],
+    });
+  };
+  if (fallbackId === id) refuse('An adapter cannot be its own fallback');
+  const seen = new Set<string>([id]);
+  let next: string | null = fallbackId;
+  for (let depth = 0; next !== null && depth < MAX_FALLBACK_CHAIN; depth += 1) {
+    const row = await adapterRepository.findInTeam(db, teamId, next);
+    if (!row)
+      return refuse(depth === 0 ? 'No adapter with this id in the team' : 'The fallback chain is broken');
+    seen.add(row.id);
+    next = row.fallbackAdapterId;
+    if (next !== null && seen.has(next)) refuse('The fallback chain would loop back to this adapter');
+  }
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
@@ -141,14 +169,21 @@ export async function updateAdapter(
     defaultFrom?: string | null | undefined;
     isDefault?: boolean | undefined;
     isActive?: boolean | undefined;
+    fallbackAdapterId?: string | null | undefined;
   },
 ): Promise<AdapterRow> {
   const updated = await db.transaction(async (tx) => {
     const current = await getAdapter(tx, teamId, id);
+    if (input.fallbackAdapterId !== undefined) {
+      // Serialised per team, so two concurrent changes cannot close a cycle between them.
+      await adapterRepository.lockTeamDefault(tx, teamId);
+      await checkFallback(tx, teamId, id, input.fallbackAdapterId);
+    }
     const changes: Partial<AdapterRow> = {};
     if (input.name !== undefined) changes.name = input.name;
     if (input.defaultFrom !== undefined) changes.defaultFrom = input.defaultFrom;
     if (input.isActive !== undefined) changes.isActive = input.isActive;
+    if (input.fallbackAdapterId !== undefined) changes.fallbackAdapterId = input.fallbackAdapterId;
     if (input.isDefault !== undefined) changes.isDefault = input.isDefault;
     if (input.config !== undefined) {
       const config = parseAdapterConfig(current.type as AdapterType, input.config);
@@ -178,28 +213,24 @@ export async function deleteAdapter(
 }
 
 /**
- * Opens a connection with the adapter's settings (spec "POST /api/adapters/:id/test"): a failing
- * connection is a result `{success: false, message}`, not an error. The connection obeys the
- * outbound policy (a refused address names SMTP_ALLOW_PRIVATE) and the message is a fixed one of
- * ours, never the remote server's bytes (issue #8).
+ * Checks the adapter's credentials through the same provider the worker sends with
+ * ({@link providerFor}; spec "POST /api/adapters/:id/test"): SMTP connects and authenticates, the
+ * hosted APIs make a cheap authenticated read (issue #10). A failure is a result
+ * `{success: false, message}`, not an error: for SMTP a fixed message of ours, never the remote
+ * server's bytes (issue #8); for a hosted API the provider's own error message.
  * @throws NOT_FOUND when the adapter is not the team's.
  */
 export async function testAdapter(
   db: Executor,
-  encryptionKey: Buffer,
-  outbound: OutboundPolicy,
+  deps: ProviderDeps,
   teamId: string,
   id: string,
 ): Promise<{ success: boolean; message: string }> {
   const row = await getAdapter(db, teamId, id);
-  let provider: EmailProvider | undefined;
   try {
-    provider = createProvider(row.type as AdapterType, adapterConfig(row, encryptionKey), { outbound });
-    return await provider.verify();
+    return await providerFor(deps, row).verify();
   } catch (error) {
     return { success: false, message: error instanceof Error ? error.message : String(error) };
-  } finally {
-    await provider?.close().catch(() => {});
   }
 }
 

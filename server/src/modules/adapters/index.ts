@@ -1,5 +1,5 @@
 export { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
-export { providerFor } from './adapter-provider.ts';
+export { type ProviderDeps, type ProviderSettings, providerFor } from './adapter-provider.ts';
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';
 export { adapterRoutes } from './adapters.routes.ts';

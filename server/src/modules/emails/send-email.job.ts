@@ -10,6 +10,7 @@ import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
 import { type PreparedSend, SendBatchLoader } from './send-batch.ts';
+import { sendWithFallback } from './send-fallback.ts';
 import { outgoingFieldsFor } from './send-fields.ts';
 import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.ts';
 
@@ -94,7 +95,12 @@ async function attempt(
     const release = await slots.acquire(adapter.id, maxConnections, job.signal);
     const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
     try {
-      const result = await provider.send(
+      // Issue #10: on the last attempt a retryable failure tries the adapter's fallback.
+      const lastAttempt = job.retryCount >= job.retryLimit;
+      const result = await sendWithFallback(
+        deps,
+        { log, adapter, lastAttempt },
+        provider,
         {
           ...extra.message,
           from: log.fromAddress,

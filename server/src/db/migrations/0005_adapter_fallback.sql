@@ -1,0 +1,2 @@
+ALTER TABLE "adapters" ADD COLUMN "fallback_adapter_id" text;--> statement-breakpoint
+ALTER TABLE "adapters" ADD CONSTRAINT "adapters_fallback_adapter_id_adapters_id_fk" FOREIGN KEY ("fallback_adapter_id") REFERENCES "public"."adapters"("id") ON DELETE set null ON UPDATE no action;

@@ -1,0 +1,125 @@
+import { type Message, ServerClient } from 'postmark';
+import { z } from 'zod';
+import type { ProviderDefinition } from './definition.ts';
+import {
+  base64,
+  classifyHttpFailure,
+  createHttpTransport,
+  errorMessage,
+  sendUnderSignal,
+} from './http-transport.ts';
+import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+/**
+ * `mailapi_server` = Postmark (https://postmarkapp.com/developer/api/email-api), through the
+ * official `postmark` SDK. Send: `POST /email` (JSON, `X-Postmark-Server-Token: <serverToken>`),
+ * answered `{MessageID, ErrorCode: 0, Message: "OK"}`. Verify: `GET /server`. Errors are JSON
+ * `{ErrorCode, Message}` (422 for a rejected request, 401 for a bad token).
+ */
+
+const configSchema = z.strictObject({ serverToken: z.string().min(1) });
+
+/** The SDK's PostmarkError: `statusCode` is the HTTP status (0 when no response came). */
+interface PostmarkError {
+  name: string;
+  message: string;
+  code: number;
+  statusCode: number;
+}
+
+function isPostmarkError(error: unknown): error is PostmarkError {
+  return error instanceof Error && typeof (error as { statusCode?: unknown }).statusCode === 'number';
+}
+
+function classifyError(error: unknown): ProviderError {
+  if (error instanceof ProviderError) return error;
+  if (isPostmarkError(error)) {
+    return classifyHttpFailure({
+      status: error.statusCode === 0 ? undefined : error.statusCode,
+      message: error.message,
+      ...(error.code ? { code: String(error.code) } : {}),
+      cause: error,
+    });
+  }
+  return classifyHttpFailure({ message: errorMessage(error), cause: error });
+}
+
+/** The Postmark message of `email` (addresses comma-separated, as the API takes them). */
+function toPostmark(email: OutgoingEmail): Message {
+  const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
+  return {
+    From: email.from,
+    To: email.to.join(', '),
+    ...(email.cc?.length ? { Cc: email.cc.join(', ') } : {}),
+    ...(email.bcc?.length ? { Bcc: email.bcc.join(', ') } : {}),
+    ...(email.replyTo?.length ? { ReplyTo: email.replyTo.join(', ') } : {}),
+    Subject: email.subject,
+    HtmlBody: email.html,
+    TextBody: email.text,
+    ...(Object.keys(headers).length
+      ? { Headers: Object.entries(headers).map(([Name, Value]) => ({ Name, Value })) }
+      : {}),
+    ...(email.attachments?.length
+      ? {
+          Attachments: email.attachments.map((a) => ({
+            Name: a.filename,
+            Content: base64(a.content),
+            ContentType: a.contentType,
+            ContentID: null,
+          })),
+        }
+      : {}),
+    ...(email.tags && Object.keys(email.tags).length ? { Metadata: email.tags } : {}),
+  } as Message;
+}
+
+export const postmarkProvider = {
+  type: 'mailapi_server',
+  name: 'Postmark',
+  description: 'Postmark: transactional mail service, authenticated with a server API token.',
+  configSchema,
+  fields: {
+    serverToken: {
+      label: 'Server API token',
+      type: 'password',
+      placeholder: '00000000-0000-0000-0000-000000000000',
+    },
+  },
+  endpointVariable: 'PROVIDER_ENDPOINT_POSTMARK',
+  classifyError,
+  create(config, context): EmailProvider {
+    const transport = createHttpTransport({
+      defaultBaseUrl: 'https://api.postmarkapp.com',
+      endpoint: context.http?.endpoint,
+      maxConnections: context.maxConnections,
+      outbound: context.outbound,
+    });
+    const base = new URL(transport.baseUrl);
+    const client = new ServerClient(config.serverToken, {
+      useHttps: base.protocol === 'https:',
+      requestHost: `${base.host}${base.pathname.replace(/\/+$/, '')}`,
+      fetch: transport.fetch,
+    });
+    return {
+      send: (email, options = {}) =>
+        sendUnderSignal(
+          'Postmark',
+          options.signal,
+          async () => {
+            const result = await client.sendEmail(toPostmark(email));
+            return { providerMessageId: result.MessageID };
+          },
+          classifyError,
+        ),
+      async verify() {
+        try {
+          const server = await client.getServer();
+          return { success: true, message: `Authenticated with Postmark as server ${server.Name}` };
+        } catch (error) {
+          return { success: false, message: classifyError(error).message };
+        }
+      },
+      close: () => transport.close(),
+    };
+  },
+} satisfies ProviderDefinition<'mailapi_server', typeof configSchema>;

@@ -1,0 +1,112 @@
+import { type CreateEmailOptions, Resend } from 'resend';
+import { z } from 'zod';
+import type { ProviderDefinition } from './definition.ts';
+import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+/**
+ * `mailapi_a` = Resend (https://resend.com/docs/api-reference), through the official `resend` SDK.
+ * Send: `POST /emails` (JSON, `Authorization: Bearer <apiKey>`), answered `{id}`. Verify:
+ * `GET /domains`. Errors are JSON `{statusCode, message, name}`.
+ */
+
+const configSchema = z.strictObject({ apiKey: z.string().min(1) });
+
+/** What the SDK reports instead of throwing (it never throws for an HTTP failure). */
+interface ResendError {
+  message: string;
+  name?: string;
+  statusCode?: number | null;
+}
+
+/**
+ * A restricted Resend key ("sending access") may send but not list domains: its `GET /domains` is
+ * refused with this error name, which still proves the key is valid.
+ */
+const RESTRICTED_KEY = 'restricted_api_key';
+
+function classifyError(error: unknown): ProviderError {
+  if (error instanceof ProviderError) return error;
+  if (error && typeof error === 'object' && 'message' in error && !(error instanceof Error)) {
+    const failure = error as ResendError;
+    return classifyHttpFailure({
+      status: failure.statusCode ?? undefined,
+      message: failure.message,
+      code: failure.name,
+      cause: error,
+    });
+  }
+  return classifyHttpFailure({ message: errorMessage(error), cause: error });
+}
+
+/** The Resend request body of `email` (SDK field names; the SDK turns them into the API's). */
+function toResend(email: OutgoingEmail): CreateEmailOptions {
+  const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
+  return {
+    from: email.from,
+    to: email.to,
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+    ...(email.cc?.length ? { cc: email.cc } : {}),
+    ...(email.bcc?.length ? { bcc: email.bcc } : {}),
+    ...(email.replyTo?.length ? { replyTo: email.replyTo } : {}),
+    ...(Object.keys(headers).length ? { headers } : {}),
+    ...(email.attachments?.length
+      ? {
+          attachments: email.attachments.map((a) => ({
+            filename: a.filename,
+            content: a.content,
+            contentType: a.contentType,
+          })),
+        }
+      : {}),
+    ...(email.tags && Object.keys(email.tags).length
+      ? { tags: Object.entries(email.tags).map(([name, value]) => ({ name, value })) }
+      : {}),
+  };
+}
+
+export const resendProvider = {
+  type: 'mailapi_a',
+  name: 'Resend',
+  description: 'Resend: hosted email sending API, authenticated with an API key.',
+  configSchema,
+  fields: { apiKey: { label: 'API key', type: 'password', placeholder: 're_...' } },
+  endpointVariable: 'PROVIDER_ENDPOINT_RESEND',
+  classifyError,
+  create(config, context): EmailProvider {
+    const transport = createHttpTransport({
+      defaultBaseUrl: 'https://api.resend.com',
+      endpoint: context.http?.endpoint,
+      maxConnections: context.maxConnections,
+      outbound: context.outbound,
+    });
+    const client = new Resend(config.apiKey, { baseUrl: transport.baseUrl });
+    // The SDK spreads its request options into fetch's init: our keep-alive pool goes in there.
+    const through = (signal?: AbortSignal) =>
+      ({ dispatcher: transport.dispatcher, ...(signal ? { signal } : {}) }) as object;
+    return {
+      send: (email, options = {}) =>
+        sendUnderSignal(
+          'Resend',
+          options.signal,
+          async () => {
+            const { data, error } = await client.emails.send(toResend(email), through(options.signal));
+            if (error || !data) throw classifyError(error ?? { message: 'Resend answered without an id' });
+            return { providerMessageId: data.id };
+          },
+          classifyError,
+        ),
+      async verify() {
+        const { error } = await client.domains.list({}, through());
+        if (!error) return { success: true, message: 'Authenticated with Resend' };
+        if (error.name === RESTRICTED_KEY) {
+          return { success: true, message: 'Authenticated with Resend (the key may only send emails)' };
+        }
+        return { success: false, message: classifyError(error).message };
+      },
+      close: () => transport.close(),
+    };
+  },
+} satisfies ProviderDefinition<'mailapi_a', typeof configSchema>;

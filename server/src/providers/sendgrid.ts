@@ -1,0 +1,162 @@
+import { Client } from '@sendgrid/client';
+import { type MailDataRequired, MailService } from '@sendgrid/mail';
+import addressparser from 'nodemailer/lib/addressparser';
+import { z } from 'zod';
+import type { ProviderDefinition } from './definition.ts';
+import {
+  base64,
+  classifyHttpFailure,
+  createHttpTransport,
+  errorMessage,
+  sendUnderSignal,
+} from './http-transport.ts';
+import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+/**
+ * `mailapi_b` = SendGrid (https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send),
+ * through the official `@sendgrid/mail` SDK. Send: `POST /v3/mail/send` (JSON, `Authorization:
+ * Bearer <apiKey>`), answered 202 with the message id in the `X-Message-Id` header. Verify:
+ * `GET /v3/scopes`. Errors are JSON `{errors: [{message, field, help}]}`.
+ */
+
+const configSchema = z.strictObject({ apiKey: z.string().min(1) });
+
+/** The SDK's ResponseError: `code` is the HTTP status, `response.body` the parsed error body. */
+interface SendGridResponseError {
+  code: number;
+  message: string;
+  response?: { body?: unknown };
+}
+
+function isResponseError(error: unknown): error is SendGridResponseError {
+  return (
+    error instanceof Error &&
+    typeof (error as { code?: unknown }).code === 'number' &&
+    'response' in (error as object)
+  );
+}
+
+/** The messages of a SendGrid error body `{errors: [{message}]}`, joined; undefined when absent. */
+function bodyMessage(body: unknown): string | undefined {
+  const errors = (body as { errors?: { message?: unknown }[] } | undefined)?.errors;
+  if (!Array.isArray(errors)) return undefined;
+  const messages = errors
+    .map((e) => e?.message)
+    .filter((m): m is string => typeof m === 'string' && m !== '');
+  return messages.length ? messages.join('; ') : undefined;
+}
+
+function classifyError(error: unknown): ProviderError {
+  if (error instanceof ProviderError) return error;
+  if (isResponseError(error)) {
+    return classifyHttpFailure({
+      status: error.code,
+      message: bodyMessage(error.response?.body) ?? error.message,
+      cause: error,
+    });
+  }
+  // axios without a response: a network error (ECONNREFUSED, ETIMEDOUT, EOUTBOUND from our lookup).
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return classifyHttpFailure({
+    message: errorMessage(error),
+    code: typeof code === 'string' ? code : undefined,
+    cause: error,
+  });
+}
+
+/** SendGrid's email object of one mailbox (its helper would keep the quotes of a quoted name). */
+function mailbox(address: string): { email: string; name?: string } {
+  const [parsed] = addressparser(address, { flatten: true });
+  if (!parsed?.address) return { email: address };
+  return parsed.name ? { email: parsed.address, name: parsed.name } : { email: parsed.address };
+}
+
+/** The SendGrid mail body of `email`: one personalization with every to, cc and bcc. */
+function toSendGrid(email: OutgoingEmail): MailDataRequired {
+  const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
+  const [firstReplyTo, ...moreReplyTo] = email.replyTo ?? [];
+  return {
+    from: mailbox(email.from),
+    to: email.to.map(mailbox),
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+    ...(email.cc?.length ? { cc: email.cc.map(mailbox) } : {}),
+    ...(email.bcc?.length ? { bcc: email.bcc.map(mailbox) } : {}),
+    // reply_to takes one address; several go in reply_to_list (which excludes reply_to).
+    ...(firstReplyTo
+      ? moreReplyTo.length
+        ? { replyToList: email.replyTo!.map(mailbox) }
+        : { replyTo: mailbox(firstReplyTo) }
+      : {}),
+    ...(Object.keys(headers).length ? { headers } : {}),
+    ...(email.attachments?.length
+      ? {
+          attachments: email.attachments.map((a) => ({
+            content: base64(a.content),
+            filename: a.filename,
+            type: a.contentType,
+            disposition: 'attachment',
+          })),
+        }
+      : {}),
+    ...(email.tags && Object.keys(email.tags).length ? { customArgs: email.tags } : {}),
+  } as MailDataRequired;
+}
+
+/** The header value as a string (axios headers may be arrays). */
+function headerValue(headers: Record<string, unknown> | undefined, name: string): string | undefined {
+  const value = headers?.[name];
+  return Array.isArray(value) ? String(value[0]) : typeof value === 'string' ? value : undefined;
+}
+
+export const sendgridProvider = {
+  type: 'mailapi_b',
+  name: 'SendGrid',
+  description: 'SendGrid (Twilio): hosted email sending API, authenticated with an API key.',
+  configSchema,
+  fields: { apiKey: { label: 'API key', type: 'password', placeholder: 'SG....' } },
+  endpointVariable: 'PROVIDER_ENDPOINT_SENDGRID',
+  classifyError,
+  create(config, context): EmailProvider {
+    const transport = createHttpTransport({
+      defaultBaseUrl: 'https://api.sendgrid.com',
+      endpoint: context.http?.endpoint,
+      maxConnections: context.maxConnections,
+      outbound: context.outbound,
+    });
+    const client = new Client();
+    // setApiKey warns on the console for a key without the SG. prefix; set the header ourselves.
+    client.setDefaultHeader('Authorization', `Bearer ${config.apiKey}`);
+    client.setDefaultRequest({
+      baseUrl: `${transport.baseUrl}/`,
+      httpAgent: transport.httpAgent,
+      httpsAgent: transport.httpsAgent,
+    } as never);
+    const mail = new MailService();
+    mail.setClient(client);
+    return {
+      send: (email, options = {}) =>
+        sendUnderSignal(
+          'SendGrid',
+          options.signal,
+          async () => {
+            const [response] = await mail.send(toSendGrid(email));
+            const id = headerValue(response.headers as Record<string, unknown>, 'x-message-id');
+            if (!id) throw classifyHttpFailure({ message: 'SendGrid answered without X-Message-Id' });
+            return { providerMessageId: id };
+          },
+          classifyError,
+        ),
+      async verify() {
+        try {
+          await client.request({ method: 'GET', url: '/v3/scopes' });
+          return { success: true, message: 'Authenticated with SendGrid' };
+        } catch (error) {
+          return { success: false, message: classifyError(error).message };
+        }
+      },
+      close: () => transport.close(),
+    };
+  },
+} satisfies ProviderDefinition<'mailapi_b', typeof configSchema>;

@@ -1,0 +1,151 @@
+import { GetAccountCommand, SESv2Client, SendEmailCommand } from '@aws-sdk/client-sesv2';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import { z } from 'zod';
+import type { ProviderDefinition } from './definition.ts';
+import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+/**
+ * `mailapi_cloud` = Amazon SES v2 (https://docs.aws.amazon.com/ses/latest/APIReference-V2/), through
+ * the official `@aws-sdk/client-sesv2`. Send: `SendEmail` (`POST /v2/email/outbound-emails`, JSON,
+ * AWS Signature V4) with `Content.Raw`: the whole MIME message built by nodemailer's MailComposer,
+ * so attachments, Reply-To and custom headers travel exactly as composed; Destination names every
+ * recipient (Bcc is not in the composed headers). Answered `{MessageId}`. Verify: `GetAccount`
+ * (`GET /v2/email/account`). Errors: JSON `{message}` with the type in `X-Amzn-ErrorType`.
+ */
+
+/** Regions a `mailapi_cloud` adapter may name (spec). */
+export const MAILAPI_CLOUD_REGIONS = [
+  'us-east-1',
+  'us-west-2',
+  'eu-west-1',
+  'eu-central-1',
+  'ap-south-1',
+  'ap-southeast-2',
+] as const;
+
+const configSchema = z.strictObject({
+  accessKeyId: z.string().min(1),
+  secretAccessKey: z.string().min(1),
+  region: z.enum(MAILAPI_CLOUD_REGIONS),
+});
+
+/** An AWS SDK service exception: `name` is the error type, `$metadata.httpStatusCode` the status. */
+interface AwsServiceError {
+  name: string;
+  message: string;
+  $metadata?: { httpStatusCode?: number };
+  $response?: unknown;
+}
+
+function classifyError(error: unknown): ProviderError {
+  if (error instanceof ProviderError) return error;
+  const aws = error as AwsServiceError | undefined;
+  const status = aws?.$metadata?.httpStatusCode;
+  if (status !== undefined) {
+    return classifyHttpFailure({ status, message: aws!.message, code: aws!.name, cause: error });
+  }
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return classifyHttpFailure({
+    message: errorMessage(error),
+    code: typeof code === 'string' ? code : undefined,
+    cause: error,
+  });
+}
+
+/** The raw MIME message of `email` (RFC 5322), without a Bcc header. */
+function composeMime(email: OutgoingEmail): Promise<Buffer> {
+  const composer = new MailComposer({
+    from: email.from,
+    to: email.to,
+    ...(email.cc?.length ? { cc: email.cc } : {}),
+    ...(email.replyTo?.length ? { replyTo: email.replyTo } : {}),
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+    ...(email.headers ? { headers: email.headers } : {}),
+    ...(email.messageId ? { messageId: email.messageId } : {}),
+    ...(email.attachments?.length
+      ? {
+          attachments: email.attachments.map((a) => ({
+            filename: a.filename,
+            content: a.content,
+            contentType: a.contentType,
+          })),
+        }
+      : {}),
+  });
+  return composer.compile().build();
+}
+
+export const sesProvider = {
+  type: 'mailapi_cloud',
+  name: 'Amazon SES',
+  description:
+    'Amazon Simple Email Service: cloud mail service, authenticated with IAM access keys in one AWS region.',
+  configSchema,
+  fields: {
+    accessKeyId: { label: 'Access key ID', type: 'text', placeholder: 'AKIA...' },
+    secretAccessKey: { label: 'Secret access key', type: 'password', placeholder: 'Secret access key' },
+    region: { label: 'Region', type: 'select', placeholder: 'us-east-1' },
+  },
+  endpointVariable: 'PROVIDER_ENDPOINT_SES',
+  classifyError,
+  create(config, context): EmailProvider {
+    const transport = createHttpTransport({
+      defaultBaseUrl: `https://email.${config.region}.amazonaws.com`,
+      endpoint: context.http?.endpoint,
+      maxConnections: context.maxConnections,
+      outbound: context.outbound,
+    });
+    const client = new SESv2Client({
+      region: config.region,
+      credentials: { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey },
+      ...(transport.trusted ? { endpoint: transport.baseUrl } : {}),
+      requestHandler: { httpAgent: transport.httpAgent, httpsAgent: transport.httpsAgent },
+      // The queue retries (with backoff) and may fall back to another adapter: one attempt here.
+      maxAttempts: 1,
+    });
+    return {
+      send: (email, options = {}) =>
+        sendUnderSignal(
+          'Amazon SES',
+          options.signal,
+          async () => {
+            const raw = await composeMime(email);
+            const tags = Object.entries(email.tags ?? {}).map(([Name, Value]) => ({ Name, Value }));
+            const result = await client.send(
+              new SendEmailCommand({
+                FromEmailAddress: email.from,
+                Destination: {
+                  ToAddresses: email.to,
+                  ...(email.cc?.length ? { CcAddresses: email.cc } : {}),
+                  ...(email.bcc?.length ? { BccAddresses: email.bcc } : {}),
+                },
+                ...(email.replyTo?.length ? { ReplyToAddresses: email.replyTo } : {}),
+                Content: { Raw: { Data: raw } },
+                ...(tags.length ? { EmailTags: tags } : {}),
+              }),
+              options.signal ? { abortSignal: options.signal } : {},
+            );
+            if (!result.MessageId)
+              throw classifyHttpFailure({ message: 'Amazon SES answered without a MessageId' });
+            return { providerMessageId: result.MessageId };
+          },
+          classifyError,
+        ),
+      async verify() {
+        try {
+          await client.send(new GetAccountCommand({}));
+          return { success: true, message: `Authenticated with Amazon SES in ${config.region}` };
+        } catch (error) {
+          return { success: false, message: classifyError(error).message };
+        }
+      },
+      async close() {
+        client.destroy();
+        await transport.close();
+      },
+    };
+  },
+} satisfies ProviderDefinition<'mailapi_cloud', typeof configSchema>;

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, buildTemplate, expectError, send, simpleDesign } from './helpers/factories.ts';
+import { FAKE_CREDENTIALS, type FakeProvider, startFakeProvider } from './helpers/fake-providers.ts';
+
+/**
+ * Adapter fallback (issue #10): `fallbackAdapterId` names an adapter of the same team, without
+ * cycles (400 VALIDATION_ERROR otherwise); when the primary fails for a retryable reason on the last
+ * attempt, the fallback delivers and the log's adapterId names it.
+ */
+describe('adapter fallback', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+  let key: string;
+  let templateId: string;
+  let resend: FakeProvider;
+  let postmark: FakeProvider;
+
+  beforeAll(async () => {
+    resend = await startFakeProvider('resend');
+    postmark = await startFakeProvider('postmark');
+    ctx = await createTestContext('postgres', {
+      SEND_RETRY_LIMIT: '1',
+      SEND_RETRY_DELAY_SECONDS: '1',
+      PROVIDER_ENDPOINT_RESEND: resend.url,
+      PROVIDER_ENDPOINT_POSTMARK: postmark.url,
+    });
+    owner = await setupOwner(ctx.app);
+    key = (await buildApiKey(ctx.app, owner)).key;
+    templateId = (await buildTemplate(ctx.app, owner, { name: 'Fallback', designJson: simpleDesign('Hi') }))
+      .id;
+    await ctx.startWorkers();
+  });
+
+  afterAll(async () => {
+    await ctx?.close();
+    await resend?.close();
+    await postmark?.close();
+  });
+
+  const api = (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: object) =>
+    ctx.app.inject({ method, url, headers: sessionHeaders(ctx.app, owner), ...(payload ? { payload } : {}) });
+
+  const createAdapter = async (body: Record<string, unknown>) => {
+    const response = await api('POST', '/api/adapters', {
+      defaultFrom: 'Postwright Test <sender@postwright.test>',
+      ...body,
+    });
+    expect(response.statusCode, response.body).toBe(201);
+    const { id } = response.json().data as { id: string };
+    return (await api('GET', `/api/adapters/${id}`)).json().data as {
+      id: string;
+      fallbackAdapterId: string | null;
+    };
+  };
+
+  const postmarkAdapter = (name: string) =>
+    createAdapter({ name, type: 'mailapi_server', config: FAKE_CREDENTIALS.postmark });
+
+  it('accepts an adapter of the same team and shows it; refuses unknown ids, itself and cycles', async () => {
+    const a = await postmarkAdapter('A');
+    const b = await createAdapter({
+      name: 'B',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: a.id,
+    });
+    expect(b.fallbackAdapterId).toBe(a.id);
+    expect((await api('GET', `/api/adapters/${b.id}`)).json().data.fallbackAdapterId).toBe(a.id);
+
+    const unknown = await api('POST', '/api/adapters', {
+      name: 'C',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: 'adapter_doesnotexist',
+    });
+    expect(expectError(unknown, 400, 'VALIDATION_ERROR').details.issues[0].path).toBe('fallbackAdapterId');
+
+    expectError(
+      await api('PUT', `/api/adapters/${a.id}`, { fallbackAdapterId: a.id }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    // A → B would close the cycle B → A → B.
+    const cycle = await api('PUT', `/api/adapters/${a.id}`, { fallbackAdapterId: b.id });
+    expect(expectError(cycle, 400, 'VALIDATION_ERROR').details.issues[0].message).toMatch(/loop/);
+
+    const cleared = await api('PUT', `/api/adapters/${b.id}`, { fallbackAdapterId: null });
+    expect(cleared.statusCode, cleared.body).toBe(200);
+    expect((await api('GET', `/api/adapters/${b.id}`)).json().data.fallbackAdapterId).toBeNull();
+    // With B → A gone, A → B is fine.
+    expect((await api('PUT', `/api/adapters/${a.id}`, { fallbackAdapterId: b.id })).statusCode).toBe(200);
+  });
+
+  it('deleting the fallback clears it on the adapters that named it', async () => {
+    const target = await postmarkAdapter('Target');
+    const primary = await createAdapter({
+      name: 'Primary',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: target.id,
+    });
+    expect((await api('DELETE', `/api/adapters/${target.id}`)).statusCode).toBe(200);
+    expect((await api('GET', `/api/adapters/${primary.id}`)).json().data.fallbackAdapterId).toBeNull();
+  });
+
+  const settled = (id: string) =>
+    waitFor(async () => {
+      const log = (await api('GET', `/api/logs/${id}`)).json().data;
+      return ['sent', 'failed'].includes(log.status) ? log : undefined;
+    }, 30_000);
+
+  it('delivers through the fallback when the primary keeps failing with a 5xx, and records it', async () => {
+    const fallback = await postmarkAdapter('Fallback Postmark');
+    const primary = await createAdapter({
+      name: 'Primary Resend',
+      type: 'mailapi_a',
+      config: FAKE_CREDENTIALS.resend,
+      isDefault: true,
+      fallbackAdapterId: fallback.id,
+    });
+    resend.failNextSends(
+      { status: 503, message: 'Resend is down' },
+      { status: 503, message: 'Resend is still down' },
+    );
+    const resendBefore = resend.sends().length;
+    const postmarkBefore = postmark.sends().length;
+    const response = await send(ctx.app, key, { templateId, to: 'fallback@example.test' });
+    expect(response.statusCode, response.body).toBe(202);
+    const log = await settled(response.json().data.id);
+    expect(log.status, log.errorMessage).toBe('sent');
+    expect(log.adapterId).toBe(fallback.id);
+    expect(resend.sends().length - resendBefore).toBe(2); // first attempt + the one retry
+    expect(postmark.sends().length - postmarkBefore).toBe(1);
+    expect(postmark.sends().at(-1)!.json.To).toBe('fallback@example.test');
+
+    // A permanent (4xx) failure of the primary does not fall back.
+    resend.failNextSends({ status: 422, message: 'Invalid `to` field' });
+    const rejected = await send(ctx.app, key, { templateId, to: 'rejected@example.test' });
+    const failed = await settled(rejected.json().data.id);
+    expect(failed.status).toBe('failed');
+    expect(failed.errorMessage).toBe('Invalid `to` field');
+    expect(failed.adapterId).toBe(primary.id);
+    expect(postmark.sends().length - postmarkBefore).toBe(1);
+  });
+
+  it('skips a disabled fallback for its own fallback; when every adapter fails, the log names each error', async () => {
+    const last = await postmarkAdapter('Last resort');
+    const disabled = await createAdapter({
+      name: 'Disabled middle',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: last.id,
+    });
+    expect((await api('PUT', `/api/adapters/${disabled.id}`, { isActive: false })).statusCode).toBe(200);
+    await createAdapter({
+      name: 'Chain head',
+      type: 'mailapi_a',
+      config: FAKE_CREDENTIALS.resend,
+      isDefault: true,
+      fallbackAdapterId: disabled.id,
+    });
+
+    resend.failNextSends(
+      { status: 500, message: 'Resend 500 one' },
+      { status: 500, message: 'Resend 500 two' },
+    );
+    const delivered = await send(ctx.app, key, { templateId, to: 'chain@example.test' });
+    const log = await settled(delivered.json().data.id);
+    expect(log.status, log.errorMessage).toBe('sent');
+    expect(log.adapterId).toBe(last.id);
+
+    resend.failNextSends(
+      { status: 500, message: 'Resend 500 three' },
+      { status: 500, message: 'Resend 500 four' },
+    );
+    postmark.failNextSends({ status: 500, message: 'Postmark is down too' });
+    const lost = await send(ctx.app, key, { templateId, to: 'nobody-up@example.test' });
+    const failed = await settled(lost.json().data.id);
+    expect(failed.status).toBe('failed');
+    expect(failed.errorMessage).toBe('Resend 500 four; fallback Last resort: Postmark is down too');
+  });
+});
