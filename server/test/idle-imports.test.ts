@@ -8,7 +8,8 @@ import { isAPIError } from '../src/modules/auth/index.ts';
 /**
  * Issue #9, idle memory: what an idle server never uses is not loaded at start. better-auth (its
  * server API and plugins), the EmailBuilder renderer with React, html-to-text and file-type are
- * imported on their first use, nodemailer when the first SMTP provider is made, ioredis only with
+ * imported on their first use, nodemailer when the first SMTP provider is made (each hosted API's SDK
+ * when the first provider of its type is made), ioredis only with
  * REDIS_URL; `npm run bench:idle-memory` measures what that saves.
  */
 const runtime = fileURLToPath(new URL('../src/runtime.ts', import.meta.url));
@@ -29,11 +30,11 @@ async function filesLoadedAtStart(): Promise<string[]> {
 }
 
 describe('modules loaded at start', () => {
-  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis and undici', async () => {
+  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis, undici and the provider SDKs', async () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
     const lazy = files.filter((url) =>
-      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/)/.test(
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/|resend\/|@sendgrid\/|mailgun\.js\/|form-data\/|@aws-sdk\/|postmark\/)/.test(
         url,
       ),
     );

@@ -1,13 +1,17 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { Agent as UndiciAgent } from 'undici';
+import type { Agent as UndiciAgent } from 'undici';
 import {
   createOutboundLookup,
   DEFAULT_OUTBOUND_POLICY,
   type OutboundPolicy,
   resolveOutbound,
 } from '../outbound/index.ts';
+import { lazyModule } from './lazy-module.ts';
 import { ProviderError } from './types.ts';
+
+/** undici, required when the first hosted-API provider is made (idle servers never load it). */
+const undici = lazyModule<typeof import('undici')>('undici');
 
 /**
  * The HTTP plumbing the hosted-API providers share (issue #10): where each one connects (its public
@@ -69,7 +73,7 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
   const nodeOptions = { keepAlive: true, maxSockets, ...(lookup ? { lookup } : {}) };
   const httpAgent = new HttpAgent(nodeOptions);
   const httpsAgent = new HttpsAgent(nodeOptions);
-  const dispatcher = new UndiciAgent({
+  const dispatcher = new (undici().Agent)({
     connections: maxSockets,
     ...(lookup ? { connect: { lookup } } : {}),
   });

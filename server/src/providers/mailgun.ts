@@ -1,9 +1,11 @@
-import FormData from 'form-data';
-import Mailgun from 'mailgun.js';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+const formData = lazyModule<typeof import('form-data')>('form-data');
+const mailgunSdk = lazyModule<typeof import('mailgun.js').default>('mailgun.js');
 
 /**
  * `mailapi_domain` = Mailgun (https://documentation.mailgun.com/docs/mailgun/api-reference/), through
@@ -116,7 +118,8 @@ export const mailgunProvider = {
       maxConnections: context.maxConnections,
       outbound: context.outbound,
     });
-    const client = new Mailgun(FormData).client({
+    const Mailgun = mailgunSdk();
+    const client = new Mailgun(formData()).client({
       username: 'api',
       key: config.apiKey,
       url: transport.baseUrl,

@@ -1,4 +1,4 @@
-import { type Message, ServerClient } from 'postmark';
+import type { Message } from 'postmark';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import {
@@ -8,7 +8,10 @@ import {
   errorMessage,
   sendUnderSignal,
 } from './http-transport.ts';
+import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+const postmarkSdk = lazyModule<typeof import('postmark')>('postmark');
 
 /**
  * `mailapi_server` = Postmark (https://postmarkapp.com/developer/api/email-api), through the
@@ -95,6 +98,7 @@ export const postmarkProvider = {
       outbound: context.outbound,
     });
     const base = new URL(transport.baseUrl);
+    const { ServerClient } = postmarkSdk();
     const client = new ServerClient(config.serverToken, {
       useHttps: base.protocol === 'https:',
       requestHost: `${base.host}${base.pathname.replace(/\/+$/, '')}`,

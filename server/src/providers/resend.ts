@@ -1,8 +1,11 @@
-import { type CreateEmailOptions, Resend } from 'resend';
+import type { CreateEmailOptions } from 'resend';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+const resendSdk = lazyModule<typeof import('resend')>('resend');
 
 /**
  * `mailapi_a` = Resend (https://resend.com/docs/api-reference), through the official `resend` SDK.
@@ -82,6 +85,7 @@ export const resendProvider = {
       maxConnections: context.maxConnections,
       outbound: context.outbound,
     });
+    const { Resend } = resendSdk();
     const client = new Resend(config.apiKey, { baseUrl: transport.baseUrl });
     // The SDK spreads its request options into fetch's init: our keep-alive pool goes in there.
     const through = (signal?: AbortSignal) =>

@@ -1,5 +1,5 @@
-import { Client } from '@sendgrid/client';
-import { type MailDataRequired, MailService } from '@sendgrid/mail';
+import type { Client as SendGridClient } from '@sendgrid/client';
+import type { MailDataRequired, MailService as SendGridMailService } from '@sendgrid/mail';
 import addressparser from 'nodemailer/lib/addressparser';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
@@ -10,7 +10,11 @@ import {
   errorMessage,
   sendUnderSignal,
 } from './http-transport.ts';
+import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+const sendgridClient = lazyModule<{ Client: typeof SendGridClient }>('@sendgrid/client');
+const sendgridMail = lazyModule<{ MailService: typeof SendGridMailService }>('@sendgrid/mail');
 
 /**
  * `mailapi_b` = SendGrid (https://www.twilio.com/docs/sendgrid/api-reference/mail-send/mail-send),
@@ -125,6 +129,7 @@ export const sendgridProvider = {
       maxConnections: context.maxConnections,
       outbound: context.outbound,
     });
+    const { Client } = sendgridClient();
     const client = new Client();
     // setApiKey warns on the console for a key without the SG. prefix; set the header ourselves.
     client.setDefaultHeader('Authorization', `Bearer ${config.apiKey}`);
@@ -133,6 +138,7 @@ export const sendgridProvider = {
       httpAgent: transport.httpAgent,
       httpsAgent: transport.httpsAgent,
     } as never);
+    const { MailService } = sendgridMail();
     const mail = new MailService();
     mail.setClient(client);
     return {

@@ -1,9 +1,12 @@
-import { GetAccountCommand, SESv2Client, SendEmailCommand } from '@aws-sdk/client-sesv2';
-import MailComposer from 'nodemailer/lib/mail-composer';
+import type MailComposerClass from 'nodemailer/lib/mail-composer';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+
+const sesSdk = lazyModule<typeof import('@aws-sdk/client-sesv2')>('@aws-sdk/client-sesv2');
+const mailComposer = lazyModule<typeof MailComposerClass>('nodemailer/lib/mail-composer');
 
 /**
  * `mailapi_cloud` = Amazon SES v2 (https://docs.aws.amazon.com/ses/latest/APIReference-V2/), through
@@ -55,6 +58,7 @@ function classifyError(error: unknown): ProviderError {
 
 /** The raw MIME message of `email` (RFC 5322), without a Bcc header. */
 function composeMime(email: OutgoingEmail): Promise<Buffer> {
+  const MailComposer = mailComposer();
   const composer = new MailComposer({
     from: email.from,
     to: email.to,
@@ -98,6 +102,7 @@ export const sesProvider = {
       maxConnections: context.maxConnections,
       outbound: context.outbound,
     });
+    const { GetAccountCommand, SESv2Client, SendEmailCommand } = sesSdk();
     const client = new SESv2Client({
       region: config.region,
       credentials: { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey },
