@@ -11,7 +11,7 @@ import type { Config } from './config.ts';
 import { type DatabaseHandle, isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
-import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
 import { redactUrl } from './http/log-redaction.ts';
@@ -85,6 +85,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     trustProxy: fastifyTrustProxy(deps.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
 
   // The composition root plugs the modules' guards into http (http imports no module).
