@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { TypeID } from 'typeid-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildApiKey, buildSmtpAdapter, buildTemplate, dashboardCall, send } from './helpers/factories.ts';
+import { dashboardCall, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /**
@@ -14,17 +14,10 @@ import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.
 describe('send: rendered once, at accept (PostgreSQL)', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
-  let owner: TeamOwner;
-  let key: string;
-  let templateId: string;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
     smtp = await startTestSmtpServer();
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    templateId = (await buildTemplate(ctx.app, owner, { name: 'Once', subject: 'Hi {{ first_name }}' })).id;
   });
   afterAll(async () => {
     await ctx?.close();
@@ -38,7 +31,15 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
     return result.rows[0]!.data;
   };
 
+  /** A team of the case's own delivering to the file's SMTP server. */
+  const newTeam = () =>
+    createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: { name: 'Once', subject: 'Hi {{ first_name }}' },
+    });
+
   it('queues the rendered HTML and text with the job, equal to a re-render of the log', async () => {
+    const { owner, key, templateId } = await newTeam();
     const response = await send(ctx.app, key, {
       templateId,
       to: 'a@example.test',
@@ -54,6 +55,7 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
   });
 
   it('delivers the HTML and text the job carries without rendering again', async () => {
+    const { key, templateId } = await newTeam();
     const response = await send(ctx.app, key, {
       templateId,
       to: 'b@example.test',
@@ -68,8 +70,14 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
       })}::jsonb) where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(jobId).toUUID()}::uuid`,
     );
     await ctx.startWorkers();
-    const messages = await smtp.waitForMessages(2);
-    const delivered = messages.find((m) => m.envelopeTo.includes('b@example.test'))!;
+    const delivered = await vi.waitFor(
+      () => {
+        const found = smtp.messages.find((m) => m.envelopeTo.includes('b@example.test'));
+        if (!found) throw new Error('b@example.test has no message yet');
+        return found;
+      },
+      { timeout: 20_000, interval: 50 },
+    );
     expect(delivered.parsed.subject).toBe('Hi Q');
     expect(delivered.parsed.html).toContain('From the job');
     expect(delivered.parsed.text?.trim()).toBe('From the job');
