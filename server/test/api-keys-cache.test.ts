@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { apiKeys } from '../src/db/schema/index.ts';
 import { API_KEY_CACHE_TTL_MS } from '../src/modules/api-keys/api-key-cache.ts';
@@ -29,6 +29,9 @@ describe('API key cache', () => {
     const { config, database, queue, encryptionKey } = ctx.app.ctx;
     elsewhere = await buildApp({ config, database, queue, encryptionKey });
     await elsewhere.ready();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(here);
   });
   afterAll(async () => {
