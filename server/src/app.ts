@@ -10,7 +10,7 @@ import type { Context } from './context.ts';
 import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
-import { clientErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
 import { fastifyTrustProxy } from './http/trust-proxy.ts';
@@ -63,6 +63,7 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
     trustProxy: fastifyTrustProxy(context.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
 
   // The composition root plugs the modules' guards into http (http imports no module).

@@ -1,6 +1,6 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { adapters } from '../src/db/schema/index.ts';
 import { upgradeLegacyAdapterConfigs } from '../src/modules/adapters/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
@@ -23,9 +23,12 @@ describe('adapter configs bound to their row', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+    port = await closedPort();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     alice = await setupOwner(ctx.app);
     bob = await setupOwner(ctx.app);
-    port = await closedPort();
   });
   afterAll(() => ctx?.close());
 

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { adapters } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import {
@@ -37,9 +37,12 @@ describe('adapters', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
     deadPort = await closedPort();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
     await ctx?.close();

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { type Context, createContext } from '../src/context.ts';
 import { apiKeys } from '../src/db/schema/index.ts';
@@ -32,6 +32,9 @@ describe('API key cache', () => {
     elsewhereContext = await createContext({ config, database, queue, encryptionKey });
     elsewhere = await buildApp(elsewhereContext);
     await elsewhere.ready();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(here);
   });
   afterAll(async () => {

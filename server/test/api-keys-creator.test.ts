@@ -2,13 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { users } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import {
-  addTeamMember,
-  type SignedInUser,
-  sessionHeaders,
-  setupOwner,
-  type TeamOwner,
-} from './helpers/auth.ts';
+import { addTeamMember, sessionHeaders, setupOwner } from './helpers/auth.ts';
 import { buildApiKey, expectError } from './helpers/factories.ts';
 
 /**
@@ -17,12 +11,8 @@ import { buildApiKey, expectError } from './helpers/factories.ts';
  */
 describe('API key creators', () => {
   let ctx: TestContext;
-  let owner: TeamOwner;
-  let admin: SignedInUser;
-  let ownersKey: { id: string };
-  let adminsKey: { id: string; key: string };
 
-  const list = async (query = '', as: { cookie: string } = owner) => {
+  const list = async (as: { cookie: string }, query = '') => {
     const response = await ctx.app.inject({
       method: 'GET',
       url: `/api/api-keys${query}`,
@@ -31,7 +21,7 @@ describe('API key creators', () => {
     expect(response.statusCode, response.body).toBe(200);
     return response.json().data as Array<{ id: string; createdBy: string | null; creator: unknown }>;
   };
-  const getOne = async (id: string) => {
+  const getOne = async (owner: { cookie: string }, id: string) => {
     const response = await ctx.app.inject({
       method: 'GET',
       url: `/api/api-keys/${id}`,
@@ -44,20 +34,26 @@ describe('API key creators', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app, { name: 'Olivia Owner' });
-    admin = await addTeamMember(ctx.app, owner, 'admin', { name: 'Adam Admin' });
-    ownersKey = await buildApiKey(ctx.app, owner, { name: 'by owner' });
-    adminsKey = await buildApiKey(ctx.app, admin, { name: 'by admin' });
   });
   afterAll(() => ctx?.close());
 
+  /** A team of the test's own: its owner and an admin, each with a key they created. */
+  async function teamWithTwoCreators() {
+    const owner = await setupOwner(ctx.app, { name: 'Olivia Owner' });
+    const admin = await addTeamMember(ctx.app, owner, 'admin', { name: 'Adam Admin' });
+    const ownersKey = await buildApiKey(ctx.app, owner, { name: 'by owner' });
+    const adminsKey = await buildApiKey(ctx.app, admin, { name: 'by admin' });
+    return { owner, admin, ownersKey, adminsKey };
+  }
+
   it('shows each key’s creator as a member, then as removed once they leave; the key keeps working', async () => {
-    const keys = await list();
+    const { owner, admin, ownersKey, adminsKey } = await teamWithTwoCreators();
+    const keys = await list(owner);
     expect(keys.find((k) => k.id === adminsKey.id)).toMatchObject({
       createdBy: admin.userId,
       creator: { id: admin.userId, name: 'Adam Admin', email: admin.email, status: 'member' },
     });
-    expect((await getOne(ownersKey.id)).creator).toEqual({
+    expect((await getOne(owner, ownersKey.id)).creator).toEqual({
       id: owner.userId,
       name: 'Olivia Owner',
       email: owner.email,
@@ -72,8 +68,11 @@ describe('API key creators', () => {
     });
     expect(removed.statusCode, removed.body).toBe(200);
 
-    expect((await getOne(adminsKey.id)).creator).toMatchObject({ id: admin.userId, status: 'removed' });
-    expect((await getOne(ownersKey.id)).creator).toMatchObject({ status: 'member' });
+    expect((await getOne(owner, adminsKey.id)).creator).toMatchObject({
+      id: admin.userId,
+      status: 'removed',
+    });
+    expect((await getOne(owner, ownersKey.id)).creator).toMatchObject({ status: 'member' });
     const used = await ctx.app.inject({
       method: 'GET',
       url: '/api/v1/eml_none/status',
@@ -82,26 +81,30 @@ describe('API key creators', () => {
     expectError(used, 404, 'NOT_FOUND');
 
     // Owners find such keys by the creator's status or by the creator.
-    expect(ids(await list('?creatorStatus=removed'))).toEqual([adminsKey.id]);
-    expect(ids(await list('?creatorStatus=member'))).toEqual([ownersKey.id]);
-    expect(ids(await list(`?createdBy=${admin.userId}`))).toEqual([adminsKey.id]);
-    expect(ids(await list(`?createdBy=${admin.userId}&creatorStatus=member`))).toEqual([]);
-    expect(ids(await list('?createdBy=usr_nobody'))).toEqual([]);
+    expect(ids(await list(owner, '?creatorStatus=removed'))).toEqual([adminsKey.id]);
+    expect(ids(await list(owner, '?creatorStatus=member'))).toEqual([ownersKey.id]);
+    expect(ids(await list(owner, `?createdBy=${admin.userId}`))).toEqual([adminsKey.id]);
+    expect(ids(await list(owner, `?createdBy=${admin.userId}&creatorStatus=member`))).toEqual([]);
+    expect(ids(await list(owner, '?createdBy=usr_nobody'))).toEqual([]);
   });
 
   it('shows no creator once the user account is gone, and counts that key as removed', async () => {
+    const { owner, ownersKey, adminsKey } = await teamWithTwoCreators();
     const leaver = await addTeamMember(ctx.app, owner, 'admin');
     const key = await buildApiKey(ctx.app, leaver, { name: 'orphan' });
     await ctx.app.ctx.database.db.delete(users).where(eq(users.id, leaver.userId));
-    expect(await getOne(key.id)).toMatchObject({ createdBy: null, creator: null });
-    expect(ids(await list('?creatorStatus=removed'))).toContain(key.id);
+    expect(await getOne(owner, key.id)).toMatchObject({ createdBy: null, creator: null });
+    expect(ids(await list(owner, '?creatorStatus=removed'))).toEqual([key.id]);
+    expect(ids(await list(owner, '?creatorStatus=member'))).toEqual(ids([ownersKey, adminsKey]));
   });
 
   it("filters only the caller's team and refuses unknown filter values", async () => {
+    const { owner, admin, adminsKey } = await teamWithTwoCreators();
     const stranger = await setupOwner(ctx.app);
     await buildApiKey(ctx.app, stranger);
-    expect(await list(`?createdBy=${admin.userId}`, stranger)).toEqual([]);
-    expect(await list('?creatorStatus=removed', stranger)).toEqual([]);
+    expect(ids(await list(owner, `?createdBy=${admin.userId}`))).toEqual([adminsKey.id]);
+    expect(await list(stranger, `?createdBy=${admin.userId}`)).toEqual([]);
+    expect(await list(stranger, '?creatorStatus=removed')).toEqual([]);
     const bad = await ctx.app.inject({
       method: 'GET',
       url: '/api/api-keys?creatorStatus=gone',

@@ -1,5 +1,5 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { apiKeys } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -17,6 +17,9 @@ describe('API keys', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());
@@ -39,6 +42,7 @@ describe('API keys', () => {
       url: '/api/api-keys',
       headers: sessionHeaders(ctx.app, owner),
     });
+    expect(list.json().data.map((k: { id: string }) => k.id)).toEqual([created.id]); // the team's only key
     const listed = list.json().data.find((k: { id: string }) => k.id === created.id);
     expect(listed).toMatchObject({ keyPrefix: created.keyPrefix, lastUsedAt: null });
     expect(listed).not.toHaveProperty('key');

@@ -1,5 +1,5 @@
 import { and, count, eq } from 'drizzle-orm';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { accounts, invitations, members, users } from '../src/db/schema/index.ts';
 import { newId } from '../src/ids.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
@@ -225,6 +225,9 @@ describe.each(['postgres'] as const)('sign-in with providers on %s', (kind) => {
 
   beforeAll(async () => {
     app = await startOAuthApp(kind);
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(app.ctx.app);
   });
   afterAll(async () => app?.close());

@@ -11,6 +11,7 @@ import {
   routeProviderHostsTo,
   setupOwner,
 } from './helpers/auth.ts';
+import { freePort } from './helpers/ports.ts';
 
 /**
  * Issue #3 "Sign-in": configuration of the sign-in methods, `GET /api/auth/providers`, the start
@@ -22,9 +23,12 @@ const GITHUB = { GITHUB_CLIENT_ID: 'gh-id', GITHUB_CLIENT_SECRET: 'gh-secret' };
 const GOOGLE = { GOOGLE_CLIENT_ID: 'google-id', GOOGLE_CLIENT_SECRET: 'google-secret' };
 
 let restoreFetch: () => void;
-beforeAll(() => {
-  // No fake is needed: any request to a provider host would fail loudly at 127.0.0.1:9.
-  restoreFetch = routeProviderHostsTo('http://127.0.0.1:9');
+/** A 127.0.0.1 address nothing listens on (freePort), for providers that are never contacted. */
+let nowhere: string;
+beforeAll(async () => {
+  nowhere = `http://127.0.0.1:${await freePort()}`;
+  // No fake is needed: any request to a provider host would fail loudly at `nowhere`.
+  restoreFetch = routeProviderHostsTo(nowhere);
 });
 afterAll(() => restoreFetch?.());
 
@@ -157,7 +161,7 @@ describe('sign-in routes', () => {
     const all = await start({
       ...GITHUB,
       ...GOOGLE,
-      OIDC_ISSUER: 'http://127.0.0.1:9',
+      OIDC_ISSUER: nowhere,
       OIDC_CLIENT_ID: 'id',
       OIDC_CLIENT_SECRET: 'secret',
       OIDC_NAME: 'Acme SSO',

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailEvents, emailLogs } from '../src/db/schema/index.ts';
 import { emailRepository } from '../src/modules/emails/emails.repository.ts';
 import { transition, transitionMany } from '../src/modules/emails/emails.status.service.ts';
@@ -17,6 +17,9 @@ describe('email status transitions', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
     await buildSmtpAdapter(ctx.app, owner, await closedPort());

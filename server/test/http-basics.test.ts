@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
@@ -10,6 +10,9 @@ describe('HTTP basics: envelope, docs, health', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());
@@ -17,6 +20,33 @@ describe('HTTP basics: envelope, docs, health', () => {
   it('answers unknown routes with 404 NOT_FOUND in the envelope', async () => {
     const response = await ctx.app.inject({ method: 'GET', url: '/api/nope' });
     expectError(response, 404, 'NOT_FOUND');
+  });
+
+  // Issue #10 loose end: find-my-way cannot decode these paths; Fastify answered with its own body.
+  it.each([
+    ['a dashboard route', '/api/templates/%E0%A4%A'],
+    ['an API key route', '/api/v1/%E0%A4%A/status'],
+    ['an unauthenticated route', '/api/auth/invitations/%E0%A4%A'],
+    ['a public health route', '/healthz/%E0%A4%A'],
+    ['an unknown route', '/nope/%ZZ'],
+  ])('answers a malformed path encoding on %s with 400 INVALID_INPUT in the envelope', async (_, url) => {
+    // Signed in or anonymous: the router refuses the path before any guard runs.
+    for (const headers of [sessionHeaders(ctx.app, owner), {}]) {
+      const response = await ctx.app.inject({ method: 'GET', url, headers });
+      const error = expectError(response, 400, 'INVALID_INPUT');
+      expect(error.details).toEqual({ reason: 'MALFORMED_URL' });
+      expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+    }
+  });
+
+  it('answers a path parameter over the router limit (100 chars) with 400 INVALID_INPUT in the envelope', async () => {
+    const response = await ctx.app.inject({
+      method: 'GET',
+      url: `/api/templates/${'a'.repeat(101)}`,
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details).toEqual({ reason: 'PATH_PARAMETER_TOO_LONG' });
   });
 
   it('answers malformed JSON with 400 and the envelope', async () => {

@@ -1,5 +1,5 @@
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send, simpleDesign } from './helpers/factories.ts';
@@ -55,13 +55,16 @@ describe('outbound policy: SMTP_ALLOW_PRIVATE not set', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', { SMTP_ALLOW_PRIVATE: '' });
-    owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer({
       onConnect(_session, callback) {
         connections += 1;
         callback();
       },
     });
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
     await ctx?.close();
@@ -126,6 +129,9 @@ describe('outbound policy: SMTP_ALLOW_PRIVATE=true (self-hosted internal relay)'
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', { SMTP_ALLOW_PRIVATE: 'true' });
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());

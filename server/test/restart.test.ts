@@ -42,95 +42,91 @@ async function isRunning(pid: number): Promise<boolean> {
 }
 
 describe('restart on the embedded database (npm start with nothing configured)', () => {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-restart-'));
-  // Run as root (CI, containers), PostgreSQL runs as the "postgres" user, which must enter DATA_DIR.
-  chmodSync(dataDir, 0o755);
-  const lockFile = path.join(dataDir, 'pgdata', 'postmaster.pid');
-  const postmasterPid = () => Number.parseInt(readFileSync(lockFile, 'utf8').split('\n')[0]!, 10);
-  let smtp: TestSmtpServer;
   const processes: CliProcess[] = [];
-  // SMTP_ALLOW_PRIVATE: the test SMTP server listens on 127.0.0.1.
-  const env = {
-    DATA_DIR: dataDir,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    BASE_URL: ORIGIN,
-    LOG_LEVEL: 'warn',
-    SMTP_ALLOW_PRIVATE: 'true',
-  };
-  let apiKey = '';
-  const accepted: string[] = [];
+  /** What afterAll cleans up of each installation. */
+  const installations: Array<{
+    dataDir: string;
+    lockFile: string;
+    postmasterPid: () => number;
+    smtp: TestSmtpServer;
+  }> = [];
 
-  const start = async (role: 'api' | 'all') => {
-    const cli = startCli(role === 'api' ? ['start', '--role', 'api'] : ['start'], env);
-    processes.push(cli);
-    const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
-    return { cli, http: client(baseUrl) };
-  };
-  const sendSome = async (http: ReturnType<typeof client>, count: number) => {
-    for (let i = 0; i < count; i++) {
-      const n = accepted.length;
-      const sent = await http.call(
-        'POST',
-        '/api/v1/send',
-        { templateId: 'restart', to: `user${n}@example.test`, variables: { first_name: `N${n}` } },
-        { 'x-api-key': apiKey },
-      );
-      expect(sent.status, sent.text).toBe(202);
-      accepted.push(sent.body.data.id);
-    }
-  };
-  /** Signs in again and checks every row written before the crash is there, then that all emails go out. */
-  const expectEverythingKeptAndSent = async (http: ReturnType<typeof client>) => {
-    const signIn = await http.call('POST', '/api/auth/sign-in/email', OWNER);
-    expect(signIn.status, signIn.text).toBe(200);
-    const templates = await http.call('GET', '/api/templates');
-    expect(templates.body.data.items.map((t: { slug: string }) => t.slug)).toEqual(['restart']);
-    const adapters = await http.call('GET', '/api/adapters');
-    expect(adapters.body.data.map((a: { name: string }) => a.name)).toEqual(['Local']);
-    const logs = await http.call('GET', '/api/logs?pageSize=100');
-    expect(logs.body.data.items.map((l: { id: string }) => l.id).sort()).toEqual([...accepted].sort());
-    for (const id of accepted) {
-      await waitFor(
-        async () => {
-          const status = await http.call('GET', `/api/v1/${id}/status`, undefined, { 'x-api-key': apiKey });
-          return status.body?.data?.status === 'sent' ? true : undefined;
-        },
-        60_000,
-        `email ${id} to be sent`,
-      );
-    }
-    const received = smtp.messages.map((m) => m.parsed.subject).sort();
-    expect(received).toEqual(accepted.map((_, n) => `Hello N${n}`).sort());
-  };
+  /**
+   * An installation of the case's own (CONVENTIONS.md: every test its own team; here its own
+   * DATA_DIR, embedded server and SMTP sink): `postwright start --role api` on a new DATA_DIR, set
+   * up through its first-run token with an API key, an SMTP adapter and the "restart" template.
+   * Returns the running API process (`api`) with the helpers the cases share.
+   */
+  async function install() {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-restart-'));
+    // Run as root (CI, containers), PostgreSQL runs as the "postgres" user, which must enter DATA_DIR.
+    chmodSync(dataDir, 0o755);
+    const lockFile = path.join(dataDir, 'pgdata', 'postmaster.pid');
+    const postmasterPid = () => Number.parseInt(readFileSync(lockFile, 'utf8').split('\n')[0]!, 10);
+    const smtp = await startTestSmtpServer();
+    // SMTP_ALLOW_PRIVATE: the test SMTP server listens on 127.0.0.1.
+    const env = {
+      DATA_DIR: dataDir,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      BASE_URL: ORIGIN,
+      LOG_LEVEL: 'warn',
+      SMTP_ALLOW_PRIVATE: 'true',
+    };
+    const accepted: string[] = [];
+    const installation = { dataDir, lockFile, postmasterPid, smtp, env, accepted, apiKey: '' };
+    installations.push(installation);
 
-  // A test that failed half-way must not leave its process holding DATA_DIR for the next one.
-  afterEach(async () => {
-    await Promise.all(processes.splice(0).map((p) => p.stop('SIGTERM')));
-  });
-  afterAll(async () => {
-    // A failed test may have left the embedded server of a killed CLI running.
-    if (existsSync(lockFile)) {
-      const pid = postmasterPid();
-      if (await isRunning(pid)) {
-        process.kill(pid, 'SIGQUIT');
-        await waitFor(async () => ((await isRunning(pid)) ? undefined : true), 10_000, 'the server to die');
+    const start = async (role: 'api' | 'all') => {
+      const cli = startCli(role === 'api' ? ['start', '--role', 'api'] : ['start'], env);
+      processes.push(cli);
+      const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
+      return { cli, http: client(baseUrl) };
+    };
+    const sendSome = async (http: ReturnType<typeof client>, count: number) => {
+      for (let i = 0; i < count; i++) {
+        const n = accepted.length;
+        const sent = await http.call(
+          'POST',
+          '/api/v1/send',
+          { templateId: 'restart', to: `user${n}@example.test`, variables: { first_name: `N${n}` } },
+          { 'x-api-key': installation.apiKey },
+        );
+        expect(sent.status, sent.text).toBe(202);
+        accepted.push(sent.body.data.id);
       }
-    }
-    await smtp?.close();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+    };
+    /** Signs in again and checks every row written before the crash is there, then that all emails go out. */
+    const expectEverythingKeptAndSent = async (http: ReturnType<typeof client>) => {
+      const signIn = await http.call('POST', '/api/auth/sign-in/email', OWNER);
+      expect(signIn.status, signIn.text).toBe(200);
+      const templates = await http.call('GET', '/api/templates');
+      expect(templates.body.data.items.map((t: { slug: string }) => t.slug)).toEqual(['restart']);
+      const adapters = await http.call('GET', '/api/adapters');
+      expect(adapters.body.data.map((a: { name: string }) => a.name)).toEqual(['Local']);
+      const logs = await http.call('GET', '/api/logs?pageSize=100');
+      expect(logs.body.data.items.map((l: { id: string }) => l.id).sort()).toEqual([...accepted].sort());
+      for (const id of accepted) {
+        await waitFor(
+          async () => {
+            const status = await http.call('GET', `/api/v1/${id}/status`, undefined, {
+              'x-api-key': installation.apiKey,
+            });
+            return status.body?.data?.status === 'sent' ? true : undefined;
+          },
+          60_000,
+          `email ${id} to be sent`,
+        );
+      }
+      const received = smtp.messages.map((m) => m.parsed.subject).sort();
+      expect(received).toEqual(accepted.map((_, n) => `Hello N${n}`).sort());
+    };
 
-  it('keeps every row and accepted send across a kill -9 of Postwright, stops the orphaned server, then delivers all', async () => {
-    smtp = await startTestSmtpServer();
     const api = startCli(['start', '--role', 'api'], env);
     processes.push(api);
     const setupToken = (await api.waitForOutput(/\/setup\?token=([A-Za-z0-9_-]+)/))[1]!;
     const baseUrl = (await api.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
     const http = client(baseUrl);
-
-    expect((await http.call('GET', '/docs/')).status).toBe(200);
-    expect((await http.call('GET', '/docs/json')).body.openapi).toMatch(/^3\./);
     const setup = await http.call('POST', '/api/auth/setup', {
       token: setupToken,
       name: 'Ada Owner',
@@ -140,7 +136,7 @@ describe('restart on the embedded database (npm start with nothing configured)',
     expect(setup.status, setup.text).toBe(201);
     const key = await http.call('POST', '/api/api-keys', { name: 'restart' });
     expect(key.status, key.text).toBe(201);
-    apiKey = key.body.data.key;
+    installation.apiKey = key.body.data.key;
     const adapter = await http.call('POST', '/api/adapters', {
       name: 'Local',
       type: 'smtp',
@@ -157,12 +153,48 @@ describe('restart on the embedded database (npm start with nothing configured)',
       },
     });
     expect(template.status, template.text).toBe(201);
+    return {
+      ...installation,
+      api: { cli: api, http },
+      start,
+      sendSome,
+      expectEverythingKeptAndSent,
+      /** Stops the set-up API process cleanly (exit code 0). */
+      stopApi: async () => expect(await api.stop('SIGTERM')).toBe(0),
+    };
+  }
+
+  // A test that failed half-way must not leave its process holding a DATA_DIR.
+  afterEach(async () => {
+    await Promise.all(processes.splice(0).map((p) => p.stop('SIGTERM')));
+  });
+  afterAll(async () => {
+    for (const { lockFile, postmasterPid, smtp, dataDir } of installations) {
+      // A failed test may have left the embedded server of a killed CLI running.
+      if (existsSync(lockFile)) {
+        const pid = postmasterPid();
+        if (await isRunning(pid)) {
+          process.kill(pid, 'SIGQUIT');
+          await waitFor(async () => ((await isRunning(pid)) ? undefined : true), 10_000, 'the server to die');
+        }
+      }
+      await smtp.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('keeps every row and accepted send across a kill -9 of Postwright, stops the orphaned server, then delivers all', async () => {
+    const { api, smtp, postmasterPid, lockFile, start, sendSome, expectEverythingKeptAndSent } =
+      await install();
+    const { http } = api;
+    expect((await http.call('GET', '/docs/')).status).toBe(200);
+    expect((await http.call('GET', '/docs/json')).body.openapi).toMatch(/^3\./);
     await sendSome(http, 5);
 
     // The API process has no worker: kill it hard, as a crash would. Its PostgreSQL runs in its own
     // session, so it outlives it, orphaned.
     const orphan = postmasterPid();
-    await api.stop('SIGKILL');
+    await api.cli.stop('SIGKILL');
     expect(smtp.messages).toHaveLength(0);
     expect(await isRunning(orphan)).toBe(true);
 
@@ -182,7 +214,7 @@ describe('restart on the embedded database (npm start with nothing configured)',
   }, 300_000);
 
   it('recovers when Postwright and its PostgreSQL were both killed (stale postmaster.pid)', async () => {
-    const api = await start('api');
+    const { api, postmasterPid, start, sendSome, expectEverythingKeptAndSent } = await install();
     await sendSome(api.http, 2);
     const server = postmasterPid();
     await api.cli.stop('SIGKILL');
@@ -197,6 +229,8 @@ describe('restart on the embedded database (npm start with nothing configured)',
   }, 300_000);
 
   it('on Ctrl-C (SIGINT to the process group) stops PostgreSQL only after closing every connection', async () => {
+    const { env, dataDir, postmasterPid, sendSome, expectEverythingKeptAndSent, stopApi } = await install();
+    await stopApi();
     const cli = startCli(['start'], env, { ownProcessGroup: true });
     processes.push(cli);
     const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
@@ -218,6 +252,8 @@ describe('restart on the embedded database (npm start with nothing configured)',
   }, 300_000);
 
   it('refuses a second process on the same DATA_DIR while the first runs', async () => {
+    const { env, start, stopApi } = await install();
+    await stopApi();
     const first = await start('all');
     const second = startCli(['start'], { ...env });
     processes.push(second);

@@ -3,8 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
 import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { sessionHeaders } from './helpers/auth.ts';
+import { send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /**
@@ -14,11 +15,9 @@ import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.
 describe('a batch with permanent, transient and accepted recipients', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
-  let owner: TeamOwner;
   const rcptAttempts = new Map<string, number>();
   const KINDS = ['ok', 'perm', 'busy', 'once'] as const;
   const PER_KIND = 6;
-  const ids = new Map<string, string>(); // recipient → email id
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', {
@@ -39,10 +38,19 @@ describe('a batch with permanent, transient and accepted recipients', () => {
         callback();
       },
     });
-    owner = await setupOwner(ctx.app);
-    const key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Batch' })).id;
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  // One case: the batch is the team's, accepted before the workers start so that one fetch claims it.
+  it('records each email by the rules, writing the first round of outcomes in shared transactions', async () => {
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: { name: 'Batch' },
+    });
+    const ids = new Map<string, string>(); // recipient → email id
     for (const kind of KINDS) {
       for (let i = 0; i < PER_KIND; i++) {
         const to = `${kind}-${i}@example.test`;
@@ -52,19 +60,16 @@ describe('a batch with permanent, transient and accepted recipients', () => {
       }
     }
     await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx?.close();
-    await smtp?.close();
-  });
+    const logOf = async (id: string) =>
+      (
+        await ctx.app.inject({
+          method: 'GET',
+          url: `/api/logs/${id}`,
+          headers: sessionHeaders(ctx.app, owner),
+        })
+      ).json().data;
+    const recipients = (kind: string) => [...ids.keys()].filter((to) => to.startsWith(`${kind}-`));
 
-  const logOf = async (id: string) =>
-    (
-      await ctx.app.inject({ method: 'GET', url: `/api/logs/${id}`, headers: sessionHeaders(ctx.app, owner) })
-    ).json().data;
-  const recipients = (kind: string) => [...ids.keys()].filter((to) => to.startsWith(`${kind}-`));
-
-  it('records each email by the rules, once all have settled', async () => {
     const logs = new Map<string, Awaited<ReturnType<typeof logOf>>>();
     for (const [to, id] of ids) {
       logs.set(
@@ -103,9 +108,8 @@ describe('a batch with permanent, transient and accepted recipients', () => {
       expect(logs.get(to)).toMatchObject({ status: 'sent', attemptCount: 2, errorMessage: null });
       expect(delivered(to)).toBe(1);
     }
-  });
 
-  it('settled each job in the queue by its outcome, the first attempts all claimed by one fetch', async () => {
+    // Each job settled in the queue by its outcome, the first attempts all claimed by one fetch.
     const { TypeID } = await import('typeid-js');
     const jobs = new Map<string, { state: string; retryCount: number; startedOn: string; sameTx: boolean }>();
     for (const [to, id] of ids) {
@@ -149,9 +153,7 @@ describe('a batch with permanent, transient and accepted recipients', () => {
       )) as unknown as { rows: { n: number }[] }
     ).rows;
     expect(dead[0]!.n).toBe(0);
-  });
 
-  it('wrote the first round of outcomes in shared transactions, not one per email', async () => {
     // Rows updated by one transaction carry its id in xmin. The accepted and the permanently
     // refused emails were last written by their first (only) attempt.
     const firstRound = [...recipients('ok'), ...recipients('perm')].map((to) => ids.get(to)!);
@@ -163,25 +165,29 @@ describe('a batch with permanent, transient and accepted recipients', () => {
     expect(rows).toHaveLength(12);
     expect(transactions.size).toBeLessThanOrEqual(6);
   });
+});
+
+describe('the send batch loader', () => {
+  let ctx: TestContext;
+
+  // No workers in this file's app: the emails stay queued and nothing else uses the pool.
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  afterAll(() => ctx?.close());
 
   it('loads a batch in three queries (logs, adapters, versions), two once versions are cached', async () => {
     const database = ctx.app.ctx.database;
     const loader = new SendBatchLoader();
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app);
+    for (let i = 0; i < 20; i++) {
+      const response = await send(ctx.app, key, { templateId, to: `load-${i}@example.test` });
+      expect(response.statusCode, response.body).toBe(202);
+    }
     const refs = (
       await ctx.app.ctx.database.db.select().from(emailLogs).where(eq(emailLogs.teamId, owner.teamId))
-    )
-      .slice(0, 20)
-      .map((log) => ({ teamId: log.teamId, emailId: log.id }));
-    // Make them look queued to the loader: it skips the others before loading adapters and versions.
-    await ctx.app.ctx.database.db
-      .update(emailLogs)
-      .set({ status: 'queued' })
-      .where(
-        inArray(
-          emailLogs.id,
-          refs.map((ref) => ref.emailId),
-        ),
-      );
+    ).map((log) => ({ teamId: log.teamId, emailId: log.id }));
+    expect(refs).toHaveLength(20);
     const countQueries = async (run: () => Promise<unknown>) => {
       const pool = database.pool;
       const query = pool.query.bind(pool);

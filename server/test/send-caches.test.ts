@@ -3,16 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADAPTER_SEND_CACHE_TTL_MS } from '../src/modules/adapters/index.ts';
 import { TEMPLATE_SEND_CACHE_TTL_MS } from '../src/modules/templates/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import {
-  buildApiKey,
-  buildSmtpAdapter,
-  buildTemplate,
-  dashboardCall,
-  expectError,
-  send,
-} from './helpers/factories.ts';
-import { closedPort } from './helpers/smtp-server.ts';
+import { buildTemplate, dashboardCall, expectError, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
  * Issue #9 "Cheap hot path": template and adapter resolution for sends cost no database round trip
@@ -21,17 +13,11 @@ import { closedPort } from './helpers/smtp-server.ts';
  */
 describe('send: template and adapter caches (PostgreSQL)', () => {
   let ctx: TestContext;
-  let owner: TeamOwner;
-  let key: string;
-  let adapterId: string;
   /** SQL texts the app sent through its pool (outside transactions) since the last reset. */
   let statements: string[] = [];
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    adapterId = (await buildSmtpAdapter(ctx.app, owner, await closedPort())).id;
     const handle = ctx.app.ctx.database;
     const query = handle.pool.query.bind(handle.pool) as (...args: unknown[]) => unknown;
     (handle.pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
@@ -50,8 +36,11 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
       )) as unknown as { rows: { subject: string }[] }
     ).rows[0]?.subject;
 
+  // Each case has its own team, so its adapter and templates start cold in this process's caches.
   it('reads the template and adapter once, then sends from the cache', async () => {
-    const template = await buildTemplate(ctx.app, owner, { name: 'Cached', subject: 'First' });
+    const { key, template } = await createTeamWithKey(ctx.app, {
+      template: { name: 'Cached', subject: 'First' },
+    });
     statements = [];
     const first = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
     expect(first.statusCode, first.body).toBe(202);
@@ -69,7 +58,9 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
   });
 
   it('sees edits made through this process at once', async () => {
-    const template = await buildTemplate(ctx.app, owner, { name: 'Edited here', subject: 'Before' });
+    const { owner, key, adapterId, template } = await createTeamWithKey(ctx.app, {
+      template: { name: 'Edited here', subject: 'Before' },
+    });
     const before = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
     expect(await subjectOf(before.json().data.id)).toBe('Before');
     const put = await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${template.id}`, {
@@ -100,32 +91,30 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
   });
 
   it('sees changes made elsewhere within the bound', async () => {
-    const template = await buildTemplate(ctx.app, owner, { name: 'Edited elsewhere' });
+    const { key, adapterId, template } = await createTeamWithKey(ctx.app, {
+      template: { name: 'Edited elsewhere' },
+    });
     const warm = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
     expect(warm.statusCode, warm.body).toBe(202);
     const db = ctx.app.ctx.database.db;
     await db.execute(sql`update templates set is_active = false where id = ${template.id}`);
     await db.execute(sql`update adapters set is_active = false where id = ${adapterId}`);
-    try {
-      const stale = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
-      expect(stale.statusCode, stale.body).toBe(202);
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.max(TEMPLATE_SEND_CACHE_TTL_MS, ADAPTER_SEND_CACHE_TTL_MS) + 100),
-      );
-      expectError(
-        await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
-        400,
-        'INVALID_TEMPLATE',
-      );
-      await db.execute(sql`update templates set is_active = true where id = ${template.id}`);
-      const refused = expectError(
-        await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
-        400,
-        'VALIDATION_ERROR',
-      );
-      expect(refused.details.reason).toBe('NO_ACTIVE_ADAPTER');
-    } finally {
-      await db.execute(sql`update adapters set is_active = true where id = ${adapterId}`);
-    }
+    const stale = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(stale.statusCode, stale.body).toBe(202);
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.max(TEMPLATE_SEND_CACHE_TTL_MS, ADAPTER_SEND_CACHE_TTL_MS) + 100),
+    );
+    expectError(
+      await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+      400,
+      'INVALID_TEMPLATE',
+    );
+    await db.execute(sql`update templates set is_active = true where id = ${template.id}`);
+    const refused = expectError(
+      await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect(refused.details.reason).toBe('NO_ACTIVE_ADAPTER');
   });
 });

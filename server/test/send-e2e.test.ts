@@ -1,31 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
+import { sessionHeaders } from './helpers/auth.ts';
 import type { DatabaseKind } from './helpers/database.ts';
-import {
-  buildApiKey,
-  buildSmtpAdapter,
-  buildTemplate,
-  emailStatus,
-  fixtureNames,
-  loadFixture,
-  prependToFirstText,
-  send,
-} from './helpers/factories.ts';
+import { emailStatus, fixtureNames, loadFixture, prependToFirstText, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
-  let owner: TeamOwner;
-  let apiKey: string;
 
+  // One app, database and SMTP sink per file; every case sends from a team of its own.
   beforeAll(async () => {
     ctx = await createTestContext(kind);
     smtp = await startTestSmtpServer();
-    owner = await setupOwner(ctx.app);
-    apiKey = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
     await ctx.startWorkers();
   });
 
@@ -36,10 +24,17 @@ describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
 
   it.each(fixtureNames())('delivers the %s fixture with its variables over real SMTP', async (fixture) => {
     const design = prependToFirstText(loadFixture(fixture), 'Dear {{ first_name }}, ');
-    const template = await buildTemplate(ctx.app, owner, {
-      name: `Fixture ${fixture}`,
-      subject: `${fixture} for {{ first_name }}`,
-      designJson: design,
+    const {
+      owner,
+      key: apiKey,
+      template,
+    } = await createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: {
+        name: `Fixture ${fixture}`,
+        subject: `${fixture} for {{ first_name }}`,
+        designJson: design,
+      },
     });
     const recipient = `${fixture}@example.test`;
     const response = await send(ctx.app, apiKey, {
@@ -108,10 +103,10 @@ describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
   });
 
   it('sends one email to a list of recipients', async () => {
-    const template = await buildTemplate(ctx.app, owner, { name: 'List send' });
+    const { key, templateId } = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
     const to = ['one@example.test', 'Two Person <two@example.test>'];
-    const response = await send(ctx.app, apiKey, {
-      templateId: template.id,
+    const response = await send(ctx.app, key, {
+      templateId,
       to,
       variables: { first_name: 'Bo' },
     });
@@ -124,13 +119,11 @@ describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
   });
 
   it('lists logs with the spec list fields, filtered by status and search', async () => {
-    // Its own email, so the counts below do not depend on what other cases sent.
-    const template = await buildTemplate(ctx.app, owner, { name: 'Listed' });
-    const recipient = `listed-${Date.now()}@example.test`;
-    const { id } = (await send(ctx.app, apiKey, { templateId: template.id, to: recipient })).json().data;
-    await waitFor(async () =>
-      (await emailStatus(ctx.app, apiKey, id)).status === 'sent' ? true : undefined,
-    );
+    // Its own team: the counts below see this case's email only.
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    const recipient = 'listed@example.test';
+    const { id } = (await send(ctx.app, key, { templateId, to: recipient })).json().data;
+    await waitFor(async () => ((await emailStatus(ctx.app, key, id)).status === 'sent' ? true : undefined));
     const list = (query: string) =>
       ctx.app.inject({ method: 'GET', url: `/api/logs?${query}`, headers: sessionHeaders(ctx.app, owner) });
     const response = await list(`search=${encodeURIComponent(recipient)}&pageSize=5`);
@@ -141,6 +134,7 @@ describe.each<DatabaseKind>(['postgres'])('send end to end on %s', (kind) => {
     expect(Object.keys(data.items[0]).sort()).toEqual(
       ['createdAt', 'id', 'sentAt', 'status', 'subject', 'templateId', 'templateName', 'toAddresses'].sort(),
     );
+    expect((await list('pageSize=5')).json().data.total).toBe(1); // the team's only email
     const sent = (await list(`status=sent&search=${encodeURIComponent(recipient)}`)).json().data;
     expect(sent.total).toBe(1);
     const failed = (await list(`status=failed&search=${encodeURIComponent(recipient)}`)).json().data;

@@ -1,5 +1,5 @@
 import { count, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
 import { EMAIL_SEND_FAILED_JOB, EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
@@ -13,6 +13,7 @@ import {
   send,
   simpleDesign,
 } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { closedPort, startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 async function logCount(ctx: TestContext, teamId: string): Promise<number> {
@@ -30,12 +31,18 @@ describe('send: refusals before anything is queued', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner)).key;
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  // Its adapter is never contacted: no worker runs in this describe.
+  beforeEach(async () => {
+    ({ owner, key } = await createTeamWithKey(ctx.app));
   });
   afterAll(() => ctx?.close());
 
   it('answers 400 VALIDATION_ERROR NO_ACTIVE_ADAPTER when the team has no active adapter', async () => {
+    // A team without the adapter createTeamWithKey gives.
+    const owner = await setupOwner(ctx.app);
+    const key = (await buildApiKey(ctx.app, owner)).key;
     const template = await buildTemplate(ctx.app, owner, { name: 'No adapter yet' });
     const error = expectError(
       await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
@@ -215,11 +222,14 @@ describe('send: provider errors, retries and failure', () => {
         callback();
       },
     });
+    await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app, database and SMTP server are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
     await buildSmtpAdapter(ctx.app, owner, smtp.port);
     templateId = (await buildTemplate(ctx.app, owner, { name: 'Retry', designJson: simpleDesign('Hi') })).id;
-    await ctx.startWorkers();
   });
   afterAll(async () => {
     await ctx?.close();

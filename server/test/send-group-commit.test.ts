@@ -1,5 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
 import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { JobNotInsertedError } from '../src/jobs/queue.ts';
@@ -22,6 +22,9 @@ describe('send: group commit (PostgreSQL)', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
     adapterId = (await buildSmtpAdapter(ctx.app, owner, await closedPort())).id;

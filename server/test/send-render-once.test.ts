@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { TypeID } from 'typeid-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildApiKey, buildSmtpAdapter, buildTemplate, dashboardCall, send } from './helpers/factories.ts';
+import { dashboardCall, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /**
@@ -17,17 +17,10 @@ import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.
 describe('send: rendered once, at accept (PostgreSQL)', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
-  let owner: TeamOwner;
-  let key: string;
-  let templateId: string;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
     smtp = await startTestSmtpServer();
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner)).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    templateId = (await buildTemplate(ctx.app, owner, { name: 'Once', subject: 'Hi {{ first_name }}' })).id;
   });
   afterAll(async () => {
     await ctx?.close();
@@ -41,23 +34,46 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
     return result.rows[0]!.data;
   };
 
-  let firstId = '';
+  /** A team of the case's own delivering to the file's SMTP server. */
+  const newTeam = () =>
+    createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: { name: 'Once', subject: 'Hi {{ first_name }}' },
+    });
+
+  /** The message the SMTP server received for `address`, once it arrives. */
+  const messageTo = (address: string) =>
+    vi.waitFor(
+      () => {
+        const found = smtp.messages.find((m) => m.envelopeTo.includes(address));
+        if (!found) throw new Error(`${address} has no message yet`);
+        return found;
+      },
+      { timeout: 20_000, interval: 50 },
+    );
 
   it('queues no rendered HTML with the job, only the log to render from', async () => {
+    const { owner, key, templateId } = await newTeam();
     const response = await send(ctx.app, key, {
       templateId,
-      to: 'a@example.test',
+      to: 'queued@example.test',
       variables: { first_name: 'Zoë' },
     });
     expect(response.statusCode, response.body).toBe(202);
     const { id, jobId } = response.json().data;
-    firstId = id;
     expect(await jobDataOf(jobId)).toEqual({ emailId: id, teamId: owner.teamId });
     const log = await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${id}`);
     expect(log.json().data.subject).toBe('Hi Zoë');
   });
 
   it('sends what a re-render of the log gives; a job carrying the rendered email (earlier build) as it is', async () => {
+    const { owner, key, templateId } = await newTeam();
+    const first = await send(ctx.app, key, {
+      templateId,
+      to: 'a@example.test',
+      variables: { first_name: 'Zoë' },
+    });
+    expect(first.statusCode, first.body).toBe(202);
     const response = await send(ctx.app, key, {
       templateId,
       to: 'b@example.test',
@@ -72,15 +88,15 @@ describe('send: rendered once, at accept (PostgreSQL)', () => {
       })}::jsonb) where name = ${EMAIL_SEND_JOB} and id = ${TypeID.fromString(jobId).toUUID()}::uuid`,
     );
     await ctx.startWorkers();
-    const messages = await smtp.waitForMessages(2);
-    const fromJob = messages.find((m) => m.envelopeTo.includes('b@example.test'))!;
+    const fromJob = await messageTo('b@example.test');
     expect(fromJob.parsed.subject).toBe('Hi Q');
     expect(fromJob.parsed.html).toContain('From the job');
     expect(fromJob.parsed.text?.trim()).toBe('From the job');
 
-    const rendered = messages.find((m) => m.envelopeTo.includes('a@example.test'))!;
-    const rerendered = (await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${firstId}/rendered`)).json()
-      .data;
+    const rendered = await messageTo('a@example.test');
+    const rerendered = (
+      await dashboardCall(ctx.app, owner, 'GET', `/api/logs/${first.json().data.id}/rendered`)
+    ).json().data;
     expect(rerendered.html).toContain('Hello Zoë');
     expect(rendered.parsed.subject).toBe(rerendered.subject);
     expect(rendered.parsed.html).toBe(rerendered.html);

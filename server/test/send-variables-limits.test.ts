@@ -1,5 +1,5 @@
 import { count, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { emailLogs } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
@@ -47,6 +47,9 @@ describe('variables limits with the default configuration', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     team = await sendingTeam(ctx);
   });
   afterAll(() => ctx?.close());
@@ -125,6 +128,9 @@ describe('array filters over the largest array a caller may send', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());
@@ -167,6 +173,9 @@ describe('variables limits from SEND_VARIABLES_MAX_BYTES and SEND_VARIABLES_MAX_
       SEND_VARIABLES_MAX_BYTES: '2048',
       SEND_VARIABLES_MAX_ARRAY_LENGTH: '3',
     });
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     team = await sendingTeam(ctx);
   });
   afterAll(() => ctx?.close());

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SLUG_PATTERN } from '../src/slug.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -28,6 +28,9 @@ describe('template duplicate', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {

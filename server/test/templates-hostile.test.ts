@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
@@ -117,6 +117,9 @@ describe('hostile templates through HTTP', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
@@ -161,7 +164,7 @@ describe('hostile templates through HTTP', () => {
 
   describe('refused at preview and send (the variables make them hostile)', () => {
     let templateId: string;
-    beforeAll(async () => {
+    beforeEach(async () => {
       templateId = (
         await buildTemplate(ctx.app, owner, {
           name: 'Innocent looking',

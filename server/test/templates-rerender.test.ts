@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
@@ -36,11 +36,14 @@ describe('re-rendering logs from their template version', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
+    await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
     await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    await ctx.startWorkers();
   });
   afterAll(async () => {
     await ctx?.close();

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
@@ -51,8 +51,11 @@ describe('templates', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
     smtp = await startTestSmtpServer();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
     await ctx?.close();
@@ -244,7 +247,7 @@ describe('templates', () => {
 
   describe('with sends', () => {
     let key: string;
-    beforeAll(async () => {
+    beforeEach(async () => {
       key = (await buildApiKey(ctx.app, owner)).key;
       await buildSmtpAdapter(ctx.app, owner, smtp.port);
     });

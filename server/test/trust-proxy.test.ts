@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { ORIGIN_HEADERS, randomClientIp, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { expectError } from './helpers/factories.ts';
@@ -20,6 +20,9 @@ describe.each([
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', { TRUST_PROXY: trustProxy });
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());

@@ -1,10 +1,11 @@
 import { Readable } from 'node:stream';
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createS3Client } from '../src/modules/storage/storage.s3.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { expectError } from './helpers/factories.ts';
+import { freePort } from './helpers/ports.ts';
 import { startTestS3Server, type TestS3Server } from './helpers/s3-server.ts';
 import { deleteUpload, JPEG_1X1, PNG_1X1, pathOf, SVG, uploadImage } from './helpers/uploads.ts';
 
@@ -34,13 +35,16 @@ describe('image uploads to S3 (a real s3rver)', () => {
   beforeAll(async () => {
     s3 = await startTestS3Server();
     ctx = await createTestContext('postgres', s3.env);
-    owner = await setupOwner(ctx.app);
     client = createS3Client({
       region: 'us-east-1',
       endpoint: s3.endpoint,
       forcePathStyle: true,
       credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
     });
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
     client?.destroy();
@@ -142,7 +146,10 @@ describe('STORAGE=s3 without S3_BUCKET', () => {
 
   beforeAll(async () => {
     // Start-up must not fail: the misconfiguration shows on the upload routes only.
-    ctx = await createTestContext('postgres', { STORAGE: 's3', S3_ENDPOINT: 'http://127.0.0.1:9' });
+    ctx = await createTestContext('postgres', {
+      STORAGE: 's3',
+      S3_ENDPOINT: `http://127.0.0.1:${await freePort()}`, // nothing listens there
+    });
   });
   afterAll(async () => {
     await ctx?.close();

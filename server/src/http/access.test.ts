@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { access, registerAccessGuards } from './access.ts';
 import { AppError } from './errors.ts';
 
@@ -15,9 +15,12 @@ const hookOf = (options: ReturnType<typeof access>) =>
   options.onRequest as unknown as (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
 describe('access() with registered guards', () => {
-  it('needs no guard for a public rule, and refuses to declare a guarded one before registration', () => {
-    expect(access({ kind: 'public' })).toEqual({ config: { access: { kind: 'public' } } });
-    expect(() => access({ kind: 'session' })).toThrow(/no guards registered/);
+  it('needs no guard for a public rule, and refuses to declare a guarded one before registration', async () => {
+    // A fresh copy of the module: the other cases register guards in the shared one, in any order.
+    vi.resetModules();
+    const fresh = await import('./access.ts');
+    expect(fresh.access({ kind: 'public' })).toEqual({ config: { access: { kind: 'public' } } });
+    expect(() => fresh.access({ kind: 'session' })).toThrow(/no guards registered/);
   });
 
   it('runs the session guard without X-API-Key and the API key guard with it', async () => {

@@ -25,6 +25,17 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; m
     reason: 'MALFORMED_JSON',
     message: 'Malformed JSON body',
   },
+  // The router's errors, raised before routing (see frameworkErrorHandler).
+  FST_ERR_BAD_URL: {
+    code: 'INVALID_INPUT',
+    reason: 'MALFORMED_URL',
+    message: 'The request path is not a valid URL encoding',
+  },
+  FST_ERR_MAX_PARAM_LENGTH: {
+    code: 'INVALID_INPUT',
+    reason: 'PATH_PARAMETER_TOO_LONG',
+    message: 'A path parameter is longer than 100 characters',
+  },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
     code: 'INVALID_INPUT',
     reason: 'INVALID_CONTENT_LENGTH',
@@ -79,6 +90,22 @@ export function installErrorHandling(app: FastifyInstance): void {
       new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`),
     ),
   );
+}
+
+/**
+ * Fastify's `frameworkErrors` option: errors its router raises before any route, hook or error
+ * handler runs (FST_ERR_BAD_URL for a path find-my-way cannot percent-decode, such as
+ * `/api/templates/%E0%A4%A`; FST_ERR_MAX_PARAM_LENGTH for a parameter over the router's
+ * `maxParamLength`, 100 characters). Without it Fastify answers with its own body; with it, the
+ * spec's envelope: 400 INVALID_INPUT with `details.reason` MALFORMED_URL / PATH_PARAMETER_TOO_LONG
+ * (issue #10). Applies to every path, authenticated or not, since no route was matched.
+ */
+export function frameworkErrorHandler(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  sendError(reply, toAppError(error, request));
 }
 
 /**

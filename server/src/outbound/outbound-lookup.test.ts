@@ -74,13 +74,20 @@ describe('createOutboundLookup (for net/tls/http/undici `lookup`)', () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  /** GET http://localhost:<port>/ through Node's HTTP client with the given lookup. */
+  /**
+   * GET http://localhost:<port>/ through Node's HTTP client with the given lookup, on a new
+   * connection (`agent: false`): the global agent's keep-alive socket from another case would
+   * skip the lookup under test.
+   */
   function fetchLocalhost(lookup: ReturnType<typeof createOutboundLookup>) {
     return new Promise<{ status?: number; error?: NodeJS.ErrnoException }>((resolve) => {
-      const request = get({ host: 'localhost', port, path: '/', lookup, family: 4 }, (response) => {
-        response.resume();
-        response.on('end', () => resolve({ status: response.statusCode ?? 0 }));
-      });
+      const request = get(
+        { host: 'localhost', port, path: '/', lookup, family: 4, agent: false },
+        (response) => {
+          response.resume();
+          response.on('end', () => resolve({ status: response.statusCode ?? 0 }));
+        },
+      );
       request.on('error', (error: NodeJS.ErrnoException) => resolve({ error }));
     });
   }

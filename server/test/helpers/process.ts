@@ -40,16 +40,39 @@ export function startCli(
   return {
     child,
     output: () => output,
-    async waitForOutput(pattern, timeoutMs = 60_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const match = output.match(pattern);
-        if (match) return match;
-        if (child.exitCode !== null)
-          throw new Error(`process exited (${child.exitCode}) before ${pattern}:\n${output}`);
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}:\n${output}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+    waitForOutput(pattern, timeoutMs = 60_000) {
+      // Event-driven, no polling: checked on every chunk of output and on exit.
+      return new Promise<RegExpMatchArray>((resolve, reject) => {
+        const finish = (outcome: () => void) => {
+          clearTimeout(timer);
+          child.stdout?.off('data', check);
+          child.stderr?.off('data', check);
+          child.off('exit', onExit);
+          outcome();
+        };
+        const check = () => {
+          const match = output.match(pattern);
+          if (match) finish(() => resolve(match));
+        };
+        const onExit = () => {
+          const match = output.match(pattern);
+          finish(() =>
+            match
+              ? resolve(match)
+              : reject(new Error(`process exited (${child.exitCode}) before ${pattern}:\n${output}`)),
+          );
+        };
+        const timer = setTimeout(
+          () => finish(() => reject(new Error(`timed out waiting for ${pattern}:\n${output}`))),
+          timeoutMs,
+        );
+        // Registered after the listeners that append to `output`, so each check sees the chunk.
+        child.stdout?.on('data', check);
+        child.stderr?.on('data', check);
+        child.once('exit', onExit);
+        if (child.exitCode !== null || child.signalCode !== null) onExit();
+        else check();
+      });
     },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

@@ -1,6 +1,7 @@
 import { type AddressInfo, createServer } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { vi } from 'vitest';
 import { freePort } from './ports.ts';
 
 /** A message the test SMTP server accepted: the envelope and the parsed MIME message. */
@@ -53,13 +54,14 @@ export async function startTestSmtpServer(options: Partial<SMTPServerOptions> = 
   return {
     port,
     messages,
-    async waitForMessages(count, timeoutMs = 20_000) {
-      const deadline = Date.now() + timeoutMs;
-      while (messages.length < count) {
-        if (Date.now() > deadline) throw new Error(`expected ${count} messages, got ${messages.length}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      return messages;
+    waitForMessages(count, timeoutMs = 20_000) {
+      return vi.waitFor(
+        () => {
+          if (messages.length < count) throw new Error(`expected ${count} messages, got ${messages.length}`);
+          return messages;
+        },
+        { timeout: timeoutMs, interval: 50 },
+      );
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
