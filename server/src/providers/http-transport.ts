@@ -7,6 +7,7 @@ import {
   type OutboundPolicy,
   resolveOutbound,
 } from '../outbound/index.ts';
+import type { ProviderContext } from './definition.ts';
 import { lazyModule } from './lazy-module.ts';
 import { ProviderError } from './types.ts';
 
@@ -223,4 +224,17 @@ function reasonOf(signal: AbortSignal): string {
 /** Base64 of an attachment's bytes (the JSON APIs' attachment encoding). */
 export function base64(content: Buffer): string {
   return content.toString('base64');
+}
+
+/**
+ * {@link createHttpTransport} of a hosted-API provider being created with `context`: its public API
+ * at `defaultBaseUrl` unless the operator set the type's PROVIDER_ENDPOINT_* (`context.http`).
+ */
+export function httpTransportFor(defaultBaseUrl: string, context: ProviderContext): HttpTransport {
+  return createHttpTransport({
+    defaultBaseUrl,
+    endpoint: context.http?.endpoint,
+    maxConnections: context.maxConnections,
+    outbound: context.outbound,
+  });
 }

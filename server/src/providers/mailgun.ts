@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
-import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
@@ -112,12 +112,7 @@ export const mailgunProvider = {
   endpointVariable: 'PROVIDER_ENDPOINT_MAILGUN',
   classifyError,
   create(config, context): EmailProvider {
-    const transport = createHttpTransport({
-      defaultBaseUrl: MAILGUN_REGION_BASE_URLS[config.region],
-      endpoint: context.http?.endpoint,
-      maxConnections: context.maxConnections,
-      outbound: context.outbound,
-    });
+    const transport = httpTransportFor(MAILGUN_REGION_BASE_URLS[config.region], context);
     const Mailgun = mailgunSdk();
     const client = new Mailgun(formData()).client({
       username: 'api',

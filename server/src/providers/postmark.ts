@@ -4,8 +4,8 @@ import type { ProviderDefinition } from './definition.ts';
 import {
   base64,
   classifyHttpFailure,
-  createHttpTransport,
   errorMessage,
+  httpTransportFor,
   sendUnderSignal,
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
@@ -91,12 +91,7 @@ export const postmarkProvider = {
   endpointVariable: 'PROVIDER_ENDPOINT_POSTMARK',
   classifyError,
   create(config, context): EmailProvider {
-    const transport = createHttpTransport({
-      defaultBaseUrl: 'https://api.postmarkapp.com',
-      endpoint: context.http?.endpoint,
-      maxConnections: context.maxConnections,
-      outbound: context.outbound,
-    });
+    const transport = httpTransportFor('https://api.postmarkapp.com', context);
     const base = new URL(transport.baseUrl);
     const { ServerClient } = postmarkSdk();
     const client = new ServerClient(config.serverToken, {

@@ -1,7 +1,7 @@
 import type { CreateEmailOptions } from 'resend';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
-import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
@@ -79,12 +79,7 @@ export const resendProvider = {
   endpointVariable: 'PROVIDER_ENDPOINT_RESEND',
   classifyError,
   create(config, context): EmailProvider {
-    const transport = createHttpTransport({
-      defaultBaseUrl: 'https://api.resend.com',
-      endpoint: context.http?.endpoint,
-      maxConnections: context.maxConnections,
-      outbound: context.outbound,
-    });
+    const transport = httpTransportFor('https://api.resend.com', context);
     const { Resend } = resendSdk();
     const client = new Resend(config.apiKey, { baseUrl: transport.baseUrl });
     // The SDK spreads its request options into fetch's init: our keep-alive pool goes in there.

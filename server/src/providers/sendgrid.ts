@@ -6,8 +6,8 @@ import type { ProviderDefinition } from './definition.ts';
 import {
   base64,
   classifyHttpFailure,
-  createHttpTransport,
   errorMessage,
+  httpTransportFor,
   sendUnderSignal,
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
@@ -123,12 +123,7 @@ export const sendgridProvider = {
   endpointVariable: 'PROVIDER_ENDPOINT_SENDGRID',
   classifyError,
   create(config, context): EmailProvider {
-    const transport = createHttpTransport({
-      defaultBaseUrl: 'https://api.sendgrid.com',
-      endpoint: context.http?.endpoint,
-      maxConnections: context.maxConnections,
-      outbound: context.outbound,
-    });
+    const transport = httpTransportFor('https://api.sendgrid.com', context);
     const { Client } = sendgridClient();
     const client = new Client();
     // setApiKey warns on the console for a key without the SG. prefix; set the header ourselves.

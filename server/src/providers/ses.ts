@@ -1,7 +1,7 @@
 import type MailComposerClass from 'nodemailer/lib/mail-composer';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
-import { classifyHttpFailure, createHttpTransport, errorMessage, sendUnderSignal } from './http-transport.ts';
+import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
@@ -96,12 +96,7 @@ export const sesProvider = {
   endpointVariable: 'PROVIDER_ENDPOINT_SES',
   classifyError,
   create(config, context): EmailProvider {
-    const transport = createHttpTransport({
-      defaultBaseUrl: `https://email.${config.region}.amazonaws.com`,
-      endpoint: context.http?.endpoint,
-      maxConnections: context.maxConnections,
-      outbound: context.outbound,
-    });
+    const transport = httpTransportFor(`https://email.${config.region}.amazonaws.com`, context);
     const { GetAccountCommand, SESv2Client, SendEmailCommand } = sesSdk();
     const client = new SESv2Client({
       region: config.region,

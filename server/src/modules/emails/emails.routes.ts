@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
@@ -66,6 +66,27 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
       .describe('Optional, ≤ 256 characters: a repeat within 24 h gets the original response'),
   });
 
+  /**
+   * Answers 202 with `run()`'s body under the request's Idempotency-Key (issue #10, idempotency.ts):
+   * a repeat of the same key and body gets the stored answer with `Idempotency-Replayed: true`.
+   */
+  const answerIdempotently = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    route: string,
+    run: () => Promise<unknown>,
+  ) => {
+    const answer = await withIdempotency(
+      app.ctx.database.db,
+      apiKeyOf(request),
+      idempotencyKeyOf(request.headers['idempotency-key'] as string | undefined),
+      { route, body: request.body },
+      async () => ({ status: 202, body: await run() }),
+    );
+    if (answer.replayed) reply.header('idempotency-replayed', 'true');
+    return reply.code(answer.status as 202).send(answer.body as never);
+  };
+
   app.post(
     '/api/v1/send',
     {
@@ -85,19 +106,9 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const caller = apiKeyOf(request);
-      const { database } = app.ctx;
-      const answer = await withIdempotency(
-        database.db,
-        caller,
-        idempotencyKeyOf(request.headers['idempotency-key']),
-        { route: 'send', body: request.body },
-        async () => ({
-          status: 202,
-          body: ok(await acceptSend(app.ctx, caller, request.body)),
-        }),
+      return answerIdempotently(request, reply, 'send', async () =>
+        ok(await acceptSend(app.ctx, caller, request.body)),
       );
-      if (answer.replayed) reply.header('idempotency-replayed', 'true');
-      return reply.code(answer.status as 202).send(answer.body as never);
     },
   );
 
@@ -124,21 +135,9 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const caller = apiKeyOf(request);
-      const { database } = app.ctx;
-      const answer = await withIdempotency(
-        database.db,
-        caller,
-        idempotencyKeyOf(request.headers['idempotency-key']),
-        { route: 'send/batch', body: request.body },
-        async () => ({
-          status: 202,
-          body: ok({
-            results: await acceptSendBatch(app.ctx, caller, request.body.emails, sendBody),
-          }),
-        }),
+      return answerIdempotently(request, reply, 'send/batch', async () =>
+        ok({ results: await acceptSendBatch(app.ctx, caller, request.body.emails, sendBody) }),
       );
-      if (answer.replayed) reply.header('idempotency-replayed', 'true');
-      return reply.code(answer.status as 202).send(answer.body as never);
     },
   );
 
