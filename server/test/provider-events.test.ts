@@ -499,6 +499,8 @@ describe('Postmark events (basic auth and token header)', () => {
       Inactive: true,
     });
     await dataOf(await post(team.eventsPath, bounce));
+    // Postmark retries a webhook it thinks failed: the same bounce again changes nothing.
+    expect(await dataOf(await post(team.eventsPath, bounce))).toEqual({ received: 1, matched: 1 });
     const row = await log(team, id);
     expect(row.status).toBe('bounced');
     expect(row.bouncedAt).toBe('2026-11-23T12:10:00.000Z');

@@ -61,7 +61,12 @@ export function isSnsUrl(url: string, snsEndpoint: string | undefined): boolean 
     const allowed = new URL(snsEndpoint);
     if (parsed.origin === allowed.origin) return true;
   }
-  return parsed.protocol === 'https:' && parsed.port === '' && AWS_SNS_HOST.test(parsed.hostname);
+  return (
+    parsed.protocol === 'https:' &&
+    parsed.port === '' &&
+    parsed.username === '' &&
+    AWS_SNS_HOST.test(parsed.hostname)
+  );
 }
 
 async function certificate(url: string, deps: ProviderEventDeps): Promise<string> {
