@@ -513,11 +513,12 @@ describe('Postmark events (basic auth and token header)', () => {
 
 /** Signs an SNS message as SNS does (SignatureVersion 2 = SHA256withRSA over the canonical fields). */
 function snsMessage(fields: Record<string, string>, keyPem = sns.keyPem) {
+  const version = fields.SignatureVersion ?? '2';
   const message: Record<string, string> = {
     MessageId: randomUUID(),
     TopicArn: 'arn:aws:sns:eu-west-1:123456789012:ses-events',
     Timestamp: new Date().toISOString(),
-    SignatureVersion: '2',
+    SignatureVersion: version,
     SigningCertURL: `${sns.origin}/SimpleNotificationService-test.pem`,
     ...fields,
   };
@@ -529,13 +530,17 @@ function snsMessage(fields: Record<string, string>, keyPem = sns.keyPem) {
     .filter((name) => message[name] !== undefined)
     .map((name) => `${name}\n${message[name]}\n`)
     .join('');
-  message.Signature = createSign('RSA-SHA256').update(text).sign(keyPem, 'base64');
+  // SignatureVersion 1 = SHA1withRSA (SNS's default), 2 = SHA256withRSA.
+  message.Signature = createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256')
+    .update(text)
+    .sign(keyPem, 'base64');
   return JSON.stringify(message);
 }
 
-function sesNotification(event: Record<string, unknown>, messageId: string) {
+function sesNotification(event: Record<string, unknown>, messageId: string, signatureVersion = '2') {
   return snsMessage({
     Type: 'Notification',
+    SignatureVersion: signatureVersion,
     Message: JSON.stringify({
       mail: {
         timestamp: new Date().toISOString(),
@@ -604,7 +609,7 @@ describe('Amazon SES events (SNS signature)', () => {
     expect(row.deliveredAt).toBe('2026-11-23T12:00:01.000Z');
   });
 
-  it('a Permanent bounce and a Complaint suppress the named recipients', async () => {
+  it('a Permanent bounce (SignatureVersion 1) and a Complaint suppress the named recipients', async () => {
     const team = await providerTeam('ses');
     const bounced = await sentEmail(team, 'ses-bounce-1', 'nouser@example.com');
     const complained = await sentEmail(team, 'ses-complaint-1', 'angry@example.com');
@@ -627,6 +632,7 @@ describe('Amazon SES events (SNS signature)', () => {
         },
       },
       'ses-bounce-1',
+      '1',
     );
     const complaint = sesNotification(
       {
@@ -729,6 +735,10 @@ describe('provider events: order, duplicates, teams, authentication', () => {
     expectError(await post(crossed, body), 401, 'UNAUTHORIZED');
     expectError(await post(`/api/provider-events/adp_nope/${'A'.repeat(43)}`, body), 404, 'NOT_FOUND');
     expectError(await post(team.eventsPath, 'not json'), 400, 'VALIDATION_ERROR');
+    const bare = await ctx.app.inject({ method: 'POST', url: team.eventsPath, payload: 'no content type' });
+    expectError(bare, 400, 'VALIDATION_ERROR');
+    const empty = await ctx.app.inject({ method: 'POST', url: team.eventsPath });
+    expectError(empty, 400, 'VALIDATION_ERROR');
     const smtp = await dataOf(
       await ctx.app.inject({
         method: 'GET',
