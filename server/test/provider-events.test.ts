@@ -219,6 +219,9 @@ describe('Resend events (Svix signature)', () => {
     );
     expectError(forged, 401, 'UNAUTHORIZED');
     expectError(await post(team.eventsPath, body), 401, 'UNAUTHORIZED');
+    // Svix refuses signatures more than 5 minutes away from now (replays).
+    const stale = svixHeaders(body, RESEND_SECRET, new Date(Date.now() - 10 * 60_000));
+    expectError(await post(team.eventsPath, body, stale), 401, 'UNAUTHORIZED');
     expect((await log(team, id)).status).toBe('sent');
 
     const accepted = await post(team.eventsPath, body, svixHeaders(body));

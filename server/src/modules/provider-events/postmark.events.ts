@@ -28,7 +28,7 @@ import {
  */
 
 /** Bounce types that mean the address will not work (https://postmarkapp.com/developer/api/bounce-api#bounce-types). */
-const HARD_BOUNCES = new Set(['HardBounce', 'BadEmailAddress', 'ManuallyDeactivated', 'AddressChange']);
+const HARD_BOUNCES = new Set(['HardBounce', 'BadEmailAddress', 'ManuallyDeactivated']);
 
 function same(a: string, b: string): boolean {
   const x = Buffer.from(a, 'utf8');
