@@ -24,6 +24,7 @@ import {
 } from './modules/api-keys/index.ts';
 import { type Auth, authRoutes, createAuth, requireSession } from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
+import { providerEventRoutes } from './modules/provider-events/index.ts';
 import { suppressionRoutes } from './modules/suppressions/index.ts';
 import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
@@ -144,6 +145,7 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   await app.register(templateRoutes);
   await app.register(sendRoutes);
   await app.register(logRoutes);
+  await app.register(providerEventRoutes);
   await app.register(suppressionRoutes);
   await app.register(teamRoutes);
   await app.register(uploadRoutes);

@@ -82,6 +82,9 @@ const envSchema = z.object({
   PROVIDER_ENDPOINT_MAILGUN: providerEndpoint,
   PROVIDER_ENDPOINT_SES: providerEndpoint,
   PROVIDER_ENDPOINT_POSTMARK: providerEndpoint,
+  // Operator-only (issue #11): the origin that SNS signing certificates and SubscribeURLs may come
+  // from instead of https://sns.<region>.amazonaws.com (a test or private endpoint). Unset = AWS only.
+  PROVIDER_EVENTS_SNS_ENDPOINT: providerEndpoint,
   // Sign-in methods (issue #3). Each provider is enabled by its complete set of variables.
   AUTH_PASSWORD: booleanFromEnv.default(true),
   GITHUB_CLIENT_ID: z.string().min(1).optional(),

@@ -75,6 +75,7 @@ const EXPECTED: Record<string, string> = {
   'POST /api/templates/:id/preview': 'member +templates:read',
   'GET /api/logs': 'logs:view +logs:read',
   'GET /api/logs/:id': 'logs:view +logs:read',
+  'GET /api/logs/:id/events': 'logs:view +logs:read',
   'GET /api/logs/:id/rendered': 'logs:view +logs:read',
   'GET /api/logs/stats': 'logs:view +logs:read',
   'POST /api/logs/:id/resend': 'logs:resend',

@@ -233,7 +233,13 @@ describe('adapters', () => {
       tls: false,
     });
     const cloud = types.find((t) => t.type === 'mailapi_cloud')!.configFields as { name: string }[];
-    expect(cloud.map((f) => f.name).sort()).toEqual(['accessKeyId', 'region', 'secretAccessKey']);
+    // webhookTopicArn: optional, issue #11 (provider events).
+    expect(cloud.map((f) => f.name).sort()).toEqual([
+      'accessKeyId',
+      'region',
+      'secretAccessKey',
+      'webhookTopicArn',
+    ]);
   });
 
   it('applies the role matrix: members and viewers read the list and types only', async () => {

@@ -31,6 +31,9 @@ const configSchema = z.strictObject({
   apiKey: z.string().min(1),
   domain: z.string().min(1),
   region: z.enum(MAILAPI_DOMAIN_REGIONS).default('us'),
+  // Issue #11: the HTTP webhook signing key (Mailgun: Sending → Webhooks); optional (without it the
+  // eventsUrl token alone authenticates the events).
+  webhookSigningKey: z.string().min(1).optional(),
 });
 
 /**
@@ -108,6 +111,7 @@ export const mailgunProvider = {
     apiKey: { label: 'API key', type: 'password', placeholder: 'key-...' },
     domain: { label: 'Sending domain', type: 'text', placeholder: 'mg.example.com' },
     region: { label: 'Region', type: 'select', placeholder: 'us' },
+    webhookSigningKey: { label: 'Webhook signing key', type: 'password', placeholder: 'key-...' },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_MAILGUN',
   classifyError,

@@ -20,7 +20,15 @@ const postmarkSdk = lazyModule<typeof import('postmark')>('postmark');
  * `{ErrorCode, Message}` (422 for a rejected request, 401 for a bad token).
  */
 
-const configSchema = z.strictObject({ serverToken: z.string().min(1) });
+// Issue #11: how Postmark's webhooks authenticate to the eventsUrl, all optional (without them the
+// URL's token alone authenticates): HTTP basic auth (credentials put in the webhook URL) and/or a
+// custom header `X-Postmark-Webhook-Token: <webhookToken>` configured on the webhook.
+const configSchema = z.strictObject({
+  serverToken: z.string().min(1),
+  webhookUsername: z.string().min(1).optional(),
+  webhookPassword: z.string().min(1).optional(),
+  webhookToken: z.string().min(1).optional(),
+});
 
 /** The SDK's PostmarkError: `statusCode` is the HTTP status (0 when no response came). */
 interface PostmarkError {
@@ -86,6 +94,13 @@ export const postmarkProvider = {
       label: 'Server API token',
       type: 'password',
       placeholder: '00000000-0000-0000-0000-000000000000',
+    },
+    webhookUsername: { label: 'Webhook basic auth user', type: 'password', placeholder: 'postmark' },
+    webhookPassword: { label: 'Webhook basic auth password', type: 'password', placeholder: 'Password' },
+    webhookToken: {
+      label: 'Webhook token (X-Postmark-Webhook-Token header)',
+      type: 'password',
+      placeholder: 'A long random string',
     },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_POSTMARK',

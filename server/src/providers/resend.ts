@@ -13,7 +13,12 @@ const resendSdk = lazyModule<typeof import('resend')>('resend');
  * `GET /domains`. Errors are JSON `{statusCode, message, name}`.
  */
 
-const configSchema = z.strictObject({ apiKey: z.string().min(1) });
+// webhookSecret (issue #11): the Svix signing secret (`whsec_…`) of the Resend webhook that posts to
+// the adapter's eventsUrl; optional (without it the URL's token alone authenticates the events).
+const configSchema = z.strictObject({
+  apiKey: z.string().min(1),
+  webhookSecret: z.string().min(1).optional(),
+});
 
 /** What the SDK reports instead of throwing (it never throws for an HTTP failure). */
 interface ResendError {
@@ -75,7 +80,10 @@ export const resendProvider = {
   name: 'Resend',
   description: 'Resend: hosted email sending API, authenticated with an API key.',
   configSchema,
-  fields: { apiKey: { label: 'API key', type: 'password', placeholder: 're_...' } },
+  fields: {
+    apiKey: { label: 'API key', type: 'password', placeholder: 're_...' },
+    webhookSecret: { label: 'Webhook signing secret', type: 'password', placeholder: 'whsec_...' },
+  },
   endpointVariable: 'PROVIDER_ENDPOINT_RESEND',
   classifyError,
   create(config, context): EmailProvider {

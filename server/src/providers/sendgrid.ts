@@ -23,7 +23,12 @@ const sendgridMail = lazyModule<{ MailService: typeof SendGridMailService }>('@s
  * `GET /v3/scopes`. Errors are JSON `{errors: [{message, field, help}]}`.
  */
 
-const configSchema = z.strictObject({ apiKey: z.string().min(1) });
+// webhookPublicKey (issue #11): the Event Webhook's ECDSA verification key (base64 DER, as SendGrid
+// shows it); optional (without it the eventsUrl token alone authenticates the events).
+const configSchema = z.strictObject({
+  apiKey: z.string().min(1),
+  webhookPublicKey: z.string().min(1).optional(),
+});
 
 /** The SDK's ResponseError: `code` is the HTTP status, `response.body` the parsed error body. */
 interface SendGridResponseError {
@@ -119,7 +124,14 @@ export const sendgridProvider = {
   name: 'SendGrid',
   description: 'SendGrid (Twilio): hosted email sending API, authenticated with an API key.',
   configSchema,
-  fields: { apiKey: { label: 'API key', type: 'password', placeholder: 'SG....' } },
+  fields: {
+    apiKey: { label: 'API key', type: 'password', placeholder: 'SG....' },
+    webhookPublicKey: {
+      label: 'Event Webhook verification key',
+      type: 'password',
+      placeholder: 'MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE...',
+    },
+  },
   endpointVariable: 'PROVIDER_ENDPOINT_SENDGRID',
   classifyError,
   create(config, context): EmailProvider {

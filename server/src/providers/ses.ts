@@ -31,6 +31,9 @@ const configSchema = z.strictObject({
   accessKeyId: z.string().min(1),
   secretAccessKey: z.string().min(1),
   region: z.enum(MAILAPI_CLOUD_REGIONS),
+  // Issue #11: the SNS topic whose notifications the eventsUrl accepts (others are refused);
+  // optional. SNS messages are always verified against Amazon's signing certificate.
+  webhookTopicArn: z.string().min(1).optional(),
 });
 
 /** An AWS SDK service exception: `name` is the error type, `$metadata.httpStatusCode` the status. */
@@ -92,6 +95,11 @@ export const sesProvider = {
     accessKeyId: { label: 'Access key ID', type: 'text', placeholder: 'AKIA...' },
     secretAccessKey: { label: 'Secret access key', type: 'password', placeholder: 'Secret access key' },
     region: { label: 'Region', type: 'select', placeholder: 'us-east-1' },
+    webhookTopicArn: {
+      label: 'SNS topic ARN of the event notifications',
+      type: 'text',
+      placeholder: 'arn:aws:sns:us-east-1:123456789012:ses-events',
+    },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_SES',
   classifyError,

@@ -13,6 +13,11 @@ export const adapterRepository = {
   listByTeam(db: Executor, teamId: string): Promise<AdapterRow[]> {
     return db.select().from(adapters).where(eq(adapters.teamId, teamId)).orderBy(desc(adapters.createdAt));
   },
+  /** Any team's adapter by id: only for the provider-events route, which authenticates by the URL token. */
+  async findById(db: Executor, id: string): Promise<AdapterRow | undefined> {
+    const [row] = await db.select().from(adapters).where(eq(adapters.id, id));
+    return row;
+  },
   async findInTeam(db: Executor, teamId: string, id: string): Promise<AdapterRow | undefined> {
     const [row] = await db
       .select()

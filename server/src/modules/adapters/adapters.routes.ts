@@ -57,7 +57,15 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) =>
-      ok(await service.getAdapterWithConfig(db(), key(), sessionOf(request).teamId, request.params.id)),
+      ok(
+        await service.getAdapterWithConfig(
+          db(),
+          key(),
+          app.ctx.config.BASE_URL,
+          sessionOf(request).teamId,
+          request.params.id,
+        ),
+      ),
   );
 
   app.post(

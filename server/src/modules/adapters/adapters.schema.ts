@@ -38,7 +38,11 @@ export const adapterView = z.object({
 });
 export type AdapterView = z.infer<typeof adapterView>;
 
-export const adapterWithConfigView = adapterView.extend({ config: z.record(z.string(), z.unknown()) });
+// eventsUrl (issue #11): where the provider posts its delivery events; null for SMTP (no events).
+export const adapterWithConfigView = adapterView.extend({
+  config: z.record(z.string(), z.unknown()),
+  eventsUrl: z.string().nullable(),
+});
 // The create and update responses keep the spec's exact fields; fallbackAdapterId (issue #10) is
 // read back through the list and get-one.
 export const createdAdapterView = adapterView.omit({ updatedAt: true, fallbackAdapterId: true });

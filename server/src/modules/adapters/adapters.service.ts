@@ -2,6 +2,7 @@ import type { Database, Executor } from '../../db/client.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
+import { adapterEventsUrl } from './adapter-events-url.ts';
 import { adapterConfig, type ProviderDeps, providerFor } from './adapter-provider.ts';
 import { type AdapterType, parseAdapterConfig } from './adapter-types.ts';
 import { type AdapterRow, adapterRepository } from './adapters.repository.ts';
@@ -143,9 +144,20 @@ export async function getAdapter(db: Executor, teamId: string, id: string): Prom
 }
 
 /** One adapter with its decrypted config (spec: only the single-adapter read returns it). @throws NOT_FOUND. */
-export async function getAdapterWithConfig(db: Executor, encryptionKey: Buffer, teamId: string, id: string) {
+export async function getAdapterWithConfig(
+  db: Executor,
+  encryptionKey: Buffer,
+  baseUrl: string,
+  teamId: string,
+  id: string,
+) {
   const row = await getAdapter(db, teamId, id);
-  return { ...presentAdapter(row), config: adapterConfig(row, encryptionKey) };
+  return {
+    ...presentAdapter(row),
+    config: adapterConfig(row, encryptionKey),
+    // Issue #11: the provider-events URL (with its token); SMTP servers post no events.
+    eventsUrl: row.type === 'smtp' ? null : adapterEventsUrl(baseUrl, encryptionKey, row.id),
+  };
 }
 
 /** The team's adapters, newest first, without their configs (spec: config only in get-one). */
@@ -266,4 +278,12 @@ export function cachedSendingAdapter(
 /** An adapter row by id within the team, or undefined (the worker decides what a missing one means). */
 export function findAdapter(db: Executor, teamId: string, id: string): Promise<AdapterRow | undefined> {
   return adapterRepository.findInTeam(db, teamId, id);
+}
+
+/**
+ * An adapter row by id in whichever team owns it, or undefined. Only for callers that authenticated
+ * the caller against the adapter itself (the provider-events URL token, issue #11).
+ */
+export function findAdapterById(db: Executor, id: string): Promise<AdapterRow | undefined> {
+  return adapterRepository.findById(db, id);
 }

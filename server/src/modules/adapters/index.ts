@@ -1,4 +1,5 @@
 export { ConfigDecryptionError, decryptConfig, encryptConfig } from './adapter-crypto.ts';
+export { adapterEventsUrl, isAdapterEventsToken } from './adapter-events-url.ts';
 export { type ProviderDeps, type ProviderSettings, providerFor } from './adapter-provider.ts';
 export { ADAPTER_TYPES, type AdapterType } from './adapter-types.ts';
 export type { AdapterRow } from './adapters.repository.ts';
@@ -12,6 +13,7 @@ export {
   adapterConfig,
   cachedSendingAdapter,
   findAdapter,
+  findAdapterById,
   findAdapters,
   resolveSendingAdapter,
   upgradeLegacyAdapterConfigs,

@@ -9,6 +9,7 @@ import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
 import { cancelEmail } from './cancel.service.ts';
 import {
   acceptedSendView,
+  emailHistoryEntryView,
   emailIdParams,
   emailStatusView,
   logListItem,
@@ -188,6 +189,21 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) =>
       ok(await logs.getLogWithEvents(app.ctx.database.db, teamIdOf(request), request.params.id)),
+  );
+
+  app.get(
+    '/api/logs/:id/events',
+    {
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
+      schema: {
+        tags,
+        security,
+        params: emailIdParams,
+        response: { 200: envelopeOf(emailHistoryEntryView.array()) },
+      },
+    },
+    async (request) =>
+      ok(await logs.getEmailHistory(app.ctx.database.db, teamIdOf(request), request.params.id)),
   );
 
   app.get(

@@ -77,6 +77,14 @@ export const emailEventView = z.object({
   detail: z.record(z.string(), z.unknown()),
 });
 
+/** One entry of `GET /api/logs/:id/events` (issue #11): the email's history, oldest first. */
+export const emailHistoryEntryView = z.object({
+  status: z.enum(EMAIL_STATUSES),
+  at: z.string(),
+  source: z.string(),
+  detail: z.record(z.string(), z.unknown()),
+});
+
 export const logView = logListItem.extend({
   teamId: z.string(),
   templateVersionId: z.string(),

@@ -18,6 +18,11 @@ export interface StatusEvent {
   detail?: Record<string, unknown>;
   /** Log fields written with the move (not written when the status does not move). */
   set?: Partial<Pick<EmailLogRow, 'providerMessageId' | 'errorMessage' | 'attemptCount'>>;
+  /**
+   * Kept in the history only, never moves `status` (issue #11: a soft bounce or a deferral is news
+   * about the email, not its end).
+   */
+  historyOnly?: boolean;
 }
 
 /** What one event did: the email's row after the move, or undefined when its status stayed. */
@@ -87,13 +92,14 @@ function toTransitionRow(item: { email: EmailRef; event: StatusEvent }, now: Dat
 }
 
 /**
- * Splits event indexes into rounds holding at most one event per email, keeping each email's
+ * Splits the indexes of the events that may move a status (not `historyOnly`) into rounds holding at most one event per email, keeping each email's
  * events in order (round k holds every email's k-th event).
  */
-function rounds(events: readonly { email: EmailRef }[]): number[][] {
+function rounds(events: readonly { email: EmailRef; event: StatusEvent }[]): number[][] {
   const result: number[][] = [];
   const seen = new Map<string, number>();
-  events.forEach(({ email }, index) => {
+  events.forEach(({ email, event }, index) => {
+    if (event.historyOnly) return;
     const n = seen.get(email.id) ?? 0;
     seen.set(email.id, n + 1);
     const round = result[n] ?? [];

@@ -59,6 +59,39 @@ export async function getLog(db: Executor, teamId: string, id: string): Promise<
 }
 
 /**
+ * Who wrote a history entry, for entries whose detail does not say (`detail.source`): the accept
+ * path wrote `queued` (and cancellations), the worker `sent`/`failed`, built-in tracking
+ * `opened`/`clicked`, a provider the rest.
+ */
+function defaultSource(status: EmailStatus, detail: Record<string, unknown>): string {
+  if (status === 'queued' || detail.cancelled === true) return 'api';
+  if (status === 'sent' || status === 'failed') return 'worker';
+  if (status === 'opened' || status === 'clicked') return 'tracking';
+  return 'provider';
+}
+
+/**
+ * `GET /api/logs/:id/events` (issue #11): the email's full history, oldest first, as
+ * `[{status, at, source, detail}]`: every event ever recorded, including the ones that did not move
+ * the status (a late `delivered`, a soft bounce). `source` is `detail.source` when the writer set
+ * one (provider events: `provider:<adapter type>`), else {@link defaultSource}.
+ * @throws NOT_FOUND when the email is not the team's.
+ */
+export async function getEmailHistory(db: Executor, teamId: string, id: string) {
+  await getLog(db, teamId, id);
+  const events = await emailRepository.events(db, teamId, id);
+  return events.map((event) => {
+    const detail = event.detail as Record<string, unknown>;
+    return {
+      status: event.status,
+      at: event.occurredAt.toISOString(),
+      source: typeof detail.source === 'string' ? detail.source : defaultSource(event.status, detail),
+      detail,
+    };
+  });
+}
+
+/**
  * The full log with its history and its issue #10 send fields (cc, bcc, replyTo, headers, tags,
  * metadata, attachment names and sizes, scheduledAt). @throws NOT_FOUND.
  */

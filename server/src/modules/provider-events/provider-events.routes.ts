@@ -1,0 +1,78 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { access } from '../../http/access.ts';
+import { envelopeOf, ok } from '../../http/envelope.ts';
+import { AppError, notFound } from '../../http/errors.ts';
+import { adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
+import type { ProviderEventDeps } from './provider-event.ts';
+import { applyProviderEvents, PROVIDER_EVENT_PARSERS } from './provider-events.service.ts';
+
+/** A provider's batch (SendGrid posts up to thousands of events at once). */
+const BODY_LIMIT_BYTES = 5 * 1024 * 1024;
+/** Certificate and SubscribeURL fetches give up after this long. */
+const SNS_FETCH_TIMEOUT_MS = 10_000;
+
+const params = z.object({ adapterId: z.string().min(1).max(200), token: z.string().min(1).max(200) });
+const resultView = z.object({ received: z.number(), matched: z.number() });
+
+/** GETs an SNS URL (already checked by the parser): no redirects, a timeout, 2xx only. */
+async function fetchText(url: string): Promise<string> {
+  const response = await fetch(url, { redirect: 'error', signal: AbortSignal.timeout(SNS_FETCH_TIMEOUT_MS) });
+  if (!response.ok) throw new Error(`GET ${url} answered ${response.status}`);
+  return response.text();
+}
+
+/**
+ * `POST /api/provider-events/:adapterId/:token` (issue #11 "Provider events in"): where a
+ * provider's webhooks post delivery events for one adapter. Public (providers have no session);
+ * authenticated by the URL's token (adapters/adapter-events-url.ts) and, when the adapter has a
+ * signing secret configured, by the provider's signature over the raw body.
+ * Answers: 404 NOT_FOUND for an unknown adapter or an SMTP one; 401 UNAUTHORIZED for a wrong token
+ * or signature; 400 VALIDATION_ERROR for a body not in the provider's format; otherwise 200
+ * `{received, matched}` (events of unknown messages are acknowledged and ignored, so the provider
+ * does not retry them).
+ * The body is kept raw (any content type: SNS posts text/plain) for the signature checks.
+ */
+export async function providerEventRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<ZodTypeProvider>();
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_request, body, done) =>
+    done(null, body),
+  );
+  const deps: ProviderEventDeps = {
+    fetchText,
+    snsEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
+    certificateCache: new Map(),
+  };
+
+  app.post(
+    '/api/provider-events/:adapterId/:token',
+    {
+      ...access({ kind: 'public' }),
+      bodyLimit: BODY_LIMIT_BYTES,
+      schema: {
+        tags: ['Provider events'],
+        params,
+        response: { 200: envelopeOf(resultView) },
+      },
+    },
+    async (request) => {
+      const { adapterId, token } = request.params;
+      const adapter = await findAdapterById(app.ctx.db, adapterId);
+      if (!adapter) throw notFound('Adapter');
+      if (!isAdapterEventsToken(app.ctx.encryptionKey, adapter.id, token)) {
+        throw new AppError('UNAUTHORIZED', 'Invalid provider events token');
+      }
+      const parse = PROVIDER_EVENT_PARSERS[adapter.type as keyof typeof PROVIDER_EVENT_PARSERS];
+      if (!parse)
+        throw new AppError('NOT_FOUND', `Adapters of type ${adapter.type} receive no provider events`);
+      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const events = await parse(
+        { headers: request.headers, body, config: adapterConfig(adapter, app.ctx.encryptionKey) },
+        deps,
+      );
+      return ok(await applyProviderEvents(app.ctx.db, adapter, events));
+    },
+  );
+}

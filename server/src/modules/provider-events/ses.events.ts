@@ -1,0 +1,205 @@
+import { createVerify, X509Certificate } from 'node:crypto';
+import {
+  badPayload,
+  badSignature,
+  configString,
+  dateOf,
+  jsonBody,
+  obj,
+  type ProviderEvent,
+  type ProviderEventDeps,
+  type ProviderEventKind,
+  type ProviderEventParser,
+  str,
+} from './provider-event.ts';
+
+/**
+ * Amazon SES events through Amazon SNS: an SNS HTTPS subscription posts one SNS message per request
+ * (https://docs.aws.amazon.com/sns/latest/dg/sns-message-and-json-formats.html):
+ * `SubscriptionConfirmation` (confirmed by GETting its SubscribeURL), `Notification` (the SES event
+ * JSON in `Message`), `UnsubscribeConfirmation` (ignored).
+ *
+ * Every message is verified (https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html):
+ * the certificate comes only from `SigningCertURL` = https://sns.<region>.amazonaws.com/… (or the
+ * operator's PROVIDER_EVENTS_SNS_ENDPOINT origin), the string to sign is the message's fields
+ * `Name\nvalue\n` in the documented order, SignatureVersion 1 = SHA1withRSA, 2 = SHA256withRSA.
+ * A SubscribeURL is fetched only from the same origins, so a forged message cannot make the server
+ * fetch an arbitrary URL. With `webhookTopicArn` configured, other topics are refused.
+ *
+ * SES payloads (https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-sns-contents.html,
+ * and the older identity notifications https://docs.aws.amazon.com/ses/latest/dg/notification-contents.html):
+ * `eventType` (or `notificationType`) Delivery, Bounce {bounceType Permanent|Transient|Undetermined,
+ * bouncedRecipients[{emailAddress, diagnosticCode}]}, Complaint {complainedRecipients}, Open,
+ * Click {link}, DeliveryDelay; `mail.messageId` is the id the send answered.
+ */
+
+const AWS_SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
+
+const SIGNED_FIELDS: Record<string, string[]> = {
+  Notification: ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type'],
+  SubscriptionConfirmation: [
+    'Message',
+    'MessageId',
+    'SubscribeURL',
+    'Timestamp',
+    'Token',
+    'TopicArn',
+    'Type',
+  ],
+  UnsubscribeConfirmation: ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'],
+};
+
+/** True when `url` may be fetched for SNS: https on an SNS host, or under the operator's origin. */
+export function isSnsUrl(url: string, snsEndpoint: string | undefined): boolean {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  if (snsEndpoint) {
+    const allowed = new URL(snsEndpoint);
+    if (parsed.origin === allowed.origin) return true;
+  }
+  return (
+    parsed.protocol === 'https:' &&
+    parsed.port === '' &&
+    parsed.username === '' &&
+    AWS_SNS_HOST.test(parsed.hostname)
+  );
+}
+
+async function certificate(url: string, deps: ProviderEventDeps): Promise<string> {
+  const cached = deps.certificateCache.get(url);
+  if (cached) return cached;
+  const pem = await deps.fetchText(url);
+  new X509Certificate(pem); // throws on anything that is not a certificate
+  deps.certificateCache.set(url, pem);
+  return pem;
+}
+
+async function verify(message: Record<string, unknown>, deps: ProviderEventDeps): Promise<void> {
+  const type = str(message.Type) ?? '';
+  const fields = SIGNED_FIELDS[type];
+  const certUrl = str(message.SigningCertURL);
+  const signature = str(message.Signature);
+  if (!fields || !certUrl || !signature) throw badSignature('Not a signed SNS message');
+  if (!isSnsUrl(certUrl, deps.snsEndpoint)) throw badSignature('SigningCertURL is not an Amazon SNS URL');
+  const version = str(message.SignatureVersion) ?? '1';
+  if (version !== '1' && version !== '2') throw badSignature('Unknown SNS SignatureVersion');
+  let text = '';
+  for (const field of fields) {
+    const value = message[field];
+    if (typeof value !== 'string') continue; // Subject is optional
+    text += `${field}\n${value}\n`;
+  }
+  let pem: string;
+  try {
+    pem = await certificate(certUrl, deps);
+  } catch {
+    throw badSignature('The SNS signing certificate could not be fetched');
+  }
+  const verifier = createVerify(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256');
+  verifier.update(text, 'utf8');
+  let valid = false;
+  try {
+    valid = verifier.verify(pem, signature, 'base64');
+  } catch {
+    valid = false;
+  }
+  if (!valid) throw badSignature('Invalid SNS message signature');
+}
+
+function sesEvents(raw: Record<string, unknown>): ProviderEvent[] {
+  const type = str(raw.eventType) ?? str(raw.notificationType);
+  const messageId = str(obj(raw.mail).messageId);
+  if (!type || !messageId) return [];
+  const base = { messageIds: [messageId], providerEvent: type };
+  const addresses = (list: unknown) =>
+    (Array.isArray(list) ? list : []).map((r) => str(obj(r).emailAddress)).filter((a): a is string => !!a);
+  switch (type) {
+    case 'Delivery': {
+      const delivery = obj(raw.delivery);
+      const recipients = (Array.isArray(delivery.recipients) ? delivery.recipients : []).filter(
+        (r): r is string => typeof r === 'string',
+      );
+      return [{ ...base, kind: 'delivered', at: dateOf(delivery.timestamp), recipients }];
+    }
+    case 'Open':
+      return [{ ...base, kind: 'opened', at: dateOf(obj(raw.open).timestamp), recipients: [] }];
+    case 'Click': {
+      const click = obj(raw.click);
+      const event: ProviderEvent = { ...base, kind: 'clicked', at: dateOf(click.timestamp), recipients: [] };
+      if (str(click.link)) event.url = str(click.link)!;
+      return [event];
+    }
+    case 'Complaint': {
+      const complaint = obj(raw.complaint);
+      return [
+        {
+          ...base,
+          kind: 'spam',
+          at: dateOf(complaint.timestamp),
+          recipients: addresses(complaint.complainedRecipients),
+        },
+      ];
+    }
+    case 'Bounce': {
+      const bounce = obj(raw.bounce);
+      const bounced = Array.isArray(bounce.bouncedRecipients) ? bounce.bouncedRecipients.map(obj) : [];
+      // Permanent = hard (SES itself suppresses the address); Transient and Undetermined = soft.
+      const kind: ProviderEventKind = bounce.bounceType === 'Permanent' ? 'bounced' : 'soft_bounce';
+      const diagnostic =
+        bounced.map((r) => str(r.diagnosticCode)).find((d) => d) ??
+        `${str(bounce.bounceType) ?? 'Bounce'}/${str(bounce.bounceSubType) ?? 'General'}`;
+      return [
+        {
+          ...base,
+          providerEvent: `Bounce/${str(bounce.bounceType) ?? ''}`,
+          kind,
+          at: dateOf(bounce.timestamp),
+          recipients: addresses(bounced),
+          diagnostic,
+        },
+      ];
+    }
+    case 'DeliveryDelay': {
+      const delay = obj(raw.deliveryDelay);
+      return [
+        {
+          ...base,
+          kind: 'deferral',
+          at: dateOf(delay.timestamp),
+          recipients: addresses(delay.delayedRecipients),
+          diagnostic: str(delay.delayType) ?? 'DeliveryDelay',
+        },
+      ];
+    }
+    default:
+      return []; // Send, Reject, Rendering Failure, Subscription: nothing to record.
+  }
+}
+
+/** Verifies one SNS message, confirms a subscription, and parses a Notification's SES event. */
+export const parseSesEvents: ProviderEventParser = async (request, deps) => {
+  const message = obj(jsonBody(request));
+  await verify(message, deps);
+  const topic = configString(request.config, 'webhookTopicArn');
+  if (topic && message.TopicArn !== topic) throw badSignature('SNS message from another topic');
+  if (message.Type === 'SubscriptionConfirmation') {
+    const subscribeUrl = str(message.SubscribeURL);
+    if (!subscribeUrl || !isSnsUrl(subscribeUrl, deps.snsEndpoint)) {
+      throw badPayload('SubscribeURL is not an Amazon SNS URL');
+    }
+    await deps.fetchText(subscribeUrl);
+    return [];
+  }
+  if (message.Type !== 'Notification') return [];
+  let raw: unknown;
+  try {
+    raw = JSON.parse(str(message.Message) ?? '');
+  } catch {
+    throw badPayload('The SNS Message is not an SES event');
+  }
+  return sesEvents(obj(raw));
+};
