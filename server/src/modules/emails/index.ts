@@ -1,6 +1,7 @@
 export { type AcceptBatcher, createAcceptBatcher } from './accept-batcher.ts';
 export { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 export { logRoutes, sendRoutes } from './emails.routes.ts';
+export { type StatusEvent, transitionMany } from './emails.status.service.ts';
 export { createSendEmailHandler, createUndeliveredEmailHandler, emailJobHandlers } from './send-email.job.ts';
 export {
   onStatusChange,
