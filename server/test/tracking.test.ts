@@ -1,5 +1,7 @@
+import { sql } from 'drizzle-orm';
 import { Parser } from 'htmlparser2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RECORD_WAIT_MS } from '../src/modules/tracking/index.ts';
 import { signTrackingToken, trackingKey } from '../src/tracking/tokens.ts';
 import { createTestContext, TEST_BASE_URL, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, emailStatus, expectError, send } from './helpers/factories.ts';
@@ -326,5 +328,50 @@ describe('built-in open and click tracking (issue #11)', () => {
     );
     expect(trackingUrls(String(message.parsed.html)).pixel).toContain('/t/o/');
     expect(trackingUrls(String(message.parsed.html)).clicks).toEqual([]);
+  });
+  it('concurrent hits of the same token record one open and one click', async () => {
+    const t = await team({ trackOpens: true, trackClicks: true });
+    const { id, html } = await sendAndReceive(t);
+    const { pixel, clicks } = trackingUrls(html);
+    const responses = await Promise.all([
+      ...Array.from({ length: 5 }, () => hit(pixel!)),
+      ...Array.from({ length: 5 }, () => hit(clicks[0]!)),
+    ]);
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([
+      200, 200, 200, 200, 200, 302, 302, 302, 302, 302,
+    ]);
+    const log = await logOf(t, id);
+    expect(log.status).toBe('clicked');
+    expect(trackedEvents(log)).toEqual(['opened', `clicked ${WELCOME}`]);
+  });
+
+  it('a hit answers without waiting for a blocked database and is recorded once it can be', async () => {
+    const t = await team({ trackOpens: true });
+    const { id, html } = await sendAndReceive(t);
+    const { pixel } = trackingUrls(html);
+    // Another transaction holds the email's row: the hit's recording waits for it.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+    const blocker = ctx.context.database.db.transaction(async (tx) => {
+      await tx.execute(sql`select id from email_logs where id = ${id} for update`);
+      locked();
+      await held;
+    });
+    await lockTaken;
+    try {
+      const started = Date.now();
+      const response = await hit(pixel!);
+      const waited = Date.now() - started;
+      expect(response.statusCode).toBe(200);
+      expect(response.headers['content-type']).toBe('image/gif');
+      expect(waited).toBeLessThan(RECORD_WAIT_MS + 5_000);
+      expect((await logOf(t, id)).status).toBe('sent');
+    } finally {
+      release();
+      await blocker;
+    }
+    await waitFor(async () => ((await logOf(t, id)).status === 'opened' ? true : undefined));
   });
 });
