@@ -1,4 +1,4 @@
-import { Parser } from 'htmlparser2';
+import { createRequire } from 'node:module';
 import { escapeHtml } from '../html-escape.ts';
 import { signTrackingToken, trackingKey } from './tokens.ts';
 
@@ -51,6 +51,18 @@ export function trackEmailHtml(
   });
 }
 
+const require = createRequire(import.meta.url);
+let parserClass: typeof import('htmlparser2').Parser | undefined;
+
+/**
+ * htmlparser2's Parser, loaded on the first tracked email (idle memory, issue #9: like html-to-text,
+ * which loads the same CommonJS build, it stays out of a server that has not sent a tracked email).
+ */
+function Parser(): typeof import('htmlparser2').Parser {
+  parserClass ??= (require('htmlparser2') as typeof import('htmlparser2')).Parser;
+  return parserClass;
+}
+
 /** Elements whose `href` is a link a reader follows. */
 const LINK_ELEMENTS = new Set(['a', 'area']);
 
@@ -76,7 +88,8 @@ export function addTracking(
   const edits: { start: number; end: number; text: string }[] = [];
   let href: { start: number; end: number; value: string } | undefined;
   let bodyEnd: number | undefined;
-  const parser: Parser = new Parser({
+  const HtmlParser = Parser();
+  const parser: InstanceType<typeof HtmlParser> = new HtmlParser({
     onopentagname() {
       href = undefined;
     },
