@@ -300,6 +300,28 @@ describe('built-in open and click tracking (issue #11)', () => {
     expect(trackingUrls(onlyClicks.html).pixel).toBeUndefined();
     expect(trackingUrls(onlyClicks.html).clicks).toHaveLength(2);
 
+    // The batch endpoint takes the same fields, per email.
+    const batchTo = [`batch-on-${Date.now()}@example.test`, `batch-off-${Date.now()}@example.test`];
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': off.key },
+      payload: {
+        emails: [
+          { templateId: off.templateId, to: batchTo[0], trackClicks: true },
+          { templateId: off.templateId, to: batchTo[1] },
+        ],
+      },
+    });
+    expect(batch.statusCode, batch.body).toBe(202);
+    const [batchOn, batchOff] = await Promise.all(
+      batchTo.map((to) =>
+        waitFor(async () => smtp.messages.find((m) => m.envelopeTo.includes(to)), 30_000, to),
+      ),
+    );
+    expect(trackingUrls(String(batchOn!.parsed.html)).clicks).toHaveLength(2);
+    expect(String(batchOff!.parsed.html)).not.toContain('/t/c/');
+
     const invalid = await send(ctx.app, tracked.key, {
       templateId: tracked.templateId,
       to: 'x@example.test',
