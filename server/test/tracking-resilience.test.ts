@@ -41,6 +41,16 @@ describe('tracking endpoints when the email is unknown or the database fails', (
     expect(redirect.headers.location).toBe('https://example.com/a');
   }
 
+  it('declares the /t routes public in the route access table', () => {
+    const tracking = ctx.app.ctx.routes
+      .filter((route) => route.url.startsWith('/t/') && route.method === 'GET')
+      .map((route) => [route.url, route.access]);
+    expect(tracking).toEqual([
+      ['/t/o/*', { kind: 'public' }],
+      ['/t/c/*', { kind: 'public' }],
+    ]);
+  });
+
   it('a valid token of an email that does not exist is served like any other', async () => {
     await expectServed('eml_doesnotexist');
   });
