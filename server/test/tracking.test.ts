@@ -286,6 +286,36 @@ describe('built-in open and click tracking (issue #11)', () => {
     expect(versions).toHaveLength(2);
   });
 
+  it('a restored version and a duplicate keep the tracking settings', async () => {
+    const t = await team({ trackOpens: true, trackClicks: true });
+    const get = async (ref: string) =>
+      dataOf(await dashboardCall(ctx.app, t.owner, 'GET', `/api/templates/${ref}`));
+    const [first] = await dataOf(
+      await dashboardCall(ctx.app, t.owner, 'GET', `/api/templates/${t.templateId}/versions`),
+    );
+    await dataOf(
+      await dashboardCall(ctx.app, t.owner, 'PUT', `/api/templates/${t.templateId}`, {
+        trackOpens: false,
+        trackClicks: false,
+      }),
+    );
+    expect(await get(t.templateId)).toMatchObject({ trackOpens: false, trackClicks: false });
+    await dataOf(
+      await dashboardCall(
+        ctx.app,
+        t.owner,
+        'PUT',
+        `/api/templates/${t.templateId}/versions/${first.id}/restore`,
+      ),
+    );
+    expect(await get(t.templateId)).toMatchObject({ trackOpens: true, trackClicks: true });
+    const copy = await dataOf(
+      await dashboardCall(ctx.app, t.owner, 'POST', `/api/templates/${t.templateId}/duplicate`),
+      201,
+    );
+    expect(await get(copy.id)).toMatchObject({ trackOpens: true, trackClicks: true });
+  });
+
   it('the per-send trackOpens/trackClicks override the template both ways', async () => {
     const off = await team();
     const on = await sendAndReceive(off, { trackOpens: true, trackClicks: true });
