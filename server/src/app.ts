@@ -28,6 +28,7 @@ import { providerEventRoutes } from './modules/provider-events/index.ts';
 import { suppressionRoutes } from './modules/suppressions/index.ts';
 import { joinInvitedTeams, teamRoutes } from './modules/teams/index.ts';
 import { templateRoutes } from './modules/templates/index.ts';
+import { trackingRoutes } from './modules/tracking/index.ts';
 import { uploadRoutes } from './modules/uploads/index.ts';
 import { webhookRoutes } from './modules/webhooks/index.ts';
 
@@ -150,5 +151,6 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   await app.register(teamRoutes);
   await app.register(uploadRoutes);
   await app.register(webhookRoutes);
+  await app.register(trackingRoutes);
   return app;
 }

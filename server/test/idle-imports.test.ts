@@ -34,7 +34,7 @@ describe('modules loaded at start', () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
     const lazy = files.filter((url) =>
-      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/|resend\/|@sendgrid\/|mailgun\.js\/|form-data\/|@aws-sdk\/|postmark\/)/.test(
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|htmlparser2\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/|resend\/|@sendgrid\/|mailgun\.js\/|form-data\/|@aws-sdk\/|postmark\/)/.test(
         url,
       ),
     );

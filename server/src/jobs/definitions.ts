@@ -25,6 +25,9 @@ const sendJobPayload = emailJobPayload.extend({
       headers: z.record(z.string(), z.string()).optional(),
       tags: z.record(z.string(), z.string()).optional(),
       attachments: z.boolean().optional(),
+      /** The send's tracking override (issue #11, modules/tracking). */
+      trackOpens: z.boolean().optional(),
+      trackClicks: z.boolean().optional(),
     })
     .optional(),
 });

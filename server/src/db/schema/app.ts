@@ -89,6 +89,10 @@ export const templates = pgTable(
     isActive: boolean('is_active').notNull().default(true),
     generatePdf: boolean('generate_pdf').notNull().default(false),
     pdfFilename: text('pdf_filename'),
+    /** Built-in open tracking (issue #11): a 1×1 pixel appended to the HTML at send. */
+    trackOpens: boolean('track_opens').notNull().default(false),
+    /** Built-in click tracking (issue #11): http(s) links rewritten to signed redirects at send. */
+    trackClicks: boolean('track_clicks').notNull().default(false),
     createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
     createdAt: ts('created_at').notNull().defaultNow(),
     updatedAt: ts('updated_at').notNull().defaultNow(),
@@ -110,6 +114,8 @@ export const templateVersions = pgTable(
     designJson: jsonb('design_json').notNull(),
     generatePdf: boolean('generate_pdf').notNull().default(false),
     pdfFilename: text('pdf_filename'),
+    trackOpens: boolean('track_opens').notNull().default(false),
+    trackClicks: boolean('track_clicks').notNull().default(false),
     createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
@@ -269,6 +275,9 @@ export const emailSendOptions = pgTable('email_send_options', {
   scheduledAt: ts('scheduled_at'),
   /** The adapter the caller named (`adapterId`); null when the team's default was used. */
   adapterId: text('adapter_id'),
+  /** The send's `trackOpens` / `trackClicks` override (issue #11); null: the template's setting. */
+  trackOpens: boolean('track_opens'),
+  trackClicks: boolean('track_clicks'),
 });
 
 /**

@@ -55,6 +55,8 @@ export async function resendEmail(
       headers: optional(fields.headers, Object.keys(fields.headers).length > 0),
       tags: optional(fields.tags, Object.keys(fields.tags).length > 0),
       metadata: optional(fields.metadata, Object.keys(fields.metadata).length > 0),
+      trackOpens: optional(fields.trackOpens, true),
+      trackClicks: optional(fields.trackClicks, true),
     },
     { resendOf: original.id, copyAttachmentsOf: original.id, attachmentCount: fields.attachments.length },
   );

@@ -5,6 +5,7 @@ import type { JobPayload } from '../../jobs/definitions.ts';
 import { type BatchHandler, type ClaimedJob, type QueuedJob, SETTLED } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { type ProviderCache, ProviderError, SendSlots } from '../../providers/index.ts';
+import { trackEmailHtml } from '../../tracking/track-html.ts';
 import { providerFor } from '../adapters/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
@@ -23,7 +24,10 @@ export interface SendEmailDeps {
   encryptionKey: Buffer;
   /** The context's open providers (one connection pool per adapter). */
   providers: ProviderCache;
-  config: Pick<Config, 'SEND_TIMEOUT_SECONDS' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
+  config: Pick<
+    Config,
+    'SEND_TIMEOUT_SECONDS' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE' | 'BASE_URL'
+  >;
 }
 
 /**
@@ -109,7 +113,8 @@ async function attempt(
           from: log.fromAddress,
           to: log.toAddresses,
           subject: rendered.subject,
-          html: rendered.html,
+          // Issue #11: open pixel and click links, per the template version and the send's override.
+          html: trackEmailHtml(rendered.html, { log, version, fields: job.data.fields }, deps),
           text: rendered.text,
           headers: { ...extra.message.headers, 'X-Postwright-Email-Id': log.id },
         },

@@ -160,6 +160,16 @@ export const sendFieldsShape = {
     )
     .optional()
     .describe('ISO 8601 with offset, ≤ 30 days ahead: the email stays queued until then'),
+  /** Issue #11 built-in tracking: overrides the template's `trackOpens` for this email. */
+  trackOpens: z
+    .boolean()
+    .optional()
+    .describe("Open tracking pixel for this email (default: the template's trackOpens)"),
+  /** Issue #11 built-in tracking: overrides the template's `trackClicks` for this email. */
+  trackClicks: z
+    .boolean()
+    .optional()
+    .describe("Click-tracking links for this email (default: the template's trackClicks)"),
 };
 
 /** The fields of {@link sendFieldsShape} as parsed. */
@@ -175,6 +185,8 @@ export interface SendFieldsInput {
   metadata?: Record<string, string> | undefined;
   attachments?: { filename: string; content: string; contentType?: string | undefined }[] | undefined;
   scheduledAt?: string | undefined;
+  trackOpens?: boolean | undefined;
+  trackClicks?: boolean | undefined;
 }
 
 /** `value` as a list (a single address is a one-element list, absent is empty). */
@@ -228,6 +240,9 @@ export interface OutgoingFields {
   tags?: Record<string, string> | undefined;
   /** Attachments are stored with the email and loaded by the worker. */
   attachments?: boolean | undefined;
+  /** The send's tracking override (issue #11; absent: the template version's setting). */
+  trackOpens?: boolean | undefined;
+  trackClicks?: boolean | undefined;
 }
 
 /**
@@ -252,6 +267,8 @@ export function sendFieldRows(
     Object.keys(input.metadata ?? {}).length > 0 ||
     input.subject !== undefined ||
     input.adapterId !== undefined ||
+    input.trackOpens !== undefined ||
+    input.trackClicks !== undefined ||
     scheduledAt !== undefined;
   const copied = extra.copyAttachmentsOf !== undefined && (extra.attachmentCount ?? 0) > 0;
   if (!hasOptions && files.length === 0 && !copied) {
@@ -272,6 +289,8 @@ export function sendFieldRows(
           subjectTemplate: input.subject ?? null,
           scheduledAt: scheduledAt ?? null,
           adapterId: input.adapterId ?? null,
+          trackOpens: input.trackOpens ?? null,
+          trackClicks: input.trackClicks ?? null,
         }
       : undefined,
     attachments: files.map((file, position) => {
@@ -296,6 +315,8 @@ export function sendFieldRows(
     ...(input.headers && Object.keys(input.headers).length ? { headers: input.headers } : {}),
     ...(input.tags && Object.keys(input.tags).length ? { tags: input.tags } : {}),
     ...(files.length > 0 || copied ? { attachments: true } : {}),
+    ...(input.trackOpens !== undefined ? { trackOpens: input.trackOpens } : {}),
+    ...(input.trackClicks !== undefined ? { trackClicks: input.trackClicks } : {}),
   };
   return { rows, fields, scheduledAt };
 }
@@ -372,7 +393,14 @@ export async function loadSendFields(
   db: Executor,
   teamId: string,
   emailId: string,
-): Promise<SendFieldsView & { subjectTemplate: string | null; adapterId: string | null }> {
+): Promise<
+  SendFieldsView & {
+    subjectTemplate: string | null;
+    adapterId: string | null;
+    trackOpens: boolean | null;
+    trackClicks: boolean | null;
+  }
+> {
   const [[options], files] = await Promise.all([
     db
       .select()
@@ -399,6 +427,8 @@ export async function loadSendFields(
     scheduledAt: options?.scheduledAt?.toISOString() ?? null,
     subjectTemplate: options?.subjectTemplate ?? null,
     adapterId: options?.adapterId ?? null,
+    trackOpens: options?.trackOpens ?? null,
+    trackClicks: options?.trackClicks ?? null,
   };
 }
 
@@ -435,7 +465,8 @@ export async function outgoingFieldsFor(
   const suppression = await findSuppression(db, log.teamId, recipients);
   if (suppression) return { suppressed: `suppressed: ${suppression.reason}` };
   if (!fields) return { message: {} };
-  const { attachments, ...rest } = fields;
+  // The tracking override is applied to the HTML by the worker (modules/tracking), not a message field.
+  const { attachments, trackOpens: _opens, trackClicks: _clicks, ...rest } = fields;
   const message: Partial<OutgoingEmail> = Object.fromEntries(
     Object.entries(rest).filter(([, value]) => value !== undefined),
   );

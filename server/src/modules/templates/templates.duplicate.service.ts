@@ -56,6 +56,8 @@ export async function duplicateTemplate(
         isActive: source.isActive,
         generatePdf: source.generatePdf,
         pdfFilename: source.pdfFilename,
+        trackOpens: source.trackOpens,
+        trackClicks: source.trackClicks,
         createdBy: userId,
       });
       await snapshotVersion(tx, copy, userId);

@@ -13,6 +13,11 @@ const description = z.string().max(500);
 const subject = z.string().min(1).max(998);
 const designJson = z.record(z.string(), z.unknown());
 const pdfFilename = z.string().trim().min(1).max(200).nullable();
+/** Issue #11 built-in tracking (default off); a send's own `trackOpens`/`trackClicks` wins. */
+const trackOpens = z.boolean().describe('Append an open-tracking pixel to the HTML at send (default false)');
+const trackClicks = z
+  .boolean()
+  .describe('Rewrite http(s) links to signed click-tracking redirects at send (default false)');
 
 export const createTemplateBody = z.object({
   name,
@@ -22,6 +27,8 @@ export const createTemplateBody = z.object({
   designJson,
   generatePdf: z.boolean().optional(),
   pdfFilename: pdfFilename.optional(),
+  trackOpens: trackOpens.optional(),
+  trackClicks: trackClicks.optional(),
 });
 export type CreateTemplateInput = z.infer<typeof createTemplateBody>;
 
@@ -34,6 +41,8 @@ export const updateTemplateBody = z.object({
   isActive: z.boolean().optional(),
   generatePdf: z.boolean().optional(),
   pdfFilename: pdfFilename.optional(),
+  trackOpens: trackOpens.optional(),
+  trackClicks: trackClicks.optional(),
 });
 export type UpdateTemplateInput = z.infer<typeof updateTemplateBody>;
 
@@ -80,6 +89,8 @@ export const templateView = templateListItem.extend({
   compiledHtml: z.string(),
   currentVersionId: z.string().nullable(),
   pdfFilename: z.string().nullable(),
+  trackOpens: z.boolean(),
+  trackClicks: z.boolean(),
   createdBy: z.string().nullable(),
 });
 export type TemplateView = z.infer<typeof templateView>;

@@ -36,6 +36,8 @@ export function presentTemplate(row: TemplateRow): TemplateView {
     compiledHtml: row.compiledHtml,
     currentVersionId: row.currentVersionId,
     pdfFilename: row.pdfFilename,
+    trackOpens: row.trackOpens,
+    trackClicks: row.trackClicks,
     createdBy: row.createdBy,
   };
 }
@@ -78,7 +80,7 @@ export function slugTaken(slug: string): AppError {
 
 /**
  * Inserts an immutable snapshot of `template`'s versioned content (name, subject, design, PDF
- * settings), named `name` or "Version N" (N = its number), and makes it the template's
+ * and tracking settings), named `name` or "Version N" (N = its number), and makes it the template's
  * currentVersionId with hasUnversionedChanges false (spec "Versioning" 2). Call inside a
  * transaction that holds the template row (numbers are max + 1).
  */
@@ -100,6 +102,8 @@ export async function snapshotVersion(
     designJson: template.designJson,
     generatePdf: template.generatePdf,
     pdfFilename: template.pdfFilename,
+    trackOpens: template.trackOpens,
+    trackClicks: template.trackClicks,
     createdBy: userId,
   });
   await templateRepository.setCurrentVersion(tx, template.teamId, template.id, version.id);
@@ -137,6 +141,8 @@ export async function createTemplate(
           variables,
           generatePdf: input.generatePdf ?? false,
           pdfFilename: input.pdfFilename ?? null,
+          trackOpens: input.trackOpens ?? false,
+          trackClicks: input.trackClicks ?? false,
           createdBy: userId,
         });
         const version = await snapshotVersion(tx, row, userId);
@@ -166,11 +172,19 @@ export async function listTemplates(
   return page(rows.map(presentTemplateListItem), total, query.page, query.pageSize);
 }
 
-const VERSIONED_FIELDS = ['name', 'subject', 'designJson', 'generatePdf', 'pdfFilename'] as const;
+const VERSIONED_FIELDS = [
+  'name',
+  'subject',
+  'designJson',
+  'generatePdf',
+  'pdfFilename',
+  'trackOpens',
+  'trackClicks',
+] as const;
 
 /**
  * Updates a template found by id or slug. A change to versioned content (name, subject, design,
- * PDF settings) marks it as having unversioned changes: the next send snapshots a version.
+ * PDF and tracking settings) marks it as having unversioned changes: the next send snapshots a version.
  * @throws NOT_FOUND, INVALID_TEMPLATE, ALREADY_EXISTS (slug taken).
  */
 export async function updateTemplate(

@@ -91,6 +91,8 @@ export async function restoreVersion(
       compiledHtml: content.compiledHtml,
       generatePdf: version.generatePdf,
       pdfFilename: version.pdfFilename,
+      trackOpens: version.trackOpens,
+      trackClicks: version.trackClicks,
     });
     if (!restored) throw notFound('Template');
     const name = `Restored from ${version.name}`.slice(0, MAX_VERSION_NAME);

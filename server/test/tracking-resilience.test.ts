@@ -1,0 +1,67 @@
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signTrackingToken, trackingKey } from '../src/tracking/tokens.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+
+/**
+ * Issue #11: the pixel and the redirect never fail visibly for a valid token, and answer the same
+ * whether or not the email exists (a token proves its email id, nothing more is told).
+ * Own database: one case breaks it.
+ */
+describe('tracking endpoints when the email is unknown or the database fails', () => {
+  let ctx: TestContext;
+  let key: Buffer;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    key = trackingKey(ctx.context.encryptionKey);
+  });
+
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  const claims = (emailId: string) => ({
+    open: signTrackingToken(key, { kind: 'open', emailId, teamId: 'team_unknown' }),
+    click: signTrackingToken(key, {
+      kind: 'click',
+      emailId,
+      teamId: 'team_unknown',
+      url: 'https://example.com/a',
+    }),
+  });
+
+  async function expectServed(emailId: string) {
+    const { open, click } = claims(emailId);
+    const pixel = await ctx.app.inject({ method: 'GET', url: `/t/o/${open}` });
+    expect(pixel.statusCode, pixel.body).toBe(200);
+    expect(pixel.headers['content-type']).toBe('image/gif');
+    const redirect = await ctx.app.inject({ method: 'GET', url: `/t/c/${click}` });
+    expect(redirect.statusCode, redirect.body).toBe(302);
+    expect(redirect.headers.location).toBe('https://example.com/a');
+  }
+
+  it('declares the /t routes public in the route access table', () => {
+    const tracking = ctx.app.ctx.routes
+      .filter((route) => route.url.startsWith('/t/') && route.method === 'GET')
+      .map((route) => [route.url, route.access]);
+    expect(tracking).toEqual([
+      ['/t/o/*', { kind: 'public' }],
+      ['/t/c/*', { kind: 'public' }],
+    ]);
+  });
+
+  it('a valid token of an email that does not exist is served like any other', async () => {
+    await expectServed('eml_doesnotexist');
+  });
+
+  it('a database error still returns the pixel and the redirect for a valid token', async () => {
+    const db = ctx.context.database.db;
+    await db.execute(sql`alter table email_logs rename to email_logs_gone`);
+    try {
+      await expectServed('eml_whatever');
+    } finally {
+      await db.execute(sql`alter table email_logs_gone rename to email_logs`);
+    }
+  });
+});
