@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildTemplate, expectError, send, simpleDesign } from './helpers/factories.ts';
@@ -26,11 +26,16 @@ describe('adapter fallback', () => {
       PROVIDER_ENDPOINT_RESEND: resend.url,
       PROVIDER_ENDPOINT_POSTMARK: postmark.url,
     });
+    await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md): its adapters, its default adapter, key and
+  // template. No adapter yet: each sending case makes its own chain and marks its head default.
+  // The app, database and fake providers are the file's.
+  beforeEach(async () => {
     owner = await setupOwner(ctx.app);
     key = (await buildApiKey(ctx.app, owner)).key;
     templateId = (await buildTemplate(ctx.app, owner, { name: 'Fallback', designJson: simpleDesign('Hi') }))
       .id;
-    await ctx.startWorkers();
   });
 
   afterAll(async () => {

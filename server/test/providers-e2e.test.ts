@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildTemplate, send, simpleDesign } from './helpers/factories.ts';
@@ -83,15 +83,6 @@ describe('hosted-API providers end to end', () => {
       SEND_RETRY_DELAY_SECONDS: '1',
       ...Object.fromEntries(KINDS.map((kind) => [FAKE_ENDPOINT_VARIABLES[kind], fakes[kind].url])),
     });
-    owner = await setupOwner(ctx.app);
-    key = (await buildApiKey(ctx.app, owner)).key;
-    templateId = (
-      await buildTemplate(ctx.app, owner, {
-        name: 'Provider e2e',
-        subject: 'Report for {{ first_name }}',
-        designJson: simpleDesign('Hello {{ first_name }}'),
-      })
-    ).id;
     await ctx.startWorkers();
   });
 
@@ -131,7 +122,18 @@ describe('hosted-API providers end to end', () => {
     let goodId: string;
     let badId: string;
 
-    beforeAll(async () => {
+    // Every case gets a team of its own (CONVENTIONS.md): key, template, and the kind's adapters,
+    // the good one its default. The app, database and fakes are the file's.
+    beforeEach(async () => {
+      owner = await setupOwner(ctx.app);
+      key = (await buildApiKey(ctx.app, owner)).key;
+      templateId = (
+        await buildTemplate(ctx.app, owner, {
+          name: 'Provider e2e',
+          subject: 'Report for {{ first_name }}',
+          designJson: simpleDesign('Hello {{ first_name }}'),
+        })
+      ).id;
       goodId = await createAdapter(kind, FAKE_CREDENTIALS[kind], true);
       badId = await createAdapter(kind, BAD_CREDENTIALS[kind], false);
     });

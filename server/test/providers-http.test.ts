@@ -1,5 +1,5 @@
 import { simpleParser } from 'mailparser';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { classifyHttpFailure, createHttpTransport } from '../src/providers/http-transport.ts';
 import {
   type AdapterType,
@@ -192,10 +192,12 @@ const KINDS: FakeKind[] = ['resend', 'sendgrid', 'mailgun', 'ses', 'postmark'];
 describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
   let fake: FakeProvider;
 
-  beforeAll(async () => {
+  // Every case gets a fake API of its own (its sends, its message-id counter, its queued failures),
+  // as every test gets its own team (CONVENTIONS.md): the first send of each case is the fake's first.
+  beforeEach(async () => {
     fake = await startFakeProvider(kind);
   });
-  afterAll(() => fake?.close());
+  afterEach(() => fake?.close());
 
   it('sends every field the way the API expects and returns its message id', async () => {
     const provider = providerAt(kind, fake.url);

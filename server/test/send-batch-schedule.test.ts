@@ -1,17 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { TypeID } from 'typeid-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import {
-  buildApiKey,
-  buildSmtpAdapter,
-  buildTemplate,
-  dashboardCall,
-  dataOf,
-  expectError,
-  send,
-} from './helpers/factories.ts';
+import type { TeamOwner } from './helpers/auth.ts';
+import { dashboardCall, dataOf, expectError, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /** Issue #10: POST /api/v1/send/batch, `scheduledAt` and POST /api/v1/:id/cancel. */
@@ -25,11 +18,12 @@ describe('batch send, schedule and cancel', () => {
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
     smtp = await startTestSmtpServer();
-    owner = await setupOwner(ctx.app);
-    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    templateId = (await buildTemplate(ctx.app, owner, { subject: 'Hi {{ first_name }}' })).id;
     await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md): key, adapter (the file's SMTP sink) and
+  // a template with the subject "Hi {{ first_name }}". The app, database and sink are the file's.
+  beforeEach(async () => {
+    ({ owner, key: apiKey, templateId } = await createTeamWithKey(ctx.app, { smtpPort: smtp.port }));
   });
   afterAll(async () => {
     await ctx?.close();

@@ -1,16 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import {
-  buildApiKey,
   buildSmtpAdapter,
-  buildTemplate,
   dashboardCall,
   dataOf,
   emailStatus,
   expectError,
   send,
 } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
 /** Issue #10 "Send API": every field of POST /api/v1/send as a real SMTP server receives it. */
@@ -21,20 +20,24 @@ describe('send fields (issue #10)', () => {
   let owner: TeamOwner;
   let apiKey: string;
   let templateId: string;
-  let otherAdapterId: string;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
     smtp = await startTestSmtpServer();
     other = await startTestSmtpServer();
-    owner = await setupOwner(ctx.app);
-    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    otherAdapterId = (await buildSmtpAdapter(ctx.app, owner, other.port, { name: 'Other SMTP' })).id;
-    templateId = (
-      await buildTemplate(ctx.app, owner, { name: 'Fields', subject: 'Template {{ first_name }}' })
-    ).id;
     await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md): its key, its default adapter (the `smtp`
+  // sink), its template and its suppressions. The app, database and SMTP sinks are the file's.
+  beforeEach(async () => {
+    ({
+      owner,
+      key: apiKey,
+      templateId,
+    } = await createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: { name: 'Fields', subject: 'Template {{ first_name }}' },
+    }));
   });
 
   afterAll(async () => {
@@ -144,6 +147,7 @@ describe('send fields (issue #10)', () => {
   });
 
   it('sends through the adapter named by adapterId, and refuses an adapter of no team of the caller', async () => {
+    const otherAdapterId = (await buildSmtpAdapter(ctx.app, owner, other.port, { name: 'Other SMTP' })).id;
     const response = await send(ctx.app, apiKey, {
       templateId,
       to: 'routed@example.test',

@@ -1,27 +1,26 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sweepExpired } from '../src/modules/emails/idempotency.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError } from './helpers/factories.ts';
-import { closedPort } from './helpers/smtp-server.ts';
+import type { TeamOwner } from './helpers/auth.ts';
+import { buildApiKey, expectError } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /** Issue #10: `Idempotency-Key` on POST /api/v1/send and /api/v1/send/batch. */
 describe('Idempotency-Key', () => {
   let ctx: TestContext;
   let owner: TeamOwner;
   let apiKey: string;
-  let otherKey: string;
   let templateId: string;
 
+  // Workers are not started: the emails stay queued, only what the API accepted is counted.
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
-    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    otherKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    // Workers are not started: the emails stay queued, only what the API accepted is counted.
-    await buildSmtpAdapter(ctx.app, owner, await closedPort());
-    templateId = (await buildTemplate(ctx.app, owner)).id;
+  });
+  // Every case gets a team of its own (CONVENTIONS.md): its API key, hence its idempotency keys,
+  // and its emails, which the counts below are scoped to. The app and database are the file's.
+  beforeEach(async () => {
+    ({ owner, key: apiKey, templateId } = await createTeamWithKey(ctx.app));
   });
   afterAll(() => ctx?.close());
 
@@ -36,9 +35,11 @@ describe('Idempotency-Key', () => {
       payload: body,
     });
 
+  /** How many emails of this case's team went to `address`. */
   async function emailsTo(address: string): Promise<number> {
     const result = (await ctx.app.ctx.database.db.execute(
-      sql`select count(*)::int as n from email_logs where ${address} = any(to_addresses)`,
+      sql`select count(*)::int as n from email_logs
+        where team_id = ${owner.teamId} and ${address} = any(to_addresses)`,
     )) as unknown as { rows: { n: number }[] };
     return result.rows[0]!.n;
   }
@@ -72,6 +73,7 @@ describe('Idempotency-Key', () => {
   });
 
   it('keeps keys per API key', async () => {
+    const otherKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
     const body = { templateId, to: 'perkey@example.test' };
     expect((await post(apiKey, 'shared', body)).statusCode).toBe(202);
     expect((await post(otherKey, 'shared', body)).statusCode).toBe(202);
@@ -102,7 +104,8 @@ describe('Idempotency-Key', () => {
     const body = { templateId, to: 'expired@example.test' };
     expect((await post(apiKey, 'old', body)).statusCode).toBe(202);
     await ctx.app.ctx.database.db.execute(
-      sql`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'old'`,
+      sql`update idempotency_keys set expires_at = now() - interval '1 second'
+        where team_id = ${owner.teamId} and key = 'old'`,
     );
     const again = await post(apiKey, 'old', body);
     expect(again.statusCode).toBe(202);
@@ -115,7 +118,7 @@ describe('Idempotency-Key', () => {
     expect((await post(apiKey, 'crashed', body)).statusCode).toBe(202);
     const { db } = ctx.app.ctx.database;
     await db.execute(sql`update idempotency_keys set response_status = null, response_body = null,
-      created_at = now() - interval '6 minutes' where key = 'crashed'`);
+      created_at = now() - interval '6 minutes' where team_id = ${owner.teamId} and key = 'crashed'`);
     const again = await post(apiKey, 'crashed', body);
     expect(again.statusCode, again.body).toBe(202);
     expect(again.headers['idempotency-replayed']).toBeUndefined();
@@ -127,11 +130,14 @@ describe('Idempotency-Key', () => {
     expect((await post(apiKey, 'sweep-live', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
     expect((await post(apiKey, 'sweep-old', { templateId, to: 'sweep@example.test' })).statusCode).toBe(202);
     await db.execute(
-      sql`update idempotency_keys set expires_at = now() - interval '1 second' where key = 'sweep-old'`,
+      sql`update idempotency_keys set expires_at = now() - interval '1 second'
+        where team_id = ${owner.teamId} and key = 'sweep-old'`,
     );
     await sweepExpired(db);
     const keys = (
-      (await db.execute(sql`select key from idempotency_keys where key like 'sweep-%'`)) as unknown as {
+      (await db.execute(
+        sql`select key from idempotency_keys where team_id = ${owner.teamId} and key like 'sweep-%'`,
+      )) as unknown as {
         rows: { key: string }[];
       }
     ).rows.map((row) => row.key);

@@ -4,9 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
 import { SendOutcomeRecorder } from '../src/modules/emails/send-outcome-recorder.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
-import { closedPort } from './helpers/smtp-server.ts';
+import { send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
  * The worker's group commit of outcomes (issue #9) on real PostgreSQL: a transaction that is slow
@@ -14,25 +13,22 @@ import { closedPort } from './helpers/smtp-server.ts';
  */
 describe('SendOutcomeRecorder', () => {
   let ctx: TestContext;
-  let owner: TeamOwner;
-  const ids: string[] = [];
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
-    const key = (await buildApiKey(ctx.app, owner)).key;
-    // No worker runs: the emails stay queued for the recorder.
-    await buildSmtpAdapter(ctx.app, owner, await closedPort());
-    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Recorder' })).id;
+  });
+  afterAll(() => ctx?.close());
+
+  it('commits a later outcome while an earlier group is still waiting to commit', async () => {
+    // A team of its own (CONVENTIONS.md) with two queued emails. No worker runs: the emails stay
+    // queued for the recorder, and the adapter's port has nothing listening.
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app, { template: { name: 'Recorder' } });
+    const ids: string[] = [];
     for (const to of ['held@example.test', 'next@example.test']) {
       const response = await send(ctx.app, key, { templateId, to });
       expect(response.statusCode, response.body).toBe(202);
       ids.push(response.json().data.id);
     }
-  });
-  afterAll(() => ctx?.close());
-
-  it('commits a later outcome while an earlier group is still waiting to commit', async () => {
     const [held, next] = ids as [string, string];
     const recorder = new SendOutcomeRecorder(ctx.app.ctx.database.db);
     // Another session locks the first email's row: the group recording it blocks until released.

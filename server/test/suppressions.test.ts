@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { findSuppression } from '../src/modules/suppressions/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -14,8 +14,6 @@ describe('suppressions', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    owner = await setupOwner(ctx.app);
-    stranger = await setupOwner(ctx.app);
     const handle = ctx.app.ctx.database;
     const query = handle.pool.query.bind(handle.pool) as (...args: unknown[]) => unknown;
     (handle.pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
@@ -23,6 +21,11 @@ describe('suppressions', () => {
       statements.push(typeof first === 'string' ? first : (first.text ?? ''));
       return query(...args);
     };
+  });
+  // Every case gets teams of its own (CONVENTIONS.md), so each sees only its own suppressions.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
+    stranger = await setupOwner(ctx.app);
   });
   afterAll(() => ctx?.close());
 

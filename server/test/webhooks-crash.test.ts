@@ -3,16 +3,9 @@ import { PgBoss } from 'pg-boss';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookDeliveries } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import {
-  buildApiKey,
-  buildSmtpAdapter,
-  buildTemplate,
-  dashboardCall,
-  dataOf,
-  send,
-} from './helpers/factories.ts';
+import { dashboardCall, dataOf, send } from './helpers/factories.ts';
 import { type CliProcess, startCli } from './helpers/process.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
 
@@ -25,15 +18,12 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
   let smtp: TestSmtpServer;
   let receiver: WebhookReceiver;
   let supervisor: PgBoss;
-  let owner: TeamOwner;
   const processes: CliProcess[] = [];
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
     smtp = await startTestSmtpServer();
     receiver = await startWebhookReceiver();
-    owner = await setupOwner(ctx.app);
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
     // pg-boss maintenance every second: fails the killed worker's claimed jobs once their heartbeat
     // lapses (what any process's next pass would do).
     supervisor = new PgBoss({
@@ -79,6 +69,11 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
   };
 
   it('loses none: retries waiting and attempts in flight at the kill all reach the receiver', async () => {
+    // A team of its own (CONVENTIONS.md); the app, database, SMTP sink and receiver are the file's.
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app, {
+      smtpPort: smtp.port,
+      template: { name: 'Crash' },
+    });
     const hook = await dataOf(
       await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
         name: 'crash',
@@ -93,8 +88,6 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
     receiver.answer('/crash', (_nth, request) =>
       up ? { status: 200 } : { status: 500, delayMs: request.json?.event === 'email.sent' ? 10_000 : 0 },
     );
-    const key = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    const templateId = (await buildTemplate(ctx.app, owner, { name: 'Crash' })).id;
     for (let i = 0; i < EMAILS; i++) {
       const response = await send(ctx.app, key, { templateId, to: `crash-${i}@example.test` });
       expect(response.statusCode, response.body).toBe(202);

@@ -1,5 +1,5 @@
 import type { LookupAddress } from 'node:dns';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { WebhookClient } from '../src/modules/webhooks/webhook-client.ts';
 import {
   type Resolver,
@@ -81,8 +81,11 @@ describe('webhook SSRF guard in the app (WEBHOOKS_ALLOW_PRIVATE unset)', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres', { WEBHOOK_TIMEOUT_SECONDS: '3' });
-    owner = await setupOwner(ctx.app);
     receiver = await startWebhookReceiver();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md); the app, database and receiver are the file's.
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
   });
   afterAll(async () => {
     await ctx?.close();

@@ -1,18 +1,11 @@
 import { and, eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailLogs, webhooks } from '../src/db/schema/index.ts';
 import { transition } from '../src/modules/emails/emails.status.service.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
-import {
-  buildApiKey,
-  buildSmtpAdapter,
-  buildTemplate,
-  dashboardCall,
-  dataOf,
-  expectError,
-  send,
-} from './helpers/factories.ts';
+import { dashboardCall, dataOf, expectError, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
 
@@ -45,11 +38,17 @@ describe('outbound webhooks (issue #11)', () => {
     });
     smtp = await startTestSmtpServer();
     receiver = await startWebhookReceiver();
-    owner = await setupOwner(ctx.app);
-    apiKey = (await buildApiKey(ctx.app, owner, { rateLimit: 10_000 })).key;
-    await buildSmtpAdapter(ctx.app, owner, smtp.port);
-    templateId = (await buildTemplate(ctx.app, owner, { name: 'Hooked' })).id;
     await ctx.startWorkers();
+  });
+  // Every case gets a team of its own (CONVENTIONS.md), so its sends reach only its own webhooks,
+  // never those an earlier case left subscribed. The app, database, SMTP sink and receiver (one
+  // path per webhook) are the file's.
+  beforeEach(async () => {
+    ({
+      owner,
+      key: apiKey,
+      templateId,
+    } = await createTeamWithKey(ctx.app, { smtpPort: smtp.port, template: { name: 'Hooked' } }));
   });
   afterAll(async () => {
     await ctx?.close();

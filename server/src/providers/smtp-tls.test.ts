@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { SMTPServerAuthentication } from 'smtp-server';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestSmtpServer, type TestSmtpServer } from '../../test/helpers/smtp-server.ts';
 import { createSmtpProvider, type SmtpConfig } from './smtp.ts';
 import { ProviderError } from './types.ts';
@@ -86,15 +86,21 @@ const onAuth = (
 let starttls: TestSmtpServer;
 let implicit: TestSmtpServer;
 
-beforeAll(async () => {
+beforeAll(() => {
   makeCertificates();
+});
+// Every case gets SMTP servers of its own (as every test gets its own team, CONVENTIONS.md): what a
+// server received is that case's alone. The CA and certificate are the file's.
+beforeEach(async () => {
   starttls = await startTestSmtpServer({ disabledCommands: [], key, cert, onAuth });
   implicit = await startTestSmtpServer({ secure: true, disabledCommands: [], key, cert, onAuth });
 });
-
-afterAll(async () => {
+afterEach(async () => {
   await starttls?.close();
   await implicit?.close();
+});
+
+afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
