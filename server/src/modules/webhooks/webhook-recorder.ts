@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
 import { newJobId } from '../../ids.ts';
@@ -65,26 +64,24 @@ export async function writeAttempts(
   tx: Executor,
   items: readonly RecordedAttempt[],
 ): Promise<void> {
-  // No wait for this commit's WAL flush: the records, the retry jobs and the completion of the
-  // attempts' jobs commit together, so a database crash that loses this commit loses all of them:
-  // the jobs are still active, their heartbeat lapses and the queue makes the attempts again. The
-  // receiver may get one twice, which it must tolerate anyway (spec "Events"), but none is lost.
-  await tx.execute(sql`set local synchronous_commit = off`);
   const attempts = items.flatMap((item) => (item.outcome ? [{ ...item, outcome: item.outcome }] : []));
-  await webhookRepository.insertDeliveries(
-    tx,
-    attempts.map((item) => item.outcome.delivery),
-  );
   const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
   if (jobs.length > 0) await jobs[0]!.settler.complete(tx, jobs);
-  // The webhooks' rows last: every group of one busy webhook updates its row, so its lock is held
-  // from here to the commit only (two groups in flight would otherwise take turns for the whole
-  // transaction).
+  // One statement for the records and the webhooks' rows, last: every group of one busy webhook
+  // updates its row, so its lock is held from here to the commit only (two groups in flight would
+  // otherwise take turns for the whole transaction).
+  // No wait for this commit's WAL flush (asyncCommit): the records, the retry jobs and the
+  // completion of the attempts' jobs commit together, so a database crash that loses this commit
+  // loses all of them: the jobs are still active, their heartbeat lapses and the queue makes the
+  // attempts again. The receiver may get one twice, which it must tolerate anyway (spec
+  // "Events"), but none is lost.
   const now = new Date();
-  const active = await webhookRepository.applyAttempts(
+  const active = await webhookRepository.recordAttempts(
     tx,
+    attempts.map((item) => item.outcome.delivery),
     summarize(attempts),
     new Date(now.getTime() - DISABLE_AFTER_FAILING_MS),
+    { asyncCommit: true },
   );
   const retries = attempts.flatMap((item) =>
     item.next && active.get(item.next.data.webhookId)
