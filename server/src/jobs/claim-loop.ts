@@ -118,6 +118,8 @@ export class ClaimLoop<T> {
   #heartbeat: NodeJS.Timeout | undefined;
   /** Slots freed so far (settled jobs whose settle was written). */
   #freed = 0;
+  /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
+  #lastFound = Number.NEGATIVE_INFINITY;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
   readonly #refetchAfter: number;
 
@@ -136,6 +138,20 @@ export class ClaimLoop<T> {
     this.#running = this.#run();
     const every = this.#options.heartbeatRefreshMs;
     if (every) this.#heartbeat = setInterval(() => void this.#touch(), every);
+  }
+
+  /**
+   * Says jobs were just enqueued in this process (their transaction may not have committed yet):
+   * the loop counts as busy from now (polling every `busyPollingIntervalMs` for BUSY_WINDOW_MS)
+   * and fetches soon, instead of waiting out an idle `pollingIntervalMs`. No effect without
+   * `busyPollingIntervalMs`.
+   */
+  nudge(): void {
+    if (this.#options.busyPollingIntervalMs === undefined || this.#stopping) return;
+    const wasIdle = Date.now() - this.#lastFound >= BUSY_WINDOW_MS;
+    this.#lastFound = Date.now();
+    // An idle loop naps pollingIntervalMs: cut that nap short (the next one is the busy one).
+    if (wasIdle) this.#wakeUp();
   }
 
   /** Jobs claimed and not yet settled. */
@@ -171,10 +187,9 @@ export class ClaimLoop<T> {
     const { maxInFlight, batchSize, pollingIntervalMs } = this.#options;
     const refill = Math.max(1, Math.min(batchSize, Math.ceil(maxInFlight / 4)));
     let lastFetch = 0;
-    let lastFound = Number.NEGATIVE_INFINITY;
     const { busyPollingIntervalMs } = this.#options;
     const idleWait = () =>
-      busyPollingIntervalMs !== undefined && Date.now() - lastFound < BUSY_WINDOW_MS
+      busyPollingIntervalMs !== undefined && Date.now() - this.#lastFound < BUSY_WINDOW_MS
         ? busyPollingIntervalMs
         : pollingIntervalMs;
     while (!this.#stopping) {
@@ -195,7 +210,7 @@ export class ClaimLoop<T> {
         continue;
       }
       if (jobs.length > 0) {
-        lastFound = Date.now();
+        this.#lastFound = Date.now();
         this.#dispatch(jobs);
       }
       if (jobs.length < wanted) {
