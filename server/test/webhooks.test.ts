@@ -261,6 +261,38 @@ describe('outbound webhooks (issue #11)', () => {
     expect(receiver.to(hook.path)).toHaveLength(3); // nothing after the success
   });
 
+  it("records each attempt, enqueues its retry and completes the attempt's job in one transaction", async () => {
+    const hook = await buildWebhook(['email.sent']);
+    receiver.answer(hook.path, (nth) =>
+      nth === 1 ? { status: 500, body: 'no' } : { status: 200, body: 'ok' },
+    );
+    await sendOne('one-commit@example.test');
+    await waitFor(async () => ((await deliveriesOf(hook.id)).length === 2 ? true : undefined), 20_000);
+    // xmin = the transaction that wrote a row's current version: a job's completion and its
+    // attempt's delivery record carry the same one (attempt 2's job exists: its retry was enqueued).
+    const readRows = async () =>
+      (
+        (await db().execute(sql`
+          select d.attempt_count as attempt, d.xmin::text as record_tx, j.xmin::text as job_tx,
+            j.state, n.id is not null as has_next
+          from webhook_deliveries d
+          join pgboss.job j on j.name = 'webhook.deliver' and j.data->>'messageId' = d.message_id
+            and (j.data->>'attempt')::int = d.attempt_count
+          left join pgboss.job n on n.name = 'webhook.deliver' and n.data->>'messageId' = d.message_id
+            and (n.data->>'attempt')::int = d.attempt_count + 1
+          where d.webhook_id = ${hook.id}
+          order by d.attempt_count`)) as unknown as {
+          rows: { attempt: number; record_tx: string; job_tx: string; state: string; has_next: boolean }[];
+        }
+      ).rows;
+    const rows = await waitFor(async () => {
+      const found = await readRows();
+      return found.length === 2 && found.every((row) => row.state === 'completed') ? found : undefined;
+    });
+    for (const row of rows) expect(row.job_tx, `attempt ${row.attempt}`).toBe(row.record_tx);
+    expect(rows.map((row) => row.has_next)).toEqual([true, false]);
+  });
+
   it('stops after the last attempt of the schedule, counting consecutive failures', async () => {
     const hook = await buildWebhook(['email.sent']);
     receiver.answer(hook.path, () => ({ status: 503 }));

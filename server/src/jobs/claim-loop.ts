@@ -55,6 +55,13 @@ export interface ClaimLoopOptions {
   groupConcurrency?: number;
   /** Wait before fetching again after a fetch found less than it asked for (ms). */
   pollingIntervalMs: number;
+  /**
+   * The wait instead of `pollingIntervalMs` while the queue is busy: a fetch within the last
+   * {@link BUSY_WINDOW_MS} found jobs (ms; unset = always `pollingIntervalMs`). pg-boss has no
+   * notification of new jobs, so this bounds the pick-up delay of a steady trickle of jobs (e.g.
+   * webhook deliveries, each due at once) without polling fast while the queue is idle.
+   */
+  busyPollingIntervalMs?: number;
   /** How often held jobs' heartbeats are refreshed (ms); unset when the queue has no heartbeat. */
   heartbeatRefreshMs?: number;
   /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
@@ -77,6 +84,8 @@ interface Held {
  * enough slots were freed (see #run).
  */
 const MIN_REFETCH_GAP_MS = 20;
+/** How long after a fetch that found jobs the queue counts as busy (see busyPollingIntervalMs, ms). */
+export const BUSY_WINDOW_MS = 2_000;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
 
@@ -109,6 +118,8 @@ export class ClaimLoop<T> {
   #heartbeat: NodeJS.Timeout | undefined;
   /** Slots freed so far (settled jobs whose settle was written). */
   #freed = 0;
+  /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
+  #lastFound = Number.NEGATIVE_INFINITY;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
   readonly #refetchAfter: number;
 
@@ -127,6 +138,20 @@ export class ClaimLoop<T> {
     this.#running = this.#run();
     const every = this.#options.heartbeatRefreshMs;
     if (every) this.#heartbeat = setInterval(() => void this.#touch(), every);
+  }
+
+  /**
+   * Says jobs were just enqueued in this process (their transaction may not have committed yet):
+   * the loop counts as busy from now (polling every `busyPollingIntervalMs` for BUSY_WINDOW_MS)
+   * and fetches soon, instead of waiting out an idle `pollingIntervalMs`. No effect without
+   * `busyPollingIntervalMs`.
+   */
+  nudge(): void {
+    if (this.#options.busyPollingIntervalMs === undefined || this.#stopping) return;
+    const wasIdle = Date.now() - this.#lastFound >= BUSY_WINDOW_MS;
+    this.#lastFound = Date.now();
+    // An idle loop naps pollingIntervalMs: cut that nap short (the next one is the busy one).
+    if (wasIdle) this.#wakeUp();
   }
 
   /** Jobs claimed and not yet settled. */
@@ -162,6 +187,11 @@ export class ClaimLoop<T> {
     const { maxInFlight, batchSize, pollingIntervalMs } = this.#options;
     const refill = Math.max(1, Math.min(batchSize, Math.ceil(maxInFlight / 4)));
     let lastFetch = 0;
+    const { busyPollingIntervalMs } = this.#options;
+    const idleWait = () =>
+      busyPollingIntervalMs !== undefined && Date.now() - this.#lastFound < BUSY_WINDOW_MS
+        ? busyPollingIntervalMs
+        : pollingIntervalMs;
     while (!this.#stopping) {
       let free = maxInFlight - this.#held.size;
       // Gather a few free slots rather than fetching one job per settle, but never wait long.
@@ -179,14 +209,18 @@ export class ClaimLoop<T> {
         await this.#nap(pollingIntervalMs);
         continue;
       }
-      if (jobs.length > 0) this.#dispatch(jobs);
+      if (jobs.length > 0) {
+        this.#lastFound = Date.now();
+        this.#dispatch(jobs);
+      }
       if (jobs.length < wanted) {
         // Nothing more to claim now, or the remaining jobs' groups are at their cap: wait for the
-        // poll interval, or for a settle (which may have freed a group's capacity); then fetch
+        // poll interval (the busy one while jobs keep coming), or for a settle (which may have
+        // freed a group's capacity); then fetch
         // once enough slots were freed since this fetch to make a batch worth its query, or
         // MIN_REFETCH_GAP_MS after it, whichever comes first.
         const freedBefore = this.#freed;
-        await this.#nap(pollingIntervalMs);
+        await this.#nap(idleWait());
         for (;;) {
           const wait = MIN_REFETCH_GAP_MS - (Date.now() - lastFetch);
           if (this.#stopping || wait <= 0 || this.#freed - freedBefore >= this.#refetchAfter) break;

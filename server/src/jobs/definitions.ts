@@ -126,6 +126,11 @@ export const JOB_DEFINITIONS = {
       Math.max(DEFAULT_EXPIRE_SECONDS, 4 * config.WEBHOOK_TIMEOUT_SECONDS),
     /** A killed worker's attempts are retried after this, not after their expiry. */
     heartbeatSeconds: 20,
+    /**
+     * The claim loop's wait between fetches while deliveries keep coming (ms; 500 when idle): a
+     * delivery is due at once, and pg-boss has no notification of new jobs (see ClaimLoopOptions).
+     */
+    busyPollingIntervalMs: 50,
   },
 } as const;
 

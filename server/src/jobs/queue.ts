@@ -49,6 +49,8 @@ export class JobQueue {
   readonly boss: PgBoss;
   readonly #database: DatabaseHandle;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
+  /** This process's claim loops by queue, nudged when this process enqueues (ClaimLoop.nudge). */
+  readonly #loopsByName = new Map<string, { nudge(): void }>();
   #started = false;
 
   constructor(database: DatabaseHandle) {
@@ -105,6 +107,7 @@ export class JobQueue {
       db: fromDrizzle(tx as never, sql as never),
       ...(group ? { group: { id: group } } : {}),
     });
+    this.#loopsByName.get(name)?.nudge();
   }
 
   /**
@@ -136,6 +139,7 @@ export class JobQueue {
       handler,
     );
     this.#loops.push(loop);
+    this.#loopsByName.set(name, loop);
     loop.start();
   }
 
@@ -177,6 +181,8 @@ export class JobQueue {
    *   earliest time it may run (`startAfter`, ISO 8601; at once otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
+   * This process's claim loop of `name`, if any, is nudged (ClaimLoop.nudge: it polls at its busy
+   * interval for a while, so the jobs are picked up soon after `tx` commits).
    */
   async enqueueMany<N extends JobName>(
     tx: Executor,
@@ -203,6 +209,7 @@ export class JobQueue {
       const missing = jobs.filter((job) => !inserted.has(job.id)).map((job) => job.id);
       throw new JobNotInsertedError(`${name}: job id(s) already exist: ${missing.join(', ')}`);
     }
+    this.#loopsByName.get(name)?.nudge();
   }
 
   /**

@@ -82,6 +82,9 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
               ? definition.groupConcurrency(config)
               : teamSendsInFlight(config),
           pollingIntervalMs: 500,
+          ...('busyPollingIntervalMs' in definition
+            ? { busyPollingIntervalMs: definition.busyPollingIntervalMs }
+            : {}),
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,
         },

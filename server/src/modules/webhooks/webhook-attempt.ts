@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { newId } from '../../ids.ts';
 import type { AttemptResult, WebhookClient } from './webhook-client.ts';
 import { decryptWebhookSecret } from './webhook-secret-store.ts';
@@ -20,25 +21,45 @@ export interface AttemptOutcome {
   result: AttemptResult;
 }
 
+/** Decrypted signing keys kept per ENCRYPTION_KEY (a process may hold several contexts). */
+const SIGNING_KEYS_CACHED = 1_000;
+const signingKeyCaches = new WeakMap<Buffer, LRUCache<string, Buffer>>();
+
+/**
+ * The signing key of one stored secret of `webhook`, decrypted once per process and ciphertext:
+ * the cache key is the webhook id and the ciphertext itself (a rotation writes a new one, with a
+ * fresh IV), so a rotated secret is never served from the cache. A ciphertext that does not
+ * decrypt is not cached (it throws each time).
+ */
+function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext: string): Buffer {
+  let cache = signingKeyCaches.get(encryptionKey);
+  if (!cache) {
+    cache = new LRUCache<string, Buffer>({ max: SIGNING_KEYS_CACHED });
+    signingKeyCaches.set(encryptionKey, cache);
+  }
+  const cacheKey = `${webhook.teamId}:${webhook.id}:${ciphertext}`;
+  let key = cache.get(cacheKey);
+  if (!key) {
+    key = signingKey(decryptWebhookSecret(encryptionKey, ciphertext, webhook.teamId, webhook.id));
+    cache.set(cacheKey, key);
+  }
+  return key;
+}
+
 /**
  * The signing keys of `webhook` at `now`: its secret, then the previous one while it is within its
- * 24 h overlap after a rotation (issue #11), so receivers holding either secret verify.
+ * 24 h overlap after a rotation (issue #11), so receivers holding either secret verify. Decrypted
+ * keys are cached per ENCRYPTION_KEY, webhook and ciphertext (see cachedSigningKey).
  * @throws ConfigDecryptionError when a stored secret does not decrypt (wrong ENCRYPTION_KEY).
  */
 export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): Buffer[] {
-  const keys = [
-    signingKey(decryptWebhookSecret(encryptionKey, webhook.secretEncrypted, webhook.teamId, webhook.id)),
-  ];
+  const keys = [cachedSigningKey(encryptionKey, webhook, webhook.secretEncrypted)];
   if (
     webhook.previousSecretEncrypted &&
     webhook.previousSecretExpiresAt &&
     webhook.previousSecretExpiresAt.getTime() > now.getTime()
   ) {
-    keys.push(
-      signingKey(
-        decryptWebhookSecret(encryptionKey, webhook.previousSecretEncrypted, webhook.teamId, webhook.id),
-      ),
-    );
+    keys.push(cachedSigningKey(encryptionKey, webhook, webhook.previousSecretEncrypted));
   }
   return keys;
 }

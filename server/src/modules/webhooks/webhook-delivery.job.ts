@@ -1,7 +1,7 @@
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
-import type { BatchHandler, JobQueue } from '../../jobs/queue.ts';
+import type { BatchHandler, JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
@@ -25,8 +25,10 @@ export interface DeliverWebhookDeps {
  * signed POST ({@link attemptDelivery}), recorded through the group-commit recorder together with
  * its successor when it failed: attempt n+1 after WEBHOOK_RETRY_SCHEDULE[n-1] seconds, up to
  * 1 + the schedule's length attempts; none after a 410 (the webhook is disabled) or once the
- * webhook was disabled. Each job's promise settles when its attempt is recorded; a recording
- * failure fails the job and pg-boss retries it (the receiver may then see the message twice).
+ * webhook was disabled. The attempt's job is completed in the recorder's transaction (one commit
+ * per group of attempts, not one for the record and one for the job), and its promise resolves
+ * with SETTLED once that committed; a recording failure rejects it, the loop fails the job and
+ * pg-boss retries it (the receiver may then see the message twice).
  */
 export function createDeliverWebhookHandler(
   deps: DeliverWebhookDeps,
@@ -38,18 +40,19 @@ export function createDeliverWebhookHandler(
     const loaded = webhookRepository
       .findMany(deps.db, [...new Set(jobs.map((job) => job.data.webhookId))])
       .then((rows) => new Map(rows.map((row) => [row.id, row])));
-    return jobs.map(async (job): Promise<undefined> => {
+    return jobs.map(async (job): Promise<undefined | typeof SETTLED> => {
       const { data } = job;
       const webhook = (await loaded).get(data.webhookId);
-      if (!webhook || webhook.teamId !== data.teamId || !webhook.isActive) return undefined;
+      // A deleted or disabled webhook: no request, the job is completed with the group.
+      if (!webhook || webhook.teamId !== data.teamId || !webhook.isActive) return recorder.record({ job });
       const outcome = await attemptDelivery(client, deps.encryptionKey, { ...data, webhook });
       const delay = schedule[data.attempt - 1];
       const retry = !outcome.result.success && outcome.result.responseStatus !== 410 && delay !== undefined;
-      await recorder.record({
+      return recorder.record({
         outcome,
         next: retry ? { data: { ...data, attempt: data.attempt + 1 }, delaySeconds: delay } : undefined,
+        job,
       });
-      return undefined;
     });
   };
 }

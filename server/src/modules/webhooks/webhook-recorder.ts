@@ -1,20 +1,25 @@
-import { sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
 import { newJobId } from '../../ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
+import { type ClaimedJob, type JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { AttemptOutcome } from './webhook-attempt.ts';
 import { type WebhookAttemptSummary, webhookRepository } from './webhooks.repository.ts';
 
 /** A webhook failing for this long without a success is disabled (issue #11: 5 days). */
 export const DISABLE_AFTER_FAILING_MS = 5 * 24 * 60 * 60 * 1000;
 
-/** An attempt to record, and the attempt to schedule after it if it failed and the webhook lives. */
+/**
+ * An attempt to record, the attempt to schedule after it if it failed and the webhook lives, and
+ * the claimed job it came from, completed in the same transaction. No `outcome` = the job is only
+ * completed (its webhook was deleted or disabled: no request was made).
+ */
 export interface RecordedAttempt {
-  outcome: AttemptOutcome;
+  outcome?: AttemptOutcome | undefined;
   /** The next attempt's job payload and its delay (seconds), when there is one. */
   next?: { data: JobPayload<'webhook.deliver'>; delaySeconds: number } | undefined;
+  /** The claimed `webhook.deliver` job of this attempt, completed with its record (see ClaimLoop). */
+  job?: ClaimedJob<unknown> | undefined;
 }
 
 /**
@@ -26,7 +31,9 @@ export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
  * Records delivery attempts through a group commit (issue #11; the pattern of issue #9's send
  * recorder): attempts finishing together share one transaction with one insert of their delivery
  * records, one update of their webhooks (failure counters, `lastTriggeredAt`, `lastSuccessAt`, the
- * 410 and 5-day disabling) and one insert of the retry jobs, for webhooks still active after it.
+ * 410 and 5-day disabling), one insert of the retry jobs, for webhooks still active after it, and
+ * one `complete` of their claimed jobs (JobSettler): an attempt costs no commit of its own, and up
+ * to two such transactions run at once.
  */
 export class WebhookAttemptRecorder {
   readonly #commit: GroupCommit<RecordedAttempt>;
@@ -40,9 +47,14 @@ export class WebhookAttemptRecorder {
     });
   }
 
-  /** Resolves once `attempt` is committed; rejects with its own error. */
-  record(attempt: RecordedAttempt): Promise<void> {
-    return this.#commit.submit(attempt);
+  /**
+   * Resolves once `attempt` is committed — with SETTLED when its `job` was completed in that
+   * transaction (the claim loop then has nothing left to do for it); rejects with its own error
+   * (nothing of it committed: the job is still the loop's to fail, and the queue retries it).
+   */
+  async record(attempt: RecordedAttempt): Promise<undefined | typeof SETTLED> {
+    await this.#commit.submit(attempt);
+    return attempt.job ? SETTLED : undefined;
   }
 }
 
@@ -52,22 +64,26 @@ export async function writeAttempts(
   tx: Executor,
   items: readonly RecordedAttempt[],
 ): Promise<void> {
-  // No wait for this commit's WAL flush: each attempt's job is completed after this commits, by a
-  // durable (synchronous) commit that flushes this one's WAL too. A database crash before that
-  // loses both the record and the completion, and the queue makes the attempt again: the receiver
-  // may get it twice, which it must tolerate anyway (spec "Events"), but none is lost.
-  await tx.execute(sql`set local synchronous_commit = off`);
-  await webhookRepository.insertDeliveries(
-    tx,
-    items.map((item) => item.outcome.delivery),
-  );
+  const attempts = items.flatMap((item) => (item.outcome ? [{ ...item, outcome: item.outcome }] : []));
+  const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
+  if (jobs.length > 0) await jobs[0]!.settler.complete(tx, jobs);
+  // One statement for the records and the webhooks' rows, last: every group of one busy webhook
+  // updates its row, so its lock is held from here to the commit only (two groups in flight would
+  // otherwise take turns for the whole transaction).
+  // No wait for this commit's WAL flush (asyncCommit): the records, the retry jobs and the
+  // completion of the attempts' jobs commit together, so a database crash that loses this commit
+  // loses all of them: the jobs are still active, their heartbeat lapses and the queue makes the
+  // attempts again. The receiver may get one twice, which it must tolerate anyway (spec
+  // "Events"), but none is lost.
   const now = new Date();
-  const active = await webhookRepository.applyAttempts(
+  const active = await webhookRepository.recordAttempts(
     tx,
-    summarize(items),
+    attempts.map((item) => item.outcome.delivery),
+    summarize(attempts),
     new Date(now.getTime() - DISABLE_AFTER_FAILING_MS),
+    { asyncCommit: true },
   );
-  const retries = items.flatMap((item) =>
+  const retries = attempts.flatMap((item) =>
     item.next && active.get(item.next.data.webhookId)
       ? [
           {
@@ -86,7 +102,7 @@ export async function writeAttempts(
 }
 
 /** Folds attempts per webhook, in order (see {@link WebhookAttemptSummary}). */
-function summarize(items: readonly RecordedAttempt[]): WebhookAttemptSummary[] {
+function summarize(items: readonly { outcome: AttemptOutcome }[]): WebhookAttemptSummary[] {
   const byWebhook = new Map<string, WebhookAttemptSummary>();
   for (const { outcome } of items) {
     const { delivery, result } = outcome;

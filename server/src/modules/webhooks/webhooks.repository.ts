@@ -100,15 +100,25 @@ export const webhookRepository = {
   },
 
   /**
-   * Inserts delivery records with ONE statement whose rows travel as one JSON parameter
-   * (`jsonb_to_recordset`): far cheaper to build than Drizzle's bound parameter per value.
+   * Records attempts with ONE statement (one round trip, issue #11 throughput): inserts the
+   * delivery records `rows` (they travel as one JSON parameter, `jsonb_to_recordset`: far cheaper
+   * to build than Drizzle's bound parameter per value) and applies the attempt `summaries` to their
+   * webhooks: success resets `consecutiveFailures` and `failingSince`; failures add up and keep the
+   * first failure's time; the webhook is disabled (`isActive=false`, `disabledReason`) on a 410
+   * Gone, or when it has failed without a success since `disableBefore` or earlier (issue #11: 5
+   * days). With `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of
+   * the transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
+   * @returns each updated webhook's id and whether it is still active afterwards.
    */
-  async insertDeliveries(
+  async recordAttempts(
     db: Executor,
     rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[],
-  ): Promise<void> {
-    if (rows.length === 0) return;
-    const json = JSON.stringify(
+    summaries: readonly WebhookAttemptSummary[],
+    disableBefore: Date,
+    options: { asyncCommit?: boolean } = {},
+  ): Promise<Map<string, boolean>> {
+    if (rows.length === 0 && summaries.length === 0) return new Map();
+    const deliveries = JSON.stringify(
       rows.map((r) => ({
         id: r.id,
         team_id: r.teamId,
@@ -125,29 +135,6 @@ export const webhookRepository = {
         created_at: r.createdAt.toISOString(),
       })),
     );
-    await db.execute(sql`
-      insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload, response_status,
-        response_body, success, attempt_count, duration_ms, error, created_at)
-      select id, team_id, webhook_id, message_id, event, payload, response_status, response_body, success,
-        attempt_count, duration_ms, error, created_at
-      from jsonb_to_recordset(${json}::jsonb) as x(id text, team_id text, webhook_id text, message_id text,
-        event text, payload jsonb, response_status integer, response_body text, success boolean,
-        attempt_count integer, duration_ms integer, error text, created_at timestamptz)`);
-  },
-
-  /**
-   * Applies attempt summaries to their webhooks in ONE statement: success resets
-   * `consecutiveFailures` and `failingSince`; failures add up and keep the first failure's time;
-   * the webhook is disabled (`isActive=false`, `disabledReason`) on a 410 Gone, or when it has
-   * failed without a success since `disableBefore` or earlier (issue #11: 5 days).
-   * @returns each webhook's id and whether it is still active afterwards.
-   */
-  async applyAttempts(
-    db: Executor,
-    summaries: readonly WebhookAttemptSummary[],
-    disableBefore: Date,
-  ): Promise<Map<string, boolean>> {
-    if (summaries.length === 0) return new Map();
     const source = JSON.stringify(
       summaries.map((s) => ({
         id: s.webhookId,
@@ -165,22 +152,38 @@ export const webhookRepository = {
     const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${disableBefore.toISOString()}::timestamptz))`;
     const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
       else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
-    const rows = await db
-      .update(webhooks)
-      .set({
-        consecutiveFailures: failures,
-        failingSince,
-        lastTriggeredAt: sql`greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at)`,
-        lastSuccessAt: sql`coalesce(v.last_success_at, ${webhooks.lastSuccessAt})`,
-        isActive: sql`case when ${disable} then false else ${webhooks.isActive} end`,
-        disabledReason: sql`case when ${disable} and ${webhooks.isActive} then ${reason} else ${webhooks.disabledReason} end`,
-      })
-      .from(
-        sql`jsonb_to_recordset(${source}::jsonb) as v(id text, last_triggered_at timestamptz, last_success_at timestamptz, failures_after integer, first_failure_at timestamptz, gone boolean)`,
+    // The insert is a data-modifying CTE (always run, whatever the update reads); the setting is
+    // a plain CTE, run because the insert reads it.
+    const result = (await db.execute(sql`
+      with setting as (
+        ${options.asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
+      ),
+      inserted as (
+        insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
+          response_status, response_body, success, attempt_count, duration_ms, error, created_at)
+        select x.id, x.team_id, x.webhook_id, x.message_id, x.event, x.payload, x.response_status,
+          x.response_body, x.success, x.attempt_count, x.duration_ms, x.error, x.created_at
+        from setting, jsonb_to_recordset(${deliveries}::jsonb) as x(id text, team_id text,
+          webhook_id text, message_id text, event text, payload jsonb, response_status integer,
+          response_body text, success boolean, attempt_count integer, duration_ms integer,
+          error text, created_at timestamptz)
       )
-      .where(eq(webhooks.id, sql`v.id`))
-      .returning({ id: webhooks.id, isActive: webhooks.isActive });
-    return new Map(rows.map((row) => [row.id, row.isActive]));
+      update ${webhooks} set
+        consecutive_failures = ${failures},
+        failing_since = ${failingSince},
+        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
+        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
+        is_active = case when ${disable} then false else ${webhooks.isActive} end,
+        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
+          else ${webhooks.disabledReason} end
+      from jsonb_to_recordset(${source}::jsonb) as v(id text, last_triggered_at timestamptz,
+        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
+        gone boolean)
+      where ${webhooks.id} = v.id
+      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`)) as unknown as {
+      rows: { id: string; is_active: boolean }[];
+    };
+    return new Map(result.rows.map((row) => [row.id, row.is_active]));
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
