@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { mimeMessageOptions } from './mime-message.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const sesSdk = lazyModule<typeof import('@aws-sdk/client-sesv2')>('@aws-sdk/client-sesv2');
@@ -62,26 +63,7 @@ function classifyError(error: unknown): ProviderError {
 /** The raw MIME message of `email` (RFC 5322), without a Bcc header. */
 function composeMime(email: OutgoingEmail): Promise<Buffer> {
   const MailComposer = mailComposer();
-  const composer = new MailComposer({
-    from: email.from,
-    to: email.to,
-    ...(email.cc?.length ? { cc: email.cc } : {}),
-    ...(email.replyTo?.length ? { replyTo: email.replyTo } : {}),
-    subject: email.subject,
-    html: email.html,
-    text: email.text,
-    ...(email.headers ? { headers: email.headers } : {}),
-    ...(email.messageId ? { messageId: email.messageId } : {}),
-    ...(email.attachments?.length
-      ? {
-          attachments: email.attachments.map((a) => ({
-            filename: a.filename,
-            content: a.content,
-            contentType: a.contentType,
-          })),
-        }
-      : {}),
-  });
+  const composer = new MailComposer(mimeMessageOptions(email));
   return composer.compile().build();
 }
 

@@ -1,8 +1,9 @@
-import { createRequire } from 'node:module';
 import type { SMTPPoolOptions } from 'nodemailer';
 import { z } from 'zod';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
 import type { ProviderDefinition } from './definition.ts';
+import { lazyModule } from './lazy-module.ts';
+import { mimeMessageOptions } from './mime-message.ts';
 import { classifySmtpError } from './smtp-errors.ts';
 import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
 import {
@@ -59,16 +60,13 @@ export const SMTP_TIMEOUTS_MS = {
   socket: 60_000,
 } as const;
 
-/** `queued as <id>` in the final 250 reply (Postfix, Exim, Sendmail, most relays). */
 /**
  * nodemailer (~5 MB of heap) is loaded when the first SMTP provider is created, not at start: an
- * idle server sends nothing (issue #9, idle memory). `require` keeps provider creation synchronous.
+ * idle server sends nothing (issue #9, idle memory).
  */
-const require = createRequire(import.meta.url);
-function createTransport(...args: Parameters<typeof import('nodemailer').createTransport>) {
-  return (require('nodemailer') as typeof import('nodemailer')).createTransport(...args);
-}
+const nodemailer = lazyModule<typeof import('nodemailer')>('nodemailer');
 
+/** `queued as <id>` in the final 250 reply (Postfix, Exim, Sendmail, most relays). */
 const QUEUE_ID_REPLY = /queued as ([A-Za-z0-9._-]+)/i;
 
 /**
@@ -157,7 +155,7 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
   const target = { host: config.host, port: config.port };
   const plaintextOnly = config.tls === 'none';
   const timeouts = { ...SMTP_TIMEOUTS_MS, ...options.timeouts };
-  const transporter = createTransport({
+  const transporter = nodemailer().createTransport({
     pool: true,
     maxConnections: options.maxConnections ?? 5,
     maxMessages: Number.POSITIVE_INFINITY,
@@ -186,25 +184,9 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
         const info = await transporter.sendMail({
           ...transmissionOption(mark),
           ...(sendOptions.signal ? { signal: sendOptions.signal } : {}),
-          from: email.from,
-          to: email.to,
-          ...(email.cc?.length ? { cc: email.cc } : {}),
+          ...mimeMessageOptions(email),
+          // In the envelope only: nodemailer never writes Bcc into the message it sends.
           ...(email.bcc?.length ? { bcc: email.bcc } : {}),
-          ...(email.replyTo?.length ? { replyTo: email.replyTo } : {}),
-          subject: email.subject,
-          html: email.html,
-          text: email.text,
-          ...(email.headers ? { headers: email.headers } : {}),
-          ...(email.messageId ? { messageId: email.messageId } : {}),
-          ...(email.attachments
-            ? {
-                attachments: email.attachments.map((a) => ({
-                  filename: a.filename,
-                  content: a.content,
-                  contentType: a.contentType,
-                })),
-              }
-            : {}),
         });
         return { providerMessageId: pickProviderMessageId(info) };
       } catch (error) {
