@@ -8,6 +8,7 @@ import { API_KEY_CACHE_TTL_MS } from '../src/modules/api-keys/api-key-cache.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, expectError } from './helpers/factories.ts';
+import { statementsDuring } from './helpers/pool-statements.ts';
 
 /** The README's bound, plus a margin for the polling requests themselves (ms). */
 const REVOCATION_BOUND_MS = API_KEY_CACHE_TTL_MS + 1_000;
@@ -111,35 +112,20 @@ describe('API key cache', () => {
   });
 
   /** Runs `action`, returning the SQL texts sent through the app's pool meanwhile. */
-  async function statementsDuring(action: () => Promise<void>): Promise<string[]> {
-    const handle = here.ctx.database;
-    const pool = handle.pool as unknown as { query: (...args: unknown[]) => unknown };
-    const statements: string[] = [];
-    const query = pool.query;
-    pool.query = function (this: unknown, ...args: unknown[]) {
-      const first = args[0] as string | { text?: string };
-      statements.push(typeof first === 'string' ? first : (first?.text ?? ''));
-      return query.apply(this, args);
-    };
-    try {
-      await action();
-    } finally {
-      pool.query = query;
-    }
-    return statements;
-  }
+  const statementsDuringHere = (action: () => Promise<void>) =>
+    statementsDuring(here.ctx.database.pool, action);
   const readsApiKeys = (statements: string[]) => statements.filter((sql) => sql.includes('"api_keys"'));
 
   it('serves a cached key and its rate limit without reading the api_keys table', async () => {
     const created = await buildApiKey(here, owner, { rateLimit: 1_000 });
     expect(await codeOf(here, created.key)).toBe(404); // loads the key, records lastUsedAt
-    const warm = await statementsDuring(async () => {
+    const warm = await statementsDuringHere(async () => {
       for (let i = 0; i < 20; i++) expect(await codeOf(here, created.key)).toBe(404);
     });
     expect(readsApiKeys(warm)).toEqual([]);
     // The spy sees the look-up of a key that is not cached: the empty list above means something.
     const other = await buildApiKey(here, owner);
-    const cold = await statementsDuring(async () => {
+    const cold = await statementsDuringHere(async () => {
       expect(await codeOf(here, other.key)).toBe(404);
     });
     expect(readsApiKeys(cold).length).toBeGreaterThan(0);

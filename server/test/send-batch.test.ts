@@ -5,6 +5,7 @@ import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
 import { send } from './helpers/factories.ts';
+import { statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -188,21 +189,8 @@ describe('the send batch loader', () => {
       await ctx.app.ctx.database.db.select().from(emailLogs).where(eq(emailLogs.teamId, owner.teamId))
     ).map((log) => ({ teamId: log.teamId, emailId: log.id }));
     expect(refs).toHaveLength(20);
-    const countQueries = async (run: () => Promise<unknown>) => {
-      const pool = database.pool;
-      const query = pool.query.bind(pool);
-      let n = 0;
-      pool.query = ((...args: Parameters<typeof pool.query>) => {
-        n += 1;
-        return query(...args);
-      }) as typeof pool.query;
-      try {
-        await run();
-      } finally {
-        pool.query = query;
-      }
-      return n;
-    };
+    const countQueries = async (run: () => Promise<unknown>) =>
+      (await statementsDuring(database.pool, run)).length;
     let prepared: Awaited<ReturnType<SendBatchLoader['load']>> = [];
     expect(await countQueries(async () => (prepared = await loader.load(database.db, refs)))).toBe(3);
     expect(prepared.map((item) => item.kind)).toEqual(refs.map(() => 'ready'));

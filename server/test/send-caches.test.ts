@@ -4,6 +4,7 @@ import { ADAPTER_SEND_CACHE_TTL_MS } from '../src/modules/adapters/index.ts';
 import { TEMPLATE_SEND_CACHE_TTL_MS } from '../src/modules/templates/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { buildTemplate, dashboardCall, expectError, send } from './helpers/factories.ts';
+import { type PoolStatements, recordPoolStatements } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
@@ -14,21 +15,15 @@ import { createTeamWithKey } from './helpers/sending-team.ts';
 describe('send: template and adapter caches (PostgreSQL)', () => {
   let ctx: TestContext;
   /** SQL texts the app sent through its pool (outside transactions) since the last reset. */
-  let statements: string[] = [];
+  let statements: PoolStatements;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    const handle = ctx.app.ctx.database;
-    const query = handle.pool.query.bind(handle.pool) as (...args: unknown[]) => unknown;
-    (handle.pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
-      const first = args[0] as string | { text?: string };
-      statements.push(typeof first === 'string' ? first : (first.text ?? ''));
-      return query(...args);
-    };
+    statements = recordPoolStatements(ctx.app.ctx.database.pool);
   });
   afterAll(() => ctx?.close());
 
-  const reads = (table: string) => statements.filter((s) => s.includes(`from "${table}"`)).length;
+  const reads = (table: string) => statements.texts.filter((s) => s.includes(`from "${table}"`)).length;
   const subjectOf = async (id: string) =>
     (
       (await ctx.app.ctx.database.db.execute(
@@ -41,13 +36,13 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
     const { key, template } = await createTeamWithKey(ctx.app, {
       template: { name: 'Cached', subject: 'First' },
     });
-    statements = [];
+    statements.clear();
     const first = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
     expect(first.statusCode, first.body).toBe(202);
     expect(reads('templates')).toBe(1);
     expect(reads('template_versions')).toBe(1);
     expect(reads('adapters')).toBe(1);
-    statements = [];
+    statements.clear();
     for (let i = 0; i < 3; i++) {
       const again = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
       expect(again.statusCode, again.body).toBe(202);

@@ -3,6 +3,7 @@ import { findSuppression } from '../src/modules/suppressions/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { dashboardCall, dataOf, expectError } from './helpers/factories.ts';
+import { type PoolStatements, recordPoolStatements } from './helpers/pool-statements.ts';
 
 /** Issue #10: the team's suppression list and the worker's look-up of it. */
 describe('suppressions', () => {
@@ -10,17 +11,11 @@ describe('suppressions', () => {
   let owner: TeamOwner;
   let stranger: TeamOwner;
   /** SQL texts the app sent through its pool since the last reset. */
-  let statements: string[] = [];
+  let statements: PoolStatements;
 
   beforeAll(async () => {
     ctx = await createTestContext('postgres');
-    const handle = ctx.app.ctx.database;
-    const query = handle.pool.query.bind(handle.pool) as (...args: unknown[]) => unknown;
-    (handle.pool as unknown as { query: unknown }).query = (...args: unknown[]) => {
-      const first = args[0] as string | { text?: string };
-      statements.push(typeof first === 'string' ? first : (first.text ?? ''));
-      return query(...args);
-    };
+    statements = recordPoolStatements(ctx.app.ctx.database.pool);
   });
   // Every case gets teams of its own (CONVENTIONS.md), so each sees only its own suppressions.
   beforeEach(async () => {
@@ -67,7 +62,7 @@ describe('suppressions', () => {
     await dataOf(await add(owner, 'lookup@example.test', 'complained'), 201);
     await dataOf(await add(stranger, 'theirs-only@example.test', 'bounced'), 201);
     const db = ctx.app.ctx.database.db;
-    statements = [];
+    statements.clear();
     const found = await Promise.all([
       findSuppression(db, owner.teamId, ['clean@example.test', 'Look Up <LOOKUP@example.test>']),
       findSuppression(db, owner.teamId, ['clean@example.test']),
@@ -82,6 +77,6 @@ describe('suppressions', () => {
       { address: 'theirs-only@example.test', reason: 'bounced' },
       undefined,
     ]);
-    expect(statements.filter((s) => s.includes('suppressions'))).toHaveLength(1);
+    expect(statements.texts.filter((s) => s.includes('suppressions'))).toHaveLength(1);
   });
 });
