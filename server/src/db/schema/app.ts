@@ -191,6 +191,42 @@ export const emailEvents = pgTable(
   (t) => [index('email_events_email_id_idx').on(t.emailId, t.occurredAt)],
 );
 
+/** How a recipient was addressed (issue #11 "Outcomes per recipient"). */
+export const recipientKind = pgEnum('recipient_kind', ['to', 'cc', 'bcc']);
+
+/**
+ * What happened to one recipient of an email (issue #11 "Outcomes per recipient"), written only
+ * once something recipient-specific happened (a refused RCPT, a provider event naming the address):
+ * a recipient without a row has the state its email implies (modules/emails/email-recipients.ts).
+ * `address` is the bare lower-cased address (the suppression list's key); `status` uses the email
+ * statuses and moves forward only; `bounceType` is `hard` or `soft`; `deferredAt` is the last
+ * deferral (the provider keeps trying).
+ */
+export const emailRecipients = pgTable(
+  'email_recipients',
+  {
+    emailId: text('email_id')
+      .notNull()
+      .references(() => emailLogs.id, { onDelete: 'cascade' }),
+    teamId: teamId(),
+    address: text('address').notNull(),
+    kind: recipientKind('kind').notNull(),
+    status: emailStatus('status').notNull(),
+    bounceType: text('bounce_type'),
+    diagnostic: text('diagnostic'),
+    sentAt: ts('sent_at'),
+    deliveredAt: ts('delivered_at'),
+    openedAt: ts('opened_at'),
+    clickedAt: ts('clicked_at'),
+    bouncedAt: ts('bounced_at'),
+    failedAt: ts('failed_at'),
+    spamAt: ts('spam_at'),
+    deferredAt: ts('deferred_at'),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.emailId, t.address] })],
+);
+
 /**
  * Outbound webhook endpoints (issue #11). The signing secret (`whsec_…`) is stored AES-256-GCM
  * encrypted like adapter configs; after a rotation the previous one keeps signing until
