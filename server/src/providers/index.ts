@@ -38,6 +38,7 @@ export type {
   EmailProvider,
   OutgoingAttachment,
   OutgoingEmail,
+  RefusedRecipient,
   SendOptions,
   SendResult,
 } from './types.ts';

@@ -1,4 +1,4 @@
-import { ProviderError } from './types.ts';
+import { ProviderError, type RefusedRecipient } from './types.ts';
 
 /**
  * What an SMTP failure tells the user (adapter test endpoint, an email's `errorMessage`): a fixed
@@ -168,5 +168,27 @@ export function classifySmtpError(error: unknown, target: SmtpTarget): ProviderE
     permanent,
     ...(label ? { providerCode: label } : {}),
     cause: error,
+  });
+}
+
+/**
+ * The recipients an SMTP server refused at RCPT while accepting others (nodemailer's
+ * `info.rejectedErrors`, each with `recipient`, `responseCode` and `response`; issue #11): 5xx is
+ * permanent (a hard bounce), anything else temporary (a soft bounce). The diagnostic is the reply
+ * code, its enhanced status code and our phrase (`550 5.1.1 mailbox unavailable`), never the
+ * server's own text (see the top of this file). Returns [] when there are none.
+ */
+export function refusedRecipientsOf(rejectedErrors: unknown): RefusedRecipient[] {
+  if (!Array.isArray(rejectedErrors)) return [];
+  return rejectedErrors.flatMap((item: SmtpErrorLike & { recipient?: unknown }) => {
+    if (typeof item?.recipient !== 'string') return [];
+    const replyCode = typeof item.responseCode === 'number' ? item.responseCode : undefined;
+    return [
+      {
+        address: item.recipient,
+        permanent: replyCode !== undefined && replyCode >= 500,
+        diagnostic: replyCode ? describeReply(replyCode, item.response) : 'recipient refused',
+      },
+    ];
   });
 }

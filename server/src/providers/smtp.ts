@@ -4,7 +4,7 @@ import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '.
 import type { ProviderDefinition } from './definition.ts';
 import { lazyModule } from './lazy-module.ts';
 import { mimeMessageOptions } from './mime-message.ts';
-import { classifySmtpError } from './smtp-errors.ts';
+import { classifySmtpError, refusedRecipientsOf } from './smtp-errors.ts';
 import { markTransmission, type TransmissionMark, transmissionOption } from './smtp-transmission.ts';
 import {
   type EmailProvider,
@@ -141,7 +141,8 @@ export interface SmtpProviderOptions {
  * - Timeouts per {@link SMTP_TIMEOUTS_MS}.
  * `send` throws {@link ProviderError} classified by {@link classifySmtpError}. When the server
  * accepts some recipients and refuses others, the message goes to the accepted ones and `send`
- * resolves (a retry would duplicate it for them); only a refusal of every recipient throws.
+ * resolves (a retry would duplicate it for them) with the refused ones in `refused`; only a
+ * refusal of every recipient throws.
  * A send given up through `options.signal` throws a transient ProviderError (EABORT) when the
  * message was not fully transmitted yet, else one with `ambiguous` set (see smtp-transmission.ts).
  */
@@ -188,7 +189,9 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
           // In the envelope only: nodemailer never writes Bcc into the message it sends.
           ...(email.bcc?.length ? { bcc: email.bcc } : {}),
         });
-        return { providerMessageId: pickProviderMessageId(info) };
+        // Issue #11: recipients refused while others were accepted are reported, not thrown.
+        const refused = refusedRecipientsOf((info as { rejectedErrors?: unknown }).rejectedErrors);
+        return { providerMessageId: pickProviderMessageId(info), ...(refused.length ? { refused } : {}) };
       } catch (error) {
         if (sendOptions.signal?.aborted) throw abortedSendError(sendOptions.signal, mark, error);
         throw classifySmtpError(error, target);

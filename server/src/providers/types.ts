@@ -42,10 +42,22 @@ export interface OutgoingEmail {
   messageId?: string;
 }
 
+/** A recipient the provider refused while accepting the email for others (issue #11). */
+export interface RefusedRecipient {
+  /** The address as it was in the envelope. */
+  address: string;
+  /** True for a permanent refusal (SMTP 5xx: hard bounce), false for a temporary one (4xx: soft). */
+  permanent: boolean;
+  /** The reply, described as {@link ProviderError} messages are (`550 5.1.1 mailbox unavailable`). */
+  diagnostic: string;
+}
+
 /** What a provider reports for an accepted email. */
 export interface SendResult {
   /** The provider's id for the message: what its later events (bounces, deliveries) refer to. */
   providerMessageId: string;
+  /** Recipients refused while others were accepted (SMTP RCPT replies); absent when none were. */
+  refused?: RefusedRecipient[];
 }
 
 /** Options of one {@link EmailProvider.send}. */

@@ -7,6 +7,7 @@ import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
 import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
 import { cancelEmail } from './cancel.service.ts';
+import { recipientView } from './email-recipients.ts';
 import {
   acceptedSendView,
   emailHistoryEntryView,
@@ -204,6 +205,16 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) =>
       ok(await logs.getEmailHistory(app.ctx.database.db, teamIdOf(request), request.params.id)),
+  );
+
+  app.get(
+    '/api/logs/:id/recipients',
+    {
+      ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
+      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(recipientView.array()) } },
+    },
+    async (request) =>
+      ok(await logs.getLogRecipients(app.ctx.database.db, teamIdOf(request), request.params.id)),
   );
 
   app.get(

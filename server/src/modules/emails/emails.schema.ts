@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { paginationQuery } from '../../http/envelope.ts';
 import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
+import { recipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
 import { checkSendFields, sendFieldsShape, sendFieldsViewShape } from './send-fields.ts';
 
@@ -105,6 +106,8 @@ export const logView = logListItem.extend({
   updatedAt: z.string(),
   events: z.array(emailEventView),
   ...sendFieldsViewShape,
+  /** Issue #11: each recipient's outcome (email-recipients.ts). */
+  recipients: z.array(recipientView),
 });
 
 /** `GET /api/logs/:id/rendered`: the email re-rendered from its logged version and variables. */

@@ -3,6 +3,8 @@ import { isoOrNull, type Page, page } from '../../http/envelope.ts';
 import { notFound } from '../../http/errors.ts';
 import { type RenderedEmail, renderTemplate } from '../rendering/index.ts';
 import { getTemplateVersion, type TemplateVersionRow } from '../templates/index.ts';
+import { recipientRepository } from './email-recipients.repository.ts';
+import { presentRecipients, type RecipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 import { type EmailEventRow, type EmailLogRow, emailRepository } from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
@@ -92,17 +94,40 @@ export async function getEmailHistory(db: Executor, teamId: string, id: string) 
 }
 
 /**
- * The full log with its history and its issue #10 send fields (cc, bcc, replyTo, headers, tags,
- * metadata, attachment names and sizes, scheduledAt). @throws NOT_FOUND.
+ * The full log with its history, its issue #10 send fields (cc, bcc, replyTo, headers, tags,
+ * metadata, attachment names and sizes, scheduledAt) and its `recipients` (issue #11, as
+ * {@link getLogRecipients}). @throws NOT_FOUND.
  */
 export async function getLogWithEvents(db: Executor, teamId: string, id: string) {
   const row = await getLog(db, teamId, id);
-  const [events, fields] = await Promise.all([
+  const [events, fields, recipientRows] = await Promise.all([
     emailRepository.events(db, teamId, id),
     loadSendFields(db, teamId, id),
+    recipientRepository.rowsOf(db, teamId, [id]),
   ]);
   const { subjectTemplate: _subject, adapterId: _adapter, ...view } = fields;
-  return { ...presentLog(row, events), ...view };
+  return {
+    ...presentLog(row, events),
+    ...view,
+    recipients: presentRecipients(row, fields.cc, fields.bcc, recipientRows),
+  };
+}
+
+/**
+ * `GET /api/logs/:id/recipients` (issue #11 "Outcomes per recipient"): every recipient of the
+ * team's email `id` — `to`, then `cc`, then `bcc`, each address once — as `{address, kind, status,
+ * bounceType, diagnostic, sentAt, deliveredAt, openedAt, clickedAt, bouncedAt, failedAt, spamAt,
+ * deferredAt}` (timestamps ISO 8601 or null); what the model is: emails/email-recipients.ts.
+ * @throws NOT_FOUND when the email is not the team's.
+ */
+export async function getLogRecipients(db: Executor, teamId: string, id: string): Promise<RecipientView[]> {
+  const row = await getLog(db, teamId, id);
+  const [copies, rows] = await Promise.all([
+    recipientRepository.copiesOf(db, teamId, [id]),
+    recipientRepository.rowsOf(db, teamId, [id]),
+  ]);
+  const copy = copies.get(id);
+  return presentRecipients(row, copy?.cc ?? [], copy?.bcc ?? [], rows);
 }
 
 /** Paginated logs, newest first, filtered as the spec's `GET /api/logs` query says. */

@@ -10,6 +10,7 @@ import { providerFor } from '../adapters/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
+import { refusedOutcomesOf } from './recipient-outcomes.ts';
 import { type PreparedSend, SendBatchLoader } from './send-batch.ts';
 import { sendWithFallback } from './send-fallback.ts';
 import { outgoingFieldsFor } from './send-fields.ts';
@@ -120,7 +121,15 @@ async function attempt(
         },
         { signal: deadline.signal },
       );
-      return { kind: 'sent', providerMessageId: result.providerMessageId, attempt: attemptNumber };
+      // Issue #11: recipients refused while others were accepted are recorded, the email is `sent`.
+      const refused =
+        result.refused && refusedOutcomesOf(result.refused, { to: log.toAddresses, ...extra.message });
+      return {
+        kind: 'sent',
+        providerMessageId: result.providerMessageId,
+        attempt: attemptNumber,
+        ...(refused ? { refused } : {}),
+      };
     } finally {
       deadline.clear();
       release();

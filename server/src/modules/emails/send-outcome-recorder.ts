@@ -3,11 +3,12 @@ import { type ClaimedJob, SETTLED } from '../../jobs/queue.ts';
 import type { EmailLogRow } from './emails.repository.ts';
 import { emailRepository } from './emails.repository.ts';
 import { type StatusEvent, transitionMany } from './emails.status.service.ts';
+import { type RefusedOutcome, recordRefusedRecipients } from './recipient-outcomes.ts';
 
 /** What one delivery attempt ended with, as the worker records it. */
 export type SendOutcome =
-  /** The provider accepted the email. */
-  | { kind: 'sent'; providerMessageId: string; attempt: number }
+  /** The provider accepted the email (for all recipients but `refused`, issue #11). */
+  | { kind: 'sent'; providerMessageId: string; attempt: number; refused?: RefusedOutcome[] }
   /** The email ends `failed` (permanent error, last attempt, or a possibly delivered one). */
   | { kind: 'failed'; message: string; attempt: number; detail: Record<string, unknown> }
   /** A transient error; the job goes back to the queue for a retry. */
@@ -109,6 +110,15 @@ export class SendOutcomeRecorder {
             return event ? [{ email: item.log, event }] : [];
           });
           await transitionMany(tx, moves);
+          // Issue #11: rows only for recipients refused at RCPT; no statement when there are none.
+          await recordRefusedRecipients(
+            tx,
+            group.flatMap(({ log, outcome }) =>
+              outcome.kind === 'sent' && outcome.refused?.length
+                ? [{ email: log, refused: outcome.refused }]
+                : [],
+            ),
+          );
           await emailRepository.recordAttempts(
             tx,
             group.flatMap(({ log, outcome }) =>
@@ -177,7 +187,11 @@ function statusEventOf(outcome: SendOutcome): StatusEvent | undefined {
     case 'sent':
       return {
         status: 'sent',
-        detail: { attempt: outcome.attempt, providerMessageId: outcome.providerMessageId },
+        detail: {
+          attempt: outcome.attempt,
+          providerMessageId: outcome.providerMessageId,
+          ...(outcome.refused?.length ? { refused: outcome.refused } : {}),
+        },
         set: {
           providerMessageId: outcome.providerMessageId,
           attemptCount: outcome.attempt,

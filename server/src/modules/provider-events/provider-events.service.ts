@@ -1,10 +1,15 @@
 import { and, eq, inArray } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { emailLogs } from '../../db/schema/index.ts';
-import { AppError } from '../../http/errors.ts';
 import type { AdapterType } from '../adapters/index.ts';
-import { type EmailRef, type StatusEvent, transitionMany } from '../emails/index.ts';
-import { addSuppression } from '../suppressions/index.ts';
+import {
+  type EmailRef,
+  type RecipientEvent,
+  RecipientTracker,
+  type StatusEvent,
+  transitionMany,
+} from '../emails/index.ts';
+import { addSuppressions } from '../suppressions/index.ts';
 import { parseMailgunEvents } from './mailgun.events.ts';
 import { parsePostmarkEvents } from './postmark.events.ts';
 import type { ProviderEvent, ProviderEventParser } from './provider-event.ts';
@@ -62,28 +67,25 @@ function statusEventOf(event: ProviderEvent, source: string): StatusEvent {
   }
 }
 
-/** Adds `address` to the team's suppression list unless it is there already (in a savepoint). */
-async function suppress(tx: Executor, teamId: string, address: string, reason: string): Promise<void> {
-  try {
-    await tx.transaction((savepoint) => addSuppression(savepoint, teamId, { address, reason }));
-  } catch (error) {
-    if (error instanceof AppError && error.code === 'ALREADY_EXISTS') return;
-    throw error;
-  }
-}
-
 /**
- * Records `events` reported by the provider of `adapter` (issue #11 "Provider events in"), in one
- * transaction:
+ * Records `events` reported by the provider of `adapter` (issue #11 "Provider events in" and
+ * "Outcomes per recipient"), in one transaction:
  * - each event is matched to an email by `providerMessageId` (any of `event.messageIds`) among the
- *   emails of the adapter's TEAM only; events of unknown messages are ignored;
- * - the matched ones go through THE status writer (`transitionMany`): the history always gets the
- *   event (`detail.source = provider:<type>`); the status moves only forward, each timestamp is
- *   set once, so a duplicate or a late event (delivered after opened) changes nothing else;
- *   a hard bounce sets `errorMessage` to the provider's diagnostic; soft bounces and deferrals
- *   are history only;
- * - a hard bounce or a complaint adds the addresses it names (else the email's `to`) to the
- *   team's suppression list (reason `hard_bounce` / `complaint`), once.
+ *   emails of the adapter's TEAM only (their rows locked for the transaction); events of unknown
+ *   messages are ignored;
+ * - an event naming recipients of the email is recorded against those recipients
+ *   (`email_recipients`, emails/email-recipients.ts): their status, bounce type, diagnostic and
+ *   timestamps; the other recipients are untouched;
+ * - the email's status (THE status writer, `transitionMany`): the history always gets the event
+ *   (`detail.source = provider:<type>`); the status moves only forward, each timestamp is set once,
+ *   so a duplicate or a late event (delivered after opened) changes nothing else. A hard bounce (or
+ *   a `failed`) of some recipients is history only: the email ends `bounced` (errorMessage = the
+ *   provider's diagnostic) only when every one of its recipients bounced or failed; an event that
+ *   names no recipient of the email applies to the whole email as before. Soft bounces and
+ *   deferrals are history only;
+ * - a hard bounce or a complaint adds the addresses it names to the team's suppression list
+ *   (reason `hard_bounce` / `complaint`), once — never the email's other recipients; one that names
+ *   none suppresses the email's recipient when it has exactly one.
  * @returns counts of events received and matched.
  */
 export async function applyProviderEvents(
@@ -97,34 +99,73 @@ export async function applyProviderEvents(
     const logs = await findByProviderMessageIds(tx, adapter.teamId, ids);
     const byMessageId = new Map(logs.map((log) => [log.providerMessageId!, log]));
     const source = `provider:${adapter.type}`;
-    const items: { email: EmailRef; event: StatusEvent }[] = [];
-    const suppressions: { address: string; reason: string }[] = [];
-    for (const event of events) {
+    const matched = events.flatMap((event) => {
       const log = event.messageIds.map((id) => byMessageId.get(id)).find((row) => row !== undefined);
-      if (!log) continue;
-      items.push({ email: { id: log.id, teamId: log.teamId }, event: statusEventOf(event, source) });
+      return log ? [{ event, log }] : [];
+    });
+    // Oldest first, so that one request's events reach the state machine in the order they happened.
+    matched.sort((a, b) => a.event.at.getTime() - b.event.at.getTime());
+    const tracker = await RecipientTracker.load(tx, adapter.teamId, [
+      ...new Set(matched.map(({ log }) => log)),
+    ]);
+    const items: { email: EmailRef; event: StatusEvent }[] = [];
+    const suppressions: { teamId: string; address: string; reason: string }[] = [];
+    for (const { event, log } of matched) {
+      const statusEvent = statusEventOf(event, source);
+      const { applied, allUndelivered } = event.recipients.length
+        ? tracker.apply(log.id, event.recipients, recipientEventOf(event))
+        : { applied: [], allUndelivered: false };
+      // A bounce (or drop) of some recipients only: the email reached, or may reach, the others.
+      if (applied.length > 0 && (event.kind === 'bounced' || event.kind === 'failed') && !allUndelivered) {
+        statusEvent.historyOnly = true;
+        delete statusEvent.set;
+      }
+      items.push({ email: { id: log.id, teamId: log.teamId }, event: statusEvent });
       if (event.kind === 'bounced' || event.kind === 'spam') {
         const reason = event.kind === 'bounced' ? 'hard_bounce' : 'complaint';
-        const addresses = event.recipients.length ? event.recipients : log.toAddresses;
-        for (const address of addresses) suppressions.push({ address, reason });
+        // An event that names no address is pinned on the email's recipient only when it has one.
+        const only = tracker.recipientsOf(log.id);
+        const addresses = event.recipients.length
+          ? event.recipients
+          : only.length === 1
+            ? [only[0]!.address]
+            : [];
+        for (const address of addresses) suppressions.push({ teamId: adapter.teamId, address, reason });
       }
     }
-    // Oldest first, so that one request's events reach the state machine in the order they happened.
-    items.sort((a, b) => (a.event.at?.getTime() ?? 0) - (b.event.at?.getTime() ?? 0));
+    await tracker.flush(tx);
     await transitionMany(tx, items);
-    for (const { address, reason } of suppressions) await suppress(tx, adapter.teamId, address, reason);
+    await addSuppressions(tx, suppressions);
     return { received: events.length, matched: items.length };
   });
 }
 
+/** The recipient-level event of a provider event (the same kinds, time and diagnostic). */
+function recipientEventOf(event: ProviderEvent): RecipientEvent {
+  return { kind: event.kind, at: event.at, diagnostic: event.diagnostic };
+}
+
 async function findByProviderMessageIds(db: Executor, teamId: string, ids: string[]) {
-  return db
-    .select({
-      id: emailLogs.id,
-      teamId: emailLogs.teamId,
-      providerMessageId: emailLogs.providerMessageId,
-      toAddresses: emailLogs.toAddresses,
-    })
-    .from(emailLogs)
-    .where(and(eq(emailLogs.teamId, teamId), inArray(emailLogs.providerMessageId, ids)));
+  return (
+    db
+      .select({
+        id: emailLogs.id,
+        teamId: emailLogs.teamId,
+        providerMessageId: emailLogs.providerMessageId,
+        toAddresses: emailLogs.toAddresses,
+        status: emailLogs.status,
+        errorMessage: emailLogs.errorMessage,
+        sentAt: emailLogs.sentAt,
+        deliveredAt: emailLogs.deliveredAt,
+        openedAt: emailLogs.openedAt,
+        clickedAt: emailLogs.clickedAt,
+        bouncedAt: emailLogs.bouncedAt,
+        failedAt: emailLogs.failedAt,
+        spamAt: emailLogs.spamAt,
+      })
+      .from(emailLogs)
+      .where(and(eq(emailLogs.teamId, teamId), inArray(emailLogs.providerMessageId, ids)))
+      // Serialises requests about the same emails: their recipients are read, changed and written.
+      .for('update')
+  );
 }

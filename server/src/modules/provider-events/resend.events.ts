@@ -66,7 +66,10 @@ export const parseResendEvents: ProviderEventParser = async (request) => {
   const data = obj(body.data);
   const emailId = str(data.email_id);
   if (!type || !emailId) throw badPayload('Not a Resend email event (type, data.email_id)');
-  const recipients = Array.isArray(data.to) ? data.to.filter((v): v is string => typeof v === 'string') : [];
+  const to = Array.isArray(data.to) ? data.to.filter((v): v is string => typeof v === 'string') : [];
+  // `data.to` is the email's whole `to` list, not the address the event is about: it names the
+  // recipient only when there is one (issue #11: a bounce of one address is not pinned on all).
+  const recipients = to.length === 1 ? to : [];
   const base = { messageIds: [emailId], at: dateOf(body.created_at), recipients, providerEvent: type };
   if (type === 'email.bounced') {
     const bounce = obj(data.bounce);

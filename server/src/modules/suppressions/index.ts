@@ -1,2 +1,2 @@
 export { suppressionRoutes } from './suppressions.routes.ts';
-export { addSuppression, findSuppression, suppressionKey } from './suppressions.service.ts';
+export { addSuppression, addSuppressions, findSuppression, suppressionKey } from './suppressions.service.ts';

@@ -94,6 +94,28 @@ export async function addSuppression(
   }
 }
 
+/**
+ * Adds each of `entries` (address, reason) to its team's list in ONE statement; addresses already
+ * on the list keep their entry (and reason). Used by the automatic rules (issue #11: a hard bounce
+ * or a complaint suppresses that one address). No-op for an empty list.
+ */
+export async function addSuppressions(
+  db: Executor,
+  entries: readonly { teamId: string; address: string; reason: string }[],
+): Promise<void> {
+  const unique = new Map<string, { teamId: string; address: string; reason: string }>();
+  for (const entry of entries) {
+    const address = suppressionKey(entry.address);
+    const key = `${entry.teamId} ${address}`;
+    if (!unique.has(key)) unique.set(key, { teamId: entry.teamId, address, reason: entry.reason });
+  }
+  if (unique.size === 0) return;
+  await db
+    .insert(suppressions)
+    .values([...unique.values()].map((entry) => ({ id: newId('suppression'), ...entry })))
+    .onConflictDoNothing({ target: [suppressions.teamId, suppressions.address] });
+}
+
 /** Removes suppression `id` of the team. @throws NOT_FOUND. */
 export async function removeSuppression(db: Executor, teamId: string, id: string): Promise<void> {
   const removed = await db
