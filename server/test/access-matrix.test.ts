@@ -76,6 +76,7 @@ const EXPECTED: Record<string, string> = {
   'GET /api/logs': 'logs:view +logs:read',
   'GET /api/logs/:id': 'logs:view +logs:read',
   'GET /api/logs/:id/events': 'logs:view +logs:read',
+  'GET /api/logs/:id/recipients': 'logs:view +logs:read',
   'GET /api/logs/:id/rendered': 'logs:view +logs:read',
   'GET /api/logs/stats': 'logs:view +logs:read',
   'POST /api/logs/:id/resend': 'logs:resend',
