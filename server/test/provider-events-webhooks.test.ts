@@ -95,5 +95,7 @@ describe('provider events reach the outbound webhooks', () => {
       event: 'email.bounced',
       data: { emailId: id, status: 'bounced', error: 'smtp;550 5.1.1 user unknown' },
     });
+    // Issue #11: the payload names the recipient the provider event was about.
+    expect(payload.data.recipients).toEqual(['bad@example.com']);
   });
 });

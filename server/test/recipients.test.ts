@@ -113,7 +113,11 @@ describe('SMTP: a server that refuses some recipients', () => {
       diagnostic: null,
       sentAt: log.sentAt,
     });
-    expect(recipients['blind@example.test']).toMatchObject({ kind: 'bcc', status: 'sent', sentAt: log.sentAt });
+    expect(recipients['blind@example.test']).toMatchObject({
+      kind: 'bcc',
+      status: 'sent',
+      sentAt: log.sentAt,
+    });
     expect(recipients['hard-1@example.test']).toMatchObject({
       kind: 'to',
       status: 'bounced',
@@ -134,8 +138,18 @@ describe('SMTP: a server that refuses some recipients', () => {
     expect(await suppressed(team)).toEqual(['hard-1@example.test']);
     const sentEvent = log.events.find((event: { status: string }) => event.status === 'sent');
     expect(sentEvent.detail.refused).toEqual([
-      { address: 'hard-1@example.test', kind: 'to', permanent: true, diagnostic: '550 5.1.1 mailbox unavailable' },
-      { address: 'soft-1@example.test', kind: 'cc', permanent: false, diagnostic: '450 4.2.1 mailbox unavailable' },
+      {
+        address: 'hard-1@example.test',
+        kind: 'to',
+        permanent: true,
+        diagnostic: '550 5.1.1 mailbox unavailable',
+      },
+      {
+        address: 'soft-1@example.test',
+        kind: 'cc',
+        permanent: false,
+        diagnostic: '450 4.2.1 mailbox unavailable',
+      },
     ]);
   });
 
@@ -170,14 +184,20 @@ async function providerTeam(kind: FakeKind) {
     }),
     201,
   );
-  const adapter = await dataOf(await dashboardCall(ctx.app, team.owner, 'GET', `/api/adapters/${created.id}`));
+  const adapter = await dataOf(
+    await dashboardCall(ctx.app, team.owner, 'GET', `/api/adapters/${created.id}`),
+  );
   return { ...team, eventsPath: new URL(adapter.eventsUrl).pathname };
 }
 
 /** Accepts an email to `fields` (to, cc, bcc) and records it `sent` under `providerMessageId`. */
 async function sentEmail(team: SendingTeam, providerMessageId: string, fields: Record<string, unknown>) {
   const { id } = await dataOf(
-    await send(ctx.app, team.key, { templateId: team.templateId, variables: { first_name: 'Ada' }, ...fields }),
+    await send(ctx.app, team.key, {
+      templateId: team.templateId,
+      variables: { first_name: 'Ada' },
+      ...fields,
+    }),
     202,
   );
   await ctx.context.db.transaction((tx) =>
@@ -221,7 +241,10 @@ describe('provider events name one recipient', () => {
       cc: 'cid@example.test',
     });
     await dataOf(
-      await postEvent(team.eventsPath, postmarkBounce('pm-multi-1', 'bob@example.test', '2026-11-23T12:10:00.000Z')),
+      await postEvent(
+        team.eventsPath,
+        postmarkBounce('pm-multi-1', 'bob@example.test', '2026-11-23T12:10:00.000Z'),
+      ),
     );
     let log = await logOf(team, id);
     // Two recipients may still have it: the email is not bounced, and not resendable.
@@ -267,11 +290,17 @@ describe('provider events name one recipient', () => {
 
     // Ann's mailbox bounces it later, then Cid's: now every recipient bounced, so does the email.
     await dataOf(
-      await postEvent(team.eventsPath, postmarkBounce('pm-multi-1', 'ann@example.test', '2026-11-23T12:12:00.000Z')),
+      await postEvent(
+        team.eventsPath,
+        postmarkBounce('pm-multi-1', 'ann@example.test', '2026-11-23T12:12:00.000Z'),
+      ),
     );
     expect((await logOf(team, id)).status).toBe('delivered');
     await dataOf(
-      await postEvent(team.eventsPath, postmarkBounce('pm-multi-1', 'CID@example.test', '2026-11-23T12:13:00.000Z')),
+      await postEvent(
+        team.eventsPath,
+        postmarkBounce('pm-multi-1', 'CID@example.test', '2026-11-23T12:13:00.000Z'),
+      ),
     );
     log = await logOf(team, id);
     expect(log.status).toBe('bounced');
@@ -300,7 +329,12 @@ describe('provider events name one recipient', () => {
     await dataOf(
       await postEvent(team.eventsPath, [
         event('ann@example.test', 'delivered', { response: '250 OK' }, 1),
-        event('bob@example.test', 'bounce', { type: 'bounce', reason: '550 5.1.1 unknown user', status: '5.1.1' }, 2),
+        event(
+          'bob@example.test',
+          'bounce',
+          { type: 'bounce', reason: '550 5.1.1 unknown user', status: '5.1.1' },
+          2,
+        ),
         event('cid@example.test', 'deferred', { reason: '421 try again later', attempt: '1' }, 3),
         event('cid@example.test', 'spamreport', {}, 4),
       ]),
@@ -308,7 +342,11 @@ describe('provider events name one recipient', () => {
     const log = await logOf(team, id);
     expect(log.status).toBe('spam');
     const recipients = byAddress(log.recipients);
-    expect(recipients['ann@example.test']).toMatchObject({ kind: 'to', status: 'delivered', bounceType: null });
+    expect(recipients['ann@example.test']).toMatchObject({
+      kind: 'to',
+      status: 'delivered',
+      bounceType: null,
+    });
     expect(recipients['bob@example.test']).toMatchObject({
       kind: 'cc',
       status: 'bounced',
@@ -329,7 +367,10 @@ describe('provider events name one recipient', () => {
     const team = await providerTeam('postmark');
     const id = await sentEmail(team, 'pm-single-1', { to: 'Solo <solo@example.test>' });
     await dataOf(
-      await postEvent(team.eventsPath, postmarkBounce('pm-single-1', 'solo@example.test', '2026-11-23T12:20:00.000Z')),
+      await postEvent(
+        team.eventsPath,
+        postmarkBounce('pm-single-1', 'solo@example.test', '2026-11-23T12:20:00.000Z'),
+      ),
     );
     const log = await logOf(team, id);
     expect(log.status).toBe('bounced');
@@ -359,7 +400,11 @@ describe('GET /api/logs/:id/recipients', () => {
       ['bob@example.test', 'cc', 'queued', null],
     ]);
     const stranger = await setupOwner(ctx.app);
-    expectError(await dashboardCall(ctx.app, stranger, 'GET', `/api/logs/${id}/recipients`), 404, 'NOT_FOUND');
+    expectError(
+      await dashboardCall(ctx.app, stranger, 'GET', `/api/logs/${id}/recipients`),
+      404,
+      'NOT_FOUND',
+    );
     expectError(await dashboardCall(ctx.app, stranger, 'GET', `/api/logs/${id}`), 404, 'NOT_FOUND');
   });
 });

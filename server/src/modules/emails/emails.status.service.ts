@@ -23,6 +23,11 @@ export interface StatusEvent {
    * about the email, not its end).
    */
   historyOnly?: boolean;
+  /**
+   * The recipients (bare addresses) the event concerns, when it names some (issue #11 outcomes per
+   * recipient): handed to the status listener with the moved row (webhook `data.recipients`).
+   */
+  recipients?: readonly string[];
 }
 
 /** What one event did: the email's row after the move, or undefined when its status stayed. */
@@ -62,7 +67,7 @@ export async function transitionMany(
       tx,
       round.map((index) => toTransitionRow(events[index]!, now)),
     );
-    await notifyStatusChange(tx, moved);
+    await notifyStatusChange(tx, withRecipients(moved, round, events));
     const byId = new Map(moved.map((row) => [row.id, row]));
     for (const index of round) results[index] = byId.get(events[index]!.email.id);
   }
@@ -77,6 +82,21 @@ export async function transition(
 ): Promise<TransitionResult> {
   const [result] = await transitionMany(tx, [{ email, event }]);
   return result;
+}
+
+/** `moved` with each row's event `recipients` attached, when an event of the round names some. */
+function withRecipients(
+  moved: EmailLogRow[],
+  round: readonly number[],
+  events: readonly { email: EmailRef; event: StatusEvent }[],
+): EmailLogRow[] {
+  const named = new Map<string, readonly string[]>();
+  for (const index of round) {
+    const { email, event } = events[index]!;
+    if (event.recipients?.length) named.set(email.id, event.recipients);
+  }
+  if (named.size === 0) return moved;
+  return moved.map((row) => (named.has(row.id) ? { ...row, recipients: named.get(row.id) } : row));
 }
 
 function toTransitionRow(item: { email: EmailRef; event: StatusEvent }, now: Date): TransitionRow {

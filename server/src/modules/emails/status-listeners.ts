@@ -16,6 +16,8 @@ export interface StatusChangedEmail {
   errorMessage?: string | null | undefined;
   /** When the status moved (the moved rows' `updatedAt`); absent on the accept path (now). */
   updatedAt?: Date | undefined;
+  /** The recipients the event that moved it concerns, when it named some (issue #11). */
+  recipients?: readonly string[] | undefined;
 }
 
 /**

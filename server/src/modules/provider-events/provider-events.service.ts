@@ -120,6 +120,7 @@ export async function applyProviderEvents(
         statusEvent.historyOnly = true;
         delete statusEvent.set;
       }
+      if (applied.length > 0) statusEvent.recipients = applied;
       items.push({ email: { id: log.id, teamId: log.teamId }, event: statusEvent });
       if (event.kind === 'bounced' || event.kind === 'spam') {
         const reason = event.kind === 'bounced' ? 'hard_bounce' : 'complaint';

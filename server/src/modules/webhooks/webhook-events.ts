@@ -10,7 +10,9 @@ const FAILURE_STATUSES = new Set(['failed', 'bounced']);
 /**
  * The JSON body of an event (spec "Events", payload shape): `{event, timestamp, data: {emailId,
  * templateId (when the email has one), to, subject, status, error (failed and bounced only)}}`,
- * plus `data.metadata` and `data.tags` when the email log carries them (issue #11).
+ * plus `data.metadata` and `data.tags` when the email log carries them, and `data.recipients` (the
+ * bare addresses the event concerns) when the provider event that moved the status named some
+ * (issue #11).
  * @param email the email as its row reads after the change.
  * @param at when the event occurred (ISO 8601 with milliseconds in the payload).
  */
@@ -26,6 +28,8 @@ export function eventPayload(email: StatusChangedEmail, at: Date): Record<string
   const extra = email as StatusChangedEmail & { metadata?: unknown; tags?: unknown };
   if (extra.metadata !== undefined && extra.metadata !== null) data.metadata = extra.metadata;
   if (extra.tags !== undefined && extra.tags !== null) data.tags = extra.tags;
+  // Issue #11: the recipients a provider event named (e.g. the one address that bounced).
+  if (email.recipients?.length) data.recipients = email.recipients;
   return { event: `email.${email.status}`, timestamp: at.toISOString(), data };
 }
 
