@@ -166,7 +166,9 @@ async function findByProviderMessageIds(db: Executor, teamId: string, ids: strin
       })
       .from(emailLogs)
       .where(and(eq(emailLogs.teamId, teamId), inArray(emailLogs.providerMessageId, ids)))
-      // Serialises requests about the same emails: their recipients are read, changed and written.
+      // Serialises requests about the same emails (their recipients are read, changed and written),
+      // locking in id order so that two requests about the same emails cannot deadlock.
+      .orderBy(emailLogs.id)
       .for('update')
   );
 }
