@@ -381,6 +381,40 @@ describe('provider events name one recipient', () => {
   });
 });
 
+describe('provider events that cannot name one recipient', () => {
+  it('a Resend bounce of a two-recipient email applies to the email and suppresses no one', async () => {
+    const team = await providerTeam('resend');
+    const resendBounce = (emailId: string, to: string[]) => ({
+      type: 'email.bounced',
+      created_at: new Date().toISOString(),
+      data: {
+        created_at: new Date().toISOString(),
+        email_id: emailId,
+        from: 'Acme <onboarding@resend.dev>',
+        to,
+        subject: 'Hi Ada',
+        bounce: { type: 'Permanent', subType: 'General', message: 'The recipient rejected the email.' },
+      },
+    });
+    // Resend's `data.to` is the whole `to` list: it does not say which one bounced.
+    const both = await sentEmail(team, 're-multi-1', { to: ['ann@example.test', 'bob@example.test'] });
+    await dataOf(
+      await postEvent(team.eventsPath, resendBounce('re-multi-1', ['ann@example.test', 'bob@example.test'])),
+    );
+    const log = await logOf(team, both);
+    expect(log.status).toBe('bounced');
+    expect(log.recipients.map((r: RecipientView) => [r.address, r.status, r.bounceType])).toEqual([
+      ['ann@example.test', 'bounced', 'hard'],
+      ['bob@example.test', 'bounced', 'hard'],
+    ]);
+    expect(await suppressed(team)).toEqual([]);
+    // With one address, it is that recipient's bounce.
+    await sentEmail(team, 're-single-1', { to: 'cid@example.test' });
+    await dataOf(await postEvent(team.eventsPath, resendBounce('re-single-1', ['cid@example.test'])));
+    expect(await suppressed(team)).toEqual(['cid@example.test']);
+  });
+});
+
 describe('GET /api/logs/:id/recipients', () => {
   it("is the team's own: another team's email is 404 NOT_FOUND, a queued email lists queued recipients", async () => {
     const team = await createTeamWithKey(ctx.app);
