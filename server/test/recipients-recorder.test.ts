@@ -53,7 +53,8 @@ describe('SendOutcomeRecorder: refused recipients', () => {
     }
     const recorder = new SendOutcomeRecorder(ctx.app.ctx.database.db);
     const ref = (id: string) => ({ id, teamId: team.owner.teamId });
-    const plain = (n: number): SendOutcome => ({ kind: 'sent', providerMessageId: `plain-${n}`, attempt: 1 });
+    const plain = (n: number) =>
+      ({ kind: 'sent', providerMessageId: `plain-${n}`, attempt: 1 }) satisfies SendOutcome;
 
     const common = await clientStatements(() =>
       Promise.all([recorder.record(ref(ids[0]!), plain(0)), recorder.record(ref(ids[1]!), plain(1))]),
