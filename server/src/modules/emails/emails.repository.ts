@@ -51,6 +51,17 @@ export interface TransitionRow {
 }
 
 /** SQL for email logs and their status history; every query is scoped by team. */
+/**
+ * `email_logs.id in (…ids)`, added beside a join on `jsonb_to_recordset(…)`: PostgreSQL estimates
+ * such a function at 100 rows whatever it holds, and joined to a large `email_logs` it chose a
+ * hash join over a sequential scan of the whole table (measured: 6-8 ms per group of 10-15 emails
+ * with 4,000 logs, growing with the table). With the ids as a list it looks each one up in the
+ * primary key.
+ */
+function byIds(ids: readonly string[]): SQL {
+  return inArray(emailLogs.id, [...new Set(ids)]);
+}
+
 export const emailRepository = {
   /**
    * Inserts queued email logs with ONE statement (the group-commit accept path): the rows travel
@@ -207,7 +218,8 @@ export const emailRepository = {
       select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, coalesce(v.occurred_at, now())
       from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
         as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
-      join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id`);
+      join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
+        and ${byIds(rows.map((row) => row.emailId))}`);
   },
 
   /**
@@ -257,6 +269,7 @@ export const emailRepository = {
         and(
           eq(emailLogs.id, sql`v.id`),
           eq(emailLogs.teamId, sql`v.team_id`),
+          byIds(rows.map((row) => row.id)),
           sql`${emailLogs.status}::text = any(v."from")`,
         ),
       )
@@ -288,6 +301,7 @@ export const emailRepository = {
         and(
           eq(emailLogs.id, sql`v.id`),
           eq(emailLogs.teamId, sql`v.team_id`),
+          byIds(rows.map((row) => row.id)),
           eq(emailLogs.status, 'queued'),
         ),
       );
