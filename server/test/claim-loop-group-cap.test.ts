@@ -33,7 +33,9 @@ describe('claim loop under a group cap', () => {
     );
     /** What each fetch asked for, and how many jobs were still unclaimed then. */
     const asked: { size: number; unclaimed: number }[] = [];
-    const boss = queue.boss as unknown as { fetch: (name: string, options: { batchSize: number }) => unknown };
+    const boss = queue.boss as unknown as {
+      fetch: (name: string, options: { batchSize: number }) => unknown;
+    };
     const fetch = boss.fetch.bind(queue.boss);
     boss.fetch = (name, options) => {
       if (name === 'test.capped')

@@ -169,7 +169,10 @@ describe('email status transitions', () => {
 
     const client = await ctx.app.ctx.database.pool.connect();
     try {
-      const plan = await client.query({ text: `explain ${statements[0]!.text}`, values: statements[0]!.values });
+      const plan = await client.query({
+        text: `explain ${statements[0]!.text}`,
+        values: statements[0]!.values,
+      });
       const lines = plan.rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n');
       expect(lines).not.toMatch(/Seq Scan on email_logs/);
     } finally {
