@@ -50,6 +50,41 @@ export interface TransitionRow {
   attemptCount?: number;
 }
 
+/**
+ * `email_logs.id = any(ids)`, added beside a join on `jsonb_to_recordset(…)`: PostgreSQL
+ * estimates such a function at 100 rows whatever it holds, and joined to `email_logs` of a few
+ * thousand rows it chose a hash join over a sequential scan of the whole table (measured: 6-8 ms
+ * per group of 10-15 emails with 4,000 logs). With the ids beside it (their values known when the
+ * statement is planned), it looks each email up in the primary key.
+ */
+function byIds(ids: readonly string[]): SQL {
+  // One array parameter (a list of parameters would hit PostgreSQL's 65,535 for a large call).
+  return sql`${emailLogs.id} = any(${sql.param([...new Set(ids)])}::text[])`;
+}
+
+/**
+ * The statement of {@link emailRepository.insertEvents}: the rows travel as one JSON parameter; a
+ * row whose email is not in its stated team is left out.
+ */
+function eventsInsert(rows: readonly NewEmailEvent[]): SQL {
+  const source = rows.map((row) => ({
+    id: newId('emailEvent'),
+    team_id: row.teamId,
+    email_id: row.emailId,
+    status: row.status,
+    detail: row.detail ?? {},
+    occurred_at: row.occurredAt?.toISOString() ?? null,
+  }));
+  return sql`
+    insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
+    select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, coalesce(v.occurred_at, now())
+    from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
+      as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
+    join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
+      and ${byIds(rows.map((row) => row.emailId))}
+    returning 1 as one`;
+}
+
 /** SQL for email logs and their status history; every query is scoped by team. */
 export const emailRepository = {
   /**
@@ -194,20 +229,7 @@ export const emailRepository = {
    */
   async insertEvents(db: Executor, rows: readonly NewEmailEvent[]): Promise<void> {
     if (rows.length === 0) return;
-    const source = rows.map((row) => ({
-      id: newId('emailEvent'),
-      team_id: row.teamId,
-      email_id: row.emailId,
-      status: row.status,
-      detail: row.detail ?? {},
-      occurred_at: row.occurredAt?.toISOString() ?? null,
-    }));
-    await db.execute(sql`
-      insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
-      select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, coalesce(v.occurred_at, now())
-      from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
-        as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
-      join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id`);
+    await db.execute(eventsInsert(rows));
   },
 
   /**
@@ -216,9 +238,18 @@ export const emailRepository = {
    * row as it is now, under its lock). Sets the status's timestamp column only if it is still
    * empty, `updatedAt` to `at`, and the optional fields given. Returns the rows that moved.
    * At most one row per email per call (UPDATE … FROM uses one source row per target).
+   * `events`, when given, are appended as by {@link insertEvents} in the same statement (one round
+   * trip instead of two; the batched worker records every group of outcomes this way).
    */
-  async applyTransitions(db: Executor, rows: readonly TransitionRow[]): Promise<EmailLogRow[]> {
-    if (rows.length === 0) return [];
+  async applyTransitions(
+    db: Executor,
+    rows: readonly TransitionRow[],
+    events: readonly NewEmailEvent[] = [],
+  ): Promise<EmailLogRow[]> {
+    if (rows.length === 0) {
+      await this.insertEvents(db, events);
+      return [];
+    }
     const source = rows.map((row) => ({
       id: row.id,
       team_id: row.teamId,
@@ -240,7 +271,9 @@ export const emailRepository = {
         ];
       }).filter(([name]) => name !== 'createdAt'),
     );
-    return db
+    // A data-modifying CTE runs whether or not the main statement reads it.
+    const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events));
+    return (events.length > 0 ? db.with(history) : db)
       .update(emailLogs)
       .set({
         status: sql`v.status::email_status`,
@@ -257,6 +290,7 @@ export const emailRepository = {
         and(
           eq(emailLogs.id, sql`v.id`),
           eq(emailLogs.teamId, sql`v.team_id`),
+          byIds(rows.map((row) => row.id)),
           sql`${emailLogs.status}::text = any(v."from")`,
         ),
       )
@@ -288,6 +322,7 @@ export const emailRepository = {
         and(
           eq(emailLogs.id, sql`v.id`),
           eq(emailLogs.teamId, sql`v.team_id`),
+          byIds(rows.map((row) => row.id)),
           eq(emailLogs.status, 'queued'),
         ),
       );

@@ -51,21 +51,22 @@ export async function transitionMany(
   events: readonly { email: EmailRef; event: StatusEvent }[],
 ): Promise<TransitionResult[]> {
   const now = new Date();
-  await emailRepository.insertEvents(
-    tx,
-    events.map(({ email, event }) => ({
-      teamId: email.teamId,
-      emailId: email.id,
-      status: event.status,
-      detail: event.detail ?? {},
-      occurredAt: event.at ?? now,
-    })),
-  );
+  const history = events.map(({ email, event }) => ({
+    teamId: email.teamId,
+    emailId: email.id,
+    status: event.status,
+    detail: event.detail ?? {},
+    occurredAt: event.at ?? now,
+  }));
   const results: TransitionResult[] = new Array(events.length).fill(undefined);
-  for (const round of rounds(events)) {
+  const moves = rounds(events);
+  // The history rows go with the first round's status moves, in one statement.
+  if (moves.length === 0) await emailRepository.insertEvents(tx, history);
+  for (const [n, round] of moves.entries()) {
     const moved = await emailRepository.applyTransitions(
       tx,
       round.map((index) => toTransitionRow(events[index]!, now)),
+      n === 0 ? history : [],
     );
     await notifyStatusChange(tx, withRecipients(moved, round, events));
     const byId = new Map(moved.map((row) => [row.id, row]));
