@@ -37,6 +37,11 @@ export interface QueueDeclaration {
 /** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
 export class JobNotInsertedError extends Error {}
 
+/** Waiting jobs below which stale statistics are left to autovacuum (see JobQueue.refreshStatistics). */
+export const STALE_BACKLOG_MIN_JOBS = 500;
+/** Least time between two statistics checks of one queue in one process (ms). */
+export const STATISTICS_CHECK_INTERVAL_MS = 60_000;
+
 /** A job as a handler sees it: payload plus the attempt counters that decide "last attempt". */
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
@@ -52,6 +57,8 @@ export class JobQueue {
   /** This process's claim loops by queue, nudged when this process enqueues (ClaimLoop.nudge). */
   readonly #loopsByName = new Map<string, { nudge(): void }>();
   #started = false;
+  /** When refreshStatistics last checked each queue (ms since the epoch). */
+  readonly #statisticsCheckedAt = new Map<string, number>();
 
   constructor(database: DatabaseHandle) {
     this.#database = database;
@@ -210,6 +217,54 @@ export class JobQueue {
       throw new JobNotInsertedError(`${name}: job id(s) already exist: ${missing.join(', ')}`);
     }
     this.#loopsByName.get(name)?.nudge();
+  }
+
+  /**
+   * Refreshes PostgreSQL's statistics of queue `name`'s job table (ANALYZE) when the planner
+   * underestimates its waiting jobs tenfold or more and there are at least
+   * {@link STALE_BACKLOG_MIN_JOBS} of them; checks at most once per
+   * {@link STATISTICS_CHECK_INTERVAL_MS} per queue and process (two cheap queries), so callers may
+   * call it on every busy batch. Why: pg-boss's fetch and complete statements are planned from the
+   * table's statistics; with none, or ones taken before a burst (a fresh database, the first
+   * backlog of a queue), the planner expects a handful of waiting jobs, and every fetch then reads
+   * and sorts the whole backlog, every complete scans it too (measured: 7.8 ms instead of 1.3 ms
+   * per fetch with 5,000 waiting), until autovacuum analyzes the table a minute or more later.
+   * @returns whether it analyzed. Never throws (a failure is logged: it only costs speed).
+   */
+  async refreshStatistics(name: string): Promise<boolean> {
+    const now = Date.now();
+    if (
+      now - (this.#statisticsCheckedAt.get(name) ?? Number.NEGATIVE_INFINITY) <
+      STATISTICS_CHECK_INTERVAL_MS
+    )
+      return false;
+    this.#statisticsCheckedAt.set(name, now);
+    try {
+      const { pool } = this.#database;
+      const table = await pool.query<{ table_name: string }>(
+        'select table_name from pgboss.queue where name = $1',
+        [name],
+      );
+      const tableName = table.rows[0]?.table_name;
+      if (!tableName || !/^[a-z0-9_]+$/.test(tableName)) return false;
+      const waiting = `from pgboss.${tableName} where name = $1 and state < 'active'`;
+      const [counted, explained] = await Promise.all([
+        pool.query<{ n: number }>(`select count(*)::int as n ${waiting}`, [name]),
+        pool.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+          `explain (format json) select 1 ${waiting}`,
+          [name],
+        ),
+      ]);
+      const actual = counted.rows[0]?.n ?? 0;
+      const estimated = explained.rows[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
+      if (actual < STALE_BACKLOG_MIN_JOBS || estimated * 10 > actual) return false;
+      await pool.query(`analyze pgboss.${tableName}`);
+      return true;
+    } catch (error) {
+      if (this.#started)
+        console.error(`[queue] ${name}: statistics refresh failed:`, (error as Error).message);
+      return false;
+    }
   }
 
   /**
