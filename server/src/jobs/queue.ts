@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { type ConstructorOptions, fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
 import {
@@ -59,6 +59,8 @@ export class JobQueue {
   #started = false;
   /** When refreshStatistics last checked each queue (ms since the epoch). */
   readonly #statisticsCheckedAt = new Map<string, number>();
+  /** The pg-boss job table of each consumed queue (see completionSql). */
+  readonly #tables = new Map<string, string>();
 
   constructor(database: DatabaseHandle) {
     this.#database = database;
@@ -131,6 +133,8 @@ export class JobQueue {
     handler: BatchHandler<T>,
   ): Promise<void> {
     const { deadLetter, ...loopOptions } = options;
+    const table = await this.#tableOf(name);
+    if (table) this.#tables.set(name, table);
     const loop = new ClaimLoop<T>(
       this.boss,
       name,
@@ -148,6 +152,38 @@ export class JobQueue {
     this.#loops.push(loop);
     this.#loopsByName.set(name, loop);
     loop.start();
+  }
+
+  /**
+   * The statement that completes `jobs` (claimed from queue `name` by this process's claim loop) as
+   * an `update … returning id` to run as a data-modifying CTE of the caller's own statement, so a
+   * handler can record its outcome and complete its jobs in ONE statement, without a transaction
+   * around two (issue #11: each round trip counts while a job holds its slot). It is the update
+   * pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only active jobs,
+   * fenced to the claimed attempt like the settler's); pg-boss does no other work on complete.
+   * Undefined when the queue's table is not known (not consumed here): use the settler then.
+   */
+  completionSql(name: string, jobs: readonly ClaimedJob<unknown>[]): SQL | undefined {
+    const table = this.#tables.get(name);
+    if (!table) return undefined;
+    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
+    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
+    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
+    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+        state = 'completed', output = null
+      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${attempts}::text[])
+      returning id`;
+  }
+
+  /** The pg-boss job table of queue `name` (a partitioned queue has its own), or undefined. */
+  async #tableOf(name: string): Promise<string | undefined> {
+    const { rows } = await this.#database.pool.query<{ table_name: string }>(
+      'select table_name from pgboss.queue where name = $1',
+      [name],
+    );
+    const table = rows[0]?.table_name;
+    return table && /^[a-z0-9_]+$/.test(table) ? table : undefined;
   }
 
   /** Settles `name`'s claimed jobs in a caller's transaction (one statement per call). */
@@ -241,12 +277,8 @@ export class JobQueue {
     this.#statisticsCheckedAt.set(name, now);
     try {
       const { pool } = this.#database;
-      const table = await pool.query<{ table_name: string }>(
-        'select table_name from pgboss.queue where name = $1',
-        [name],
-      );
-      const tableName = table.rows[0]?.table_name;
-      if (!tableName || !/^[a-z0-9_]+$/.test(tableName)) return false;
+      const tableName = this.#tables.get(name) ?? (await this.#tableOf(name));
+      if (!tableName) return false;
       const waiting = `from pgboss.${tableName} where name = $1 and state < 'active'`;
       const [counted, explained] = await Promise.all([
         pool.query<{ n: number }>(`select count(*)::int as n ${waiting}`, [name]),
