@@ -11,13 +11,20 @@
  * requests in flight as the worker's per-webhook cap allows (100 with the defaults); it runs once
  * before and once after the worker's run, and the ratio is to their mean (a shared machine's load
  * drifts within a run; both passes are printed).
+ * Also printed: CPU time per delivery of the worker's run (this process, i.e. the worker; the
+ * PostgreSQL backends of the benchmark's database, from /proc) next to this process's CPU per raw
+ * POST, and the load average — on a shared machine the rates drift, CPU per delivery much less.
  * Settings: BENCH_WEBHOOKS (deliveries per throughput run, default 5000), BENCH_LATENCY_RATE
- * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10);
+ * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10),
+ * BENCH_CPU_PROFILE (a file: a V8 CPU profile of this process during the worker's run);
  * the process's environment sets Postwright's own variables (WORKER_CONCURRENCY, …).
  */
 
 import { fork } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createSecretKey, randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -36,11 +43,13 @@ import { transitionMany } from '../server/src/modules/emails/emails.status.servi
 import { eventPayload } from '../server/src/modules/webhooks/webhook-events.ts';
 import { signatureHeader, signingKey } from '../server/src/modules/webhooks/webhook-signature.ts';
 import { createWebhook } from '../server/src/modules/webhooks/webhooks.service.ts';
+import { cpuSeconds, pidsNamed } from './bench-send/processes.ts';
 
 const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const DELIVERIES = Number(process.env.BENCH_WEBHOOKS ?? 5000);
 const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 100);
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
+const CPU_PROFILE = process.env.BENCH_CPU_PROFILE;
 const ENCRYPTION_KEY = Buffer.alloc(32, 9);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const say = (line = '') => console.log(line);
@@ -55,7 +64,7 @@ async function startReceiver() {
     });
   });
   let nextId = 0;
-  const ask = <T>(type: string): Promise<T> =>
+  const ask = <T>(type: string, n?: number): Promise<T> =>
     new Promise((resolve) => {
       const id = ++nextId;
       const onMessage = (message: { id?: number; value?: T }) => {
@@ -64,11 +73,13 @@ async function startReceiver() {
         resolve(message.value as T);
       };
       child.on('message', onMessage);
-      child.send({ type, id });
+      child.send({ type, id, n });
     });
   return {
     url: `http://127.0.0.1:${port}/hook`,
     count: () => ask<number>('count'),
+    /** Resolves once the receiver has counted `n` requests since its last reset. */
+    reach: (n: number) => ask<boolean>('reach', n),
     arrivals: async () => new Map(await ask<[string, number][]>('arrivals')),
     sample: () => ask<{ body: string; headers: Record<string, string> } | undefined>('sample'),
     reset: () => ask<boolean>('reset'),
@@ -84,6 +95,19 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what:
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/** CPU seconds used so far by the PostgreSQL backends connected to `database` (Linux /proc). */
+function postgresCpu(database: string): number {
+  return pidsNamed('postgres')
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `);
+      } catch {
+        return false;
+      }
+    })
+    .reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -164,7 +188,7 @@ async function main(): Promise<void> {
 
     // 1. Raw baseline: the same bodies and signatures, POSTed by a plain undici loop.
     const rawIds = await insertLogs(DELIVERIES);
-    const key = signingKey(hook.secret);
+    const key = createSecretKey(signingKey(hook.secret));
     const agent = new Agent({ connections: 64 });
     const bodies = rawIds.map((id, i) =>
       JSON.stringify(
@@ -182,8 +206,10 @@ async function main(): Promise<void> {
       ),
     );
     /** One raw pass over `bodies`: deliveries per second. */
+    let rawCpuMicros = 0;
     const rawPass = async (): Promise<number> => {
       await receiver.reset();
+      const cpuBefore = process.cpuUsage();
       let next = 0;
       const rawStarted = performance.now();
       await Promise.all(
@@ -207,6 +233,8 @@ async function main(): Promise<void> {
           }
         }),
       );
+      const cpu = process.cpuUsage(cpuBefore);
+      rawCpuMicros += cpu.user + cpu.system;
       return DELIVERIES / ((performance.now() - rawStarted) / 1000);
     };
     // Before and after the worker's run (the machine's load drifts): the baseline is their mean.
@@ -217,13 +245,32 @@ async function main(): Promise<void> {
     const ids = await insertLogs(DELIVERIES);
     await receiver.reset();
     await moveToSent(ids);
+    const profiler = CPU_PROFILE ? new Session() : undefined;
+    if (profiler) {
+      profiler.connect();
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+    }
+    const nodeCpuBefore = process.cpuUsage();
+    const postgresCpuBefore = postgresCpu(name);
     const workerStarted = performance.now();
-    await waitUntil(
-      async () => (await receiver.count()) >= DELIVERIES,
-      300_000,
-      'the backlog to be delivered',
-    );
+    await Promise.race([
+      receiver.reach(DELIVERIES),
+      new Promise((_, reject) =>
+        setTimeout(
+          () => reject(new Error('timed out waiting for the backlog to be delivered')),
+          300_000,
+        ).unref(),
+      ),
+    ]);
     const workerSeconds = (performance.now() - workerStarted) / 1000;
+    const nodeCpu = process.cpuUsage(nodeCpuBefore);
+    const postgresCpuSeconds = postgresCpu(name) - postgresCpuBefore;
+    if (profiler && CPU_PROFILE) {
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(CPU_PROFILE, JSON.stringify(profile));
+      profiler.disconnect();
+    }
     const workerRate = DELIVERIES / workerSeconds;
     const sample = await receiver.sample();
     const verified = sample ? Boolean(new Webhook(hook.secret).verify(sample.body, sample.headers)) : false;
@@ -270,6 +317,10 @@ async function main(): Promise<void> {
     say(
       `| status change committed → delivered, ${LATENCY_RATE}/s for ${LATENCY_SECONDS} s: p50 / p99 | ${percentile(delays, 50).toFixed(0)} / ${percentile(delays, 99).toFixed(0)} ms |`,
     );
+    say(
+      `| CPU per delivery: worker process / its PostgreSQL backends; raw loop's process | ${((nodeCpu.user + nodeCpu.system) / DELIVERIES).toFixed(0)} / ${((postgresCpuSeconds * 1e6) / DELIVERIES).toFixed(0)} µs; ${(rawCpuMicros / (2 * DELIVERIES)).toFixed(0)} µs |`,
+    );
+    say(`| load average (1 min) at the end | ${loadavg()[0]!.toFixed(2)} |`);
     say(`| a delivery verifies with standardwebhooks | ${verified ? 'yes' : 'NO'} |`);
   } finally {
     await queue.stop(2_000).catch(() => {});

@@ -68,15 +68,23 @@ describe('email status transitions', () => {
     }
   });
 
-  it('never moves backwards: a late event is history only and sets no timestamp', async () => {
+  it('never moves backwards: a late delivered after opened keeps opened but sets deliveredAt once', async () => {
     const email = await queuedEmail();
     await transition(db(), email, { status: 'sent', at: at(1) });
     await transition(db(), email, { status: 'opened', at: at(3) });
     const late = await transition(db(), email, { status: 'delivered', at: at(2) });
     expect(late).toBeUndefined();
     const log = await logOf(email.id);
-    expect(log).toMatchObject({ status: 'opened', openedAt: at(3), deliveredAt: null });
+    expect(log).toMatchObject({ status: 'opened', openedAt: at(3), deliveredAt: at(2) });
     expect(await historyOf(email.id)).toEqual(['queued', 'sent', 'delivered', 'opened']);
+    // Once set, a repeated late delivered leaves it alone; a late step after an end (bounced) sets nothing.
+    await transition(db(), email, { status: 'delivered', at: at(4) });
+    expect((await logOf(email.id)).deliveredAt).toEqual(at(2));
+    const bounced = await queuedEmail();
+    await transition(db(), bounced, { status: 'sent', at: at(1) });
+    await transition(db(), bounced, { status: 'bounced', at: at(2) });
+    await transition(db(), bounced, { status: 'delivered', at: at(3) });
+    expect(await logOf(bounced.id)).toMatchObject({ status: 'bounced', deliveredAt: null });
   });
 
   it('sets each timestamp once, even when the same status is reported again', async () => {

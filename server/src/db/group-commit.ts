@@ -7,6 +7,12 @@ export interface GroupCommitOptions<T> {
    * it is then called again with one item at a time, each in its own savepoint.
    */
   write: (tx: Executor, items: T[]) => Promise<void>;
+  /**
+   * Optional: writes a whole batch itself, on the database rather than in a transaction opened
+   * for it — as one atomic statement (no BEGIN and COMMIT round trips), or in a transaction of its
+   * own. When it throws, the batch falls back to `write`, one item at a time in savepoints.
+   */
+  writeBatch?: (db: Database, items: T[]) => Promise<void>;
   /** Most items one transaction carries. */
   maxBatch: number;
   /**
@@ -119,12 +125,10 @@ export class GroupCommit<T> {
 
   async #commit(batch: Waiting<T>[]): Promise<void> {
     try {
-      await this.#db.transaction((tx) =>
-        this.#options.write(
-          tx,
-          batch.map((w) => w.item),
-        ),
-      );
+      const items = batch.map((w) => w.item);
+      const { writeBatch } = this.#options;
+      if (writeBatch) await writeBatch(this.#db, items);
+      else await this.#db.transaction((tx) => this.#options.write(tx, items));
       this.#count(batch.length);
       for (const waiting of batch) waiting.resolve();
       return;

@@ -62,6 +62,13 @@ export interface ClaimLoopOptions {
    * webhook deliveries, each due at once) without polling fast while the queue is idle.
    */
   busyPollingIntervalMs?: number;
+  /**
+   * Slots freed since a short fetch that make the next fetch worth its query before
+   * MIN_REFETCH_GAP_MS has passed (unset: a quarter of `min(groupConcurrency ?? maxInFlight,
+   * batchSize)`). Lower for a queue whose jobs are short next to that gap (webhook deliveries: a
+   * freed slot of a capped group otherwise idles up to the gap).
+   */
+  refetchAfter?: number;
   /** How often held jobs' heartbeats are refreshed (ms); unset when the queue has no heartbeat. */
   heartbeatRefreshMs?: number;
   /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
@@ -129,8 +136,11 @@ export class ClaimLoop<T> {
     this.#options = options;
     this.#handler = handler;
     // A quarter of what one group may hold (the batch a capped group can take), else of the slots.
-    const { groupConcurrency, maxInFlight, batchSize } = options;
-    this.#refetchAfter = Math.max(1, Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4));
+    const { groupConcurrency, maxInFlight, batchSize, refetchAfter } = options;
+    this.#refetchAfter = Math.max(
+      1,
+      refetchAfter ?? Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4),
+    );
   }
 
   /** Starts fetching (returns at once). */

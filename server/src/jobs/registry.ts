@@ -85,6 +85,7 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
           ...('busyPollingIntervalMs' in definition
             ? { busyPollingIntervalMs: definition.busyPollingIntervalMs }
             : {}),
+          ...('refetchAfter' in definition ? { refetchAfter: definition.refetchAfter } : {}),
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,
         },

@@ -298,6 +298,53 @@ export const emailRepository = {
   },
 
   /**
+   * Sets the timestamp of each late event's status on its email when the email is already past
+   * that status (`rows[].past`, see email-status.ts statusesPast) and the timestamp is still empty;
+   * never changes `status` (one statement; rows whose email is elsewhere are left alone).
+   */
+  async fillLateTimestamps(
+    db: Executor,
+    rows: readonly {
+      id: string;
+      teamId: string;
+      status: EmailStatus;
+      past: readonly EmailStatus[];
+      at: Date;
+    }[],
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    const source = rows.map((row) => ({
+      id: row.id,
+      team_id: row.teamId,
+      status: row.status,
+      past: row.past,
+      at: row.at.toISOString(),
+    }));
+    const timestamps = Object.fromEntries(
+      EMAIL_STATUSES.filter((status) => STATUS_TIMESTAMP[status] !== 'createdAt').map((status) => {
+        const column = emailLogs[STATUS_TIMESTAMP[status]];
+        return [
+          STATUS_TIMESTAMP[status],
+          sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
+        ];
+      }),
+    );
+    await db
+      .update(emailLogs)
+      .set(timestamps)
+      .from(
+        sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, past text[], at timestamptz)`,
+      )
+      .where(
+        and(
+          eq(emailLogs.id, sql`v.id`),
+          eq(emailLogs.teamId, sql`v.team_id`),
+          sql`${emailLogs.status}::text = any(v.past)`,
+        ),
+      );
+  },
+
+  /**
    * Records a failed attempt that will be retried: attemptCount and errorMessage of each email that
    * is still `queued` (one statement). Not a status change, so no history row.
    */

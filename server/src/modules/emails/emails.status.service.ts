@@ -1,5 +1,5 @@
 import type { Executor } from '../../db/client.ts';
-import { type EmailStatus, statusesBefore } from './email-status.ts';
+import { type EmailStatus, statusesBefore, statusesPast } from './email-status.ts';
 import { type EmailLogRow, emailRepository, type TransitionRow } from './emails.repository.ts';
 import { notifyStatusChange } from './status-listeners.ts';
 
@@ -39,7 +39,8 @@ export type TransitionResult = EmailLogRow | undefined;
  * email's status as it is in the database now (checked under the row lock, so two writers racing
  * cannot move an email backwards); sets the status's timestamp only if it is still empty (each
  * transition sets its timestamp once); and writes the event's `set` fields with the move.
- * A late or repeated event (`delivered` after `opened`) is history only.
+ * A late or repeated event (`delivered` after `opened`) does not move the status; a late step of
+ * the delivery path still sets its own timestamp if empty (`deliveredAt`, see statusesPast).
  * Works on many emails in a constant number of statements (the batched worker records a whole
  * group of outcomes in one transaction); several events for one email are applied in order.
  * Run it inside the caller's transaction (`tx`), so history and status commit together.
@@ -72,6 +73,7 @@ export async function transitionMany(
     const byId = new Map(moved.map((row) => [row.id, row]));
     for (const index of round) results[index] = byId.get(events[index]!.email.id);
   }
+  await emailRepository.fillLateTimestamps(tx, lateSteps(events, results, now));
   return results;
 }
 
@@ -110,6 +112,20 @@ function toTransitionRow(item: { email: EmailRef; event: StatusEvent }, now: Dat
     at: event.at ?? now,
     ...event.set,
   };
+}
+
+/** The events that did not move their email but may still set their timestamp (statusesPast). */
+function lateSteps(
+  events: readonly { email: EmailRef; event: StatusEvent }[],
+  results: readonly TransitionResult[],
+  now: Date,
+) {
+  return events.flatMap(({ email, event }, index) => {
+    const past = event.historyOnly || results[index] ? [] : statusesPast(event.status);
+    return past.length > 0
+      ? [{ id: email.id, teamId: email.teamId, status: event.status, past, at: event.at ?? now }]
+      : [];
+  });
 }
 
 /**

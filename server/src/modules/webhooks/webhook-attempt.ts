@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { newId } from '../../ids.ts';
 import type { AttemptResult, WebhookClient } from './webhook-client.ts';
@@ -23,24 +24,27 @@ export interface AttemptOutcome {
 
 /** Decrypted signing keys kept per ENCRYPTION_KEY (a process may hold several contexts). */
 const SIGNING_KEYS_CACHED = 1_000;
-const signingKeyCaches = new WeakMap<Buffer, LRUCache<string, Buffer>>();
+const signingKeyCaches = new WeakMap<Buffer, LRUCache<string, KeyObject>>();
 
 /**
- * The signing key of one stored secret of `webhook`, decrypted once per process and ciphertext:
+ * The signing key of one stored secret of `webhook` (a KeyObject: signing with it is cheaper than
+ * with its Buffer, see signatureHeader), decrypted once per process and ciphertext:
  * the cache key is the webhook id and the ciphertext itself (a rotation writes a new one, with a
  * fresh IV), so a rotated secret is never served from the cache. A ciphertext that does not
  * decrypt is not cached (it throws each time).
  */
-function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext: string): Buffer {
+function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext: string): KeyObject {
   let cache = signingKeyCaches.get(encryptionKey);
   if (!cache) {
-    cache = new LRUCache<string, Buffer>({ max: SIGNING_KEYS_CACHED });
+    cache = new LRUCache<string, KeyObject>({ max: SIGNING_KEYS_CACHED });
     signingKeyCaches.set(encryptionKey, cache);
   }
   const cacheKey = `${webhook.teamId}:${webhook.id}:${ciphertext}`;
   let key = cache.get(cacheKey);
   if (!key) {
-    key = signingKey(decryptWebhookSecret(encryptionKey, ciphertext, webhook.teamId, webhook.id));
+    key = createSecretKey(
+      signingKey(decryptWebhookSecret(encryptionKey, ciphertext, webhook.teamId, webhook.id)),
+    );
     cache.set(cacheKey, key);
   }
   return key;
@@ -52,7 +56,7 @@ function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext
  * keys are cached per ENCRYPTION_KEY, webhook and ciphertext (see cachedSigningKey).
  * @throws ConfigDecryptionError when a stored secret does not decrypt (wrong ENCRYPTION_KEY).
  */
-export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): Buffer[] {
+export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): KeyObject[] {
   const keys = [cachedSigningKey(encryptionKey, webhook, webhook.secretEncrypted)];
   if (
     webhook.previousSecretEncrypted &&

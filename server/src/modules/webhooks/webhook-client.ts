@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import type { Readable } from 'node:stream';
 import type { Agent } from 'undici';
 import type { OutboundPolicy } from '../../outbound/index.ts';
 import {
@@ -110,20 +111,37 @@ export class WebhookClient {
   }
 }
 
-/** Reads at most `limit` bytes of `stream` as UTF-8, then drops the rest of it. */
-async function readCapped(
-  stream: AsyncIterable<Buffer> & { destroy(): void },
-  limit: number,
-): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size >= limit) break;
-  }
-  stream.destroy();
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+/**
+ * Reads at most `limit` bytes of `stream` as UTF-8, then drops the rest of it. With 'data' events
+ * rather than an async iterator (a third of the cost per small answer: issue #11 bench profile).
+ * Rejects with the stream's error (a timeout's abort, a reset).
+ */
+function readCapped(stream: Readable, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      resolve(Buffer.concat(chunks).subarray(0, limit).toString('utf8'));
+    };
+    stream.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= limit) {
+        finish();
+        stream.destroy();
+      }
+    });
+    stream.once('end', finish);
+    stream.on('error', (error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    });
+  });
 }
 
 /** A short reason for a failed request (no stack, no secret: the URL's host at most). */

@@ -1,3 +1,4 @@
+import type { SQL } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
 import { newJobId } from '../../ids.ts';
@@ -33,7 +34,10 @@ export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
  * records, one update of their webhooks (failure counters, `lastTriggeredAt`, `lastSuccessAt`, the
  * 410 and 5-day disabling), one insert of the retry jobs, for webhooks still active after it, and
  * one `complete` of their claimed jobs (JobSettler): an attempt costs no commit of its own, and up
- * to two such transactions run at once.
+ * to two such transactions run at once. A group without retries to schedule (the usual one: every
+ * attempt succeeded, or failed for good) is ONE statement instead, no transaction around it:
+ * records, webhooks and the jobs' completion (JobQueue.completionSql) in one round trip, not four
+ * (begin, complete, record, commit) — the time an attempt holds its slot of the webhook's cap.
  */
 export class WebhookAttemptRecorder {
   readonly #commit: GroupCommit<RecordedAttempt>;
@@ -41,6 +45,7 @@ export class WebhookAttemptRecorder {
   constructor(db: Database, queue: JobQueue) {
     this.#commit = new GroupCommit<RecordedAttempt>(db, {
       write: (tx, items) => writeAttempts(queue, tx, items),
+      writeBatch: (db, items) => writeAttemptsAlone(db, queue, items),
       maxBatch: 200,
       windowMs: 0,
       maxInFlight: 2,
@@ -58,15 +63,39 @@ export class WebhookAttemptRecorder {
   }
 }
 
-/** Writes attempts in `tx`; exported for the synchronous test and redeliver endpoints. */
+/**
+ * Writes a group of attempts on `db`: with no retry to schedule, as one statement that also
+ * completes their jobs (atomic on its own); otherwise, or when the queue cannot name the jobs'
+ * table, in a transaction ({@link writeAttempts}).
+ */
+async function writeAttemptsAlone(
+  db: Database,
+  queue: JobQueue,
+  items: readonly RecordedAttempt[],
+): Promise<void> {
+  const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
+  const complete = jobs.length > 0 ? queue.completionSql(WEBHOOK_DELIVER_JOB, jobs) : undefined;
+  if (items.some((item) => item.next) || (jobs.length > 0 && !complete)) {
+    await db.transaction((tx) => writeAttempts(queue, tx, items));
+    return;
+  }
+  await writeAttempts(queue, db, items, complete);
+}
+
+/**
+ * Writes attempts in `tx`; exported for the synchronous test and redeliver endpoints. With
+ * `complete` (JobQueue.completionSql of the items' jobs) the jobs are completed by the records'
+ * statement instead of the settler's own.
+ */
 export async function writeAttempts(
   queue: JobQueue | undefined,
   tx: Executor,
   items: readonly RecordedAttempt[],
+  complete?: SQL,
 ): Promise<void> {
   const attempts = items.flatMap((item) => (item.outcome ? [{ ...item, outcome: item.outcome }] : []));
   const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
-  if (jobs.length > 0) await jobs[0]!.settler.complete(tx, jobs);
+  if (jobs.length > 0 && !complete) await jobs[0]!.settler.complete(tx, jobs);
   // One statement for the records and the webhooks' rows, last: every group of one busy webhook
   // updates its row, so its lock is held from here to the commit only (two groups in flight would
   // otherwise take turns for the whole transaction).
@@ -81,7 +110,7 @@ export async function writeAttempts(
     attempts.map((item) => item.outcome.delivery),
     summarize(attempts),
     new Date(now.getTime() - DISABLE_AFTER_FAILING_MS),
-    { asyncCommit: true },
+    { asyncCommit: true, complete },
   );
   const retries = attempts.flatMap((item) =>
     item.next && active.get(item.next.data.webhookId)

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, type KeyObject, randomBytes } from 'node:crypto';
 
 /**
  * Webhook secrets and signatures per the Standard Webhooks specification
@@ -30,12 +30,14 @@ export function signingKey(secret: string): Buffer {
 
 /**
  * The `webhook-signature` header value: one `v1,<base64>` per key, space-separated.
- * @param keys HMAC keys ({@link signingKey}), the current one first.
+ * @param keys HMAC keys ({@link signingKey}), the current one first; a KeyObject of one
+ *   (`createSecretKey`) signs several times faster than its Buffer (about 3 µs instead of 15 µs
+ *   a body here: node:crypto makes a key object from a Buffer on every call).
  * @param messageId the `webhook-id`; @param timestamp the `webhook-timestamp` (Unix seconds);
  * @param body the exact request body.
  */
 export function signatureHeader(
-  keys: readonly Buffer[],
+  keys: readonly (Buffer | KeyObject)[],
   messageId: string,
   timestamp: number,
   body: string,

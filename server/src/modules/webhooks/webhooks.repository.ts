@@ -108,6 +108,9 @@ export const webhookRepository = {
    * Gone, or when it has failed without a success since `disableBefore` or earlier (issue #11: 5
    * days). With `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of
    * the transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
+   * With `complete` (an `update … returning id` completing the attempts' jobs, see
+   * JobQueue.completionSql), the statement completes them too: run outside a transaction it is
+   * then the whole recording, atomic, in one round trip.
    * @returns each updated webhook's id and whether it is still active afterwards.
    */
   async recordAttempts(
@@ -115,9 +118,9 @@ export const webhookRepository = {
     rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[],
     summaries: readonly WebhookAttemptSummary[],
     disableBefore: Date,
-    options: { asyncCommit?: boolean } = {},
+    options: { asyncCommit?: boolean; complete?: SQL | undefined } = {},
   ): Promise<Map<string, boolean>> {
-    if (rows.length === 0 && summaries.length === 0) return new Map();
+    if (rows.length === 0 && summaries.length === 0 && !options.complete) return new Map();
     const deliveries = JSON.stringify(
       rows.map((r) => ({
         id: r.id,
@@ -152,12 +155,13 @@ export const webhookRepository = {
     const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${disableBefore.toISOString()}::timestamptz))`;
     const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
       else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
-    // The insert is a data-modifying CTE (always run, whatever the update reads); the setting is
-    // a plain CTE, run because the insert reads it.
+    // The insert and the completion are data-modifying CTEs (always run, whatever the update
+    // reads); the setting is a plain CTE, run because the insert reads it.
     const result = (await db.execute(sql`
       with setting as (
         ${options.asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
       ),
+      ${options.complete ? sql`completed as (${options.complete}),` : sql``}
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
