@@ -10,7 +10,7 @@ import type { Context } from './context.ts';
 import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
-import { dashboardRoutes } from './http/dashboard.ts';
+import { dashboardFallback } from './http/dashboard.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
@@ -76,7 +76,8 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   wireStatusListeners(context.queue);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  installErrorHandling(app);
+  // Paths no route matches fall back to the dashboard's files and client routes (http/dashboard.ts).
+  installErrorHandling(app, { fallback: dashboardFallback() });
   // Fastify's JSON parser (prototype-poisoning safe), except that an empty body is "no body":
   // clients often send Content-Type: application/json on body-less POSTs such as regenerate.
   const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -154,7 +155,5 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   await app.register(uploadRoutes);
   await app.register(webhookRoutes);
   await app.register(trackingRoutes);
-  // Last: its `/*` answers only what no route above matched (client routes of the SPA).
-  await app.register(dashboardRoutes);
   return app;
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboardRoutes } from '../src/http/dashboard.ts';
+import { dashboardFallback } from '../src/http/dashboard.ts';
 import { installErrorHandling } from '../src/http/error-handler.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 
@@ -18,36 +18,44 @@ describe('dashboard serving, in the real app', () => {
   });
   afterAll(() => ctx?.close());
 
-  it.each(['/', '/setup?token=abc', '/login?error=invitation_required', '/invite/inv_123', '/logs/eml_1', '/templates'])(
-    'answers the app (HTML) for the client route %s',
+  it.each([
+    '/',
+    '/setup?token=abc',
+    '/login?error=invitation_required',
+    '/invite/inv_123',
+    '/logs/eml_1',
+    '/templates',
+  ])('answers the app (HTML) for the client route %s', async (url) => {
+    const response = await ctx.app.inject({ method: 'GET', url });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toMatch(/^text\/html/);
+    expect(response.body).toContain('<html');
+  });
+
+  it.each(['/api/nope', '/api/logs/x/y/z', '/api', '/t/unknown', '/files', '/docs/nope', '/healthz/x'])(
+    'keeps %s a JSON 404 in the envelope',
     async (url) => {
       const response = await ctx.app.inject({ method: 'GET', url });
-      expect(response.statusCode).toBe(200);
-      expect(response.headers['content-type']).toMatch(/^text\/html/);
-      expect(response.body).toContain('<html');
+      expect(response.statusCode).toBe(404);
+      expect(response.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
     },
   );
 
-  it.each([
-    '/api/nope',
-    '/api/logs/x/y/z',
-    '/api',
-    '/t/unknown',
-    '/files',
-    '/docs/nope',
-    '/healthz/x',
-  ])('keeps %s a JSON 404 in the envelope', async (url) => {
-    const response = await ctx.app.inject({ method: 'GET', url });
-    expect(response.statusCode).toBe(404);
-    expect(response.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
-  });
-
   it('leaves the server routes alone: /healthz, /docs/json and a session route', async () => {
-    expect((await ctx.app.inject({ url: '/healthz' })).json()).toEqual({ success: true, data: { status: 'ok' } });
+    expect((await ctx.app.inject({ url: '/healthz' })).json()).toEqual({
+      success: true,
+      data: { status: 'ok' },
+    });
     expect((await ctx.app.inject({ url: '/docs/json' })).json()).toHaveProperty('openapi');
     const me = await ctx.app.inject({ url: '/api/auth/me' });
     expect(me.statusCode).toBe(401);
     expect(me.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
+  });
+
+  it('keeps the router error for a path parameter over its limit (no wildcard catches it)', async () => {
+    const response = await ctx.app.inject({ url: `/api/templates/${'a'.repeat(101)}` });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ error: { code: 'INVALID_INPUT' } });
   });
 
   it('answers a POST to a client path with the JSON 404, not the app', async () => {
@@ -68,8 +76,7 @@ describe('dashboard serving of built files', () => {
     await writeFile(path.join(dist, 'favicon.svg'), '<svg/>');
     await writeFile(path.join(path.dirname(dist), 'secret.txt'), 'outside');
     app = Fastify();
-    installErrorHandling(app);
-    await app.register(dashboardRoutes, { dist });
+    installErrorHandling(app, { fallback: dashboardFallback({ dist }) });
   });
   afterAll(async () => {
     await app?.close();
@@ -97,18 +104,25 @@ describe('dashboard serving of built files', () => {
   });
 
   it('answers a JSON 404 for a missing file, and never a file outside the build', async () => {
-    for (const url of ['/assets/missing.js', '/../secret.txt', '/%2e%2e/secret.txt', '/assets/%2e%2e/%2e%2e/secret.txt']) {
+    for (const url of [
+      '/assets/missing.js',
+      '/../secret.txt',
+      '/%2e%2e/secret.txt',
+      '/assets/%2e%2e/%2e%2e/secret.txt',
+      '/%2e%2e%2fsecret.txt',
+      '/..%5csecret.txt',
+    ]) {
       const response = await app.inject({ url });
       expect(response.body, url).not.toContain('outside');
-      if (response.statusCode !== 200) expect(response.json(), url).toMatchObject({ error: { code: 'NOT_FOUND' } });
+      if (response.statusCode !== 200)
+        expect(response.json(), url).toMatchObject({ error: { code: 'NOT_FOUND' } });
     }
     expect((await app.inject({ url: '/assets/missing.js' })).statusCode).toBe(404);
   });
 
   it('serves a "not built" page when the build is missing', async () => {
     const bare = Fastify();
-    installErrorHandling(bare);
-    await bare.register(dashboardRoutes, { dist: path.join(dist, 'nothing-here') });
+    installErrorHandling(bare, { fallback: dashboardFallback({ dist: path.join(dist, 'nothing-here') }) });
     const response = await bare.inject({ url: '/' });
     expect(response.statusCode).toBe(200);
     expect(response.body).toContain('npm run build:web');
