@@ -119,7 +119,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.getByText('Ask a team owner or admin for an invitation').waitFor();
     await shot('login-error');
     await go('/logs');
-    expect(new URL(page.url()).pathname).toBe('/login');
+    await page.waitForURL(`${base}/login?redirectTo=%2Flogs`);
     await page.getByLabel('Email').fill('ada@example.com');
     await page.getByLabel('Password').fill('a long password');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -132,7 +132,13 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.getByText('No adapter yet').waitFor();
     await page.getByRole('button', { name: 'New adapter' }).click();
     const dialog = page.getByRole('dialog');
-    await dialog.getByLabel('Name').fill('Mail server');
+    // The form follows the chosen type's descriptor.
+    await dialog.getByLabel('Type', { exact: true }).click();
+    await page.getByRole('option', { name: 'Postmark' }).click();
+    await dialog.getByLabel('Server API token').waitFor();
+    await dialog.getByLabel('Type', { exact: true }).click();
+    await page.getByRole('option', { name: 'SMTP' }).click();
+    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('Mail server');
     await dialog.getByLabel('Default sender').fill('Acme <hello@example.com>');
     await dialog.getByLabel('Host').fill('127.0.0.1');
     await dialog.getByLabel('Port').fill(String(smtp.port));
@@ -150,7 +156,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   it('shows field errors from details.issues', async () => {
     await page.getByRole('button', { name: 'New adapter' }).click();
     const dialog = page.getByRole('dialog');
-    await dialog.getByLabel('Name').fill('Broken');
+    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('Broken');
     await dialog.getByLabel('Host').fill('127.0.0.1');
     await dialog.getByLabel('Port').fill('99999');
     await dialog.getByRole('button', { name: 'Create adapter' }).click();
@@ -163,7 +169,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go('/templates');
     await page.getByRole('button', { name: 'New template' }).click();
     const dialog = page.getByRole('dialog');
-    await dialog.getByLabel('Name').fill('Welcome');
+    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('Welcome');
     await dialog.getByLabel('Subject').fill('Welcome, {{ name }}!');
     await dialog.getByRole('button', { name: 'Create template' }).click();
     await page.getByText('Welcome, {{ name }}!').waitFor();
@@ -178,7 +184,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   it('creates an API key whose secret is shown once, copied from the page', async () => {
     await go('/api-keys');
     await page.getByRole('button', { name: 'New API key' }).click();
-    await page.getByRole('dialog').getByLabel('Name').fill('My app');
+    await page.getByRole('dialog').getByRole('textbox', { name: 'Name', exact: true }).fill('My app');
     await page.getByRole('button', { name: 'Create key' }).click();
     const secret = page.getByTestId('api-key-secret');
     await secret.waitFor();
@@ -264,7 +270,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go('/webhooks');
     await page.getByRole('button', { name: 'New webhook' }).click();
     const dialog = page.getByRole('dialog');
-    await dialog.getByLabel('Name').fill('My hook');
+    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('My hook');
     await dialog.getByLabel('URL').fill(receiver.url('/hook'));
     await dialog.getByRole('button', { name: 'Create webhook' }).click();
     expect(await page.getByTestId('webhook-secret').textContent()).toMatch(/^whsec_/);
@@ -287,7 +293,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   it('invites a viewer who signs up from the link and sees only what the role allows', async () => {
     await go('/team');
     await page.getByLabel('Email').fill('vic@example.com');
-    await page.getByRole('textbox', { name: 'Role' }).click();
+    await page.getByLabel('Role', { exact: true }).click();
     await page.getByRole('option', { name: 'viewer' }).click();
     await page.getByRole('button', { name: 'Invite' }).click();
     const link = (await page.getByTestId('invitation-link').textContent())!.trim();

@@ -175,7 +175,10 @@ function AdapterForm({
     enabled: adapter !== null,
     queryFn: () => unwrap(api.GET('/api/adapters/{id}', { params: { path: { id: adapter!.id } } })),
   });
-  const [type, setType] = useState(adapter?.type ?? types[0]?.type ?? 'smtp');
+  // SMTP first: any mail server works with it.
+  const [type, setType] = useState(
+    adapter?.type ?? (types.some((t) => t.type === 'smtp') ? 'smtp' : (types[0]?.type ?? 'smtp')),
+  );
   const [name, setName] = useState(adapter?.name ?? '');
   const [defaultFrom, setDefaultFrom] = useState(adapter?.defaultFrom ?? '');
   const [isDefault, setIsDefault] = useState(adapter?.isDefault ?? false);
