@@ -66,6 +66,7 @@ describe('dashboard serving, in the real app', () => {
 });
 
 describe('dashboard serving of built files', () => {
+  const warnings: string[] = [];
   let dist: string;
   let app: FastifyInstance;
   beforeAll(async () => {
@@ -75,7 +76,8 @@ describe('dashboard serving of built files', () => {
     await writeFile(path.join(dist, 'assets', 'index-abc123.js'), 'console.log(1)');
     await writeFile(path.join(dist, 'favicon.svg'), '<svg/>');
     await writeFile(path.join(path.dirname(dist), 'secret.txt'), 'outside');
-    app = Fastify();
+    // Warnings (a reply sent twice) land in `warnings`.
+    app = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => warnings.push(line) } } });
     installErrorHandling(app, { fallback: dashboardFallback({ dist }) });
   });
   afterAll(async () => {
@@ -118,6 +120,14 @@ describe('dashboard serving of built files', () => {
         expect(response.json(), url).toMatchObject({ error: { code: 'NOT_FOUND' } });
     }
     expect((await app.inject({ url: '/assets/missing.js' })).statusCode).toBe(404);
+  });
+
+  it('answers each request once (no "reply already sent" from the 404 behind it)', async () => {
+    for (const url of ['/', '/adapters', '/assets/index-abc123.js', '/assets/missing.js']) {
+      await app.inject({ url });
+      await app.inject({ method: 'HEAD', url });
+    }
+    expect(warnings).toEqual([]);
   });
 
   it('serves a "not built" page when the build is missing', async () => {

@@ -173,6 +173,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await dialog.getByLabel('Subject').fill('Welcome, {{ name }}!');
     await dialog.getByRole('button', { name: 'Create template' }).click();
     await page.getByText('Welcome, {{ name }}!').waitFor();
+    await shot('templates');
     await page.getByRole('button', { name: 'Preview' }).click();
     await page.getByRole('dialog').getByLabel('name').fill('Sam');
     await page.getByRole('button', { name: 'Render' }).click();
@@ -195,6 +196,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await shot('api-key-secret');
     await page.getByRole('button', { name: 'Done' }).click();
     await page.getByRole('cell', { name: 'My app' }).waitFor();
+    await shot('api-keys');
     // The list never shows the secret again.
     expect(await page.content()).not.toContain(apiKey);
   });
@@ -326,5 +328,12 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     expect(await page.getByRole('button', { name: 'Test connection' }).count()).toBe(0);
     await go('/logs');
     await page.getByRole('link', { name: 'sam@example.com' }).waitFor();
+    // Logs and overview at a phone's width: the menu folds into a burger.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('button', { name: 'Menu' }).waitFor();
+    await shot('logs-mobile');
+    await go('/');
+    await page.getByTestId('stat-total').waitFor();
+    await shot('overview-mobile');
   });
 });

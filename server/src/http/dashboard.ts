@@ -59,8 +59,8 @@ function cleanPath(url: string): string | undefined {
 
 /**
  * The not-found fallback that serves the dashboard from `options.dist` (default
- * {@link DASHBOARD_DIST}): answers GET and HEAD of the app's files and client routes, returns
- * undefined (the JSON 404) for everything else. Serves a short "not built" page when
+ * {@link DASHBOARD_DIST}): answers GET and HEAD of the app's files and client routes (true) and
+ * leaves everything else to the JSON 404 (false). Serves a short "not built" page when
  * `dist/index.html` does not exist.
  */
 export function dashboardFallback(options: { dist?: string } = {}): NotFoundFallback {
@@ -75,9 +75,9 @@ export function dashboardFallback(options: { dist?: string } = {}): NotFoundFall
   };
 
   return async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD') return undefined;
+    if (request.method !== 'GET' && request.method !== 'HEAD') return false;
     const pathname = cleanPath(request.url);
-    if (pathname === undefined || SERVER_PREFIXES.has(pathname.split('/')[1] ?? '')) return undefined;
+    if (pathname === undefined || SERVER_PREFIXES.has(pathname.split('/')[1] ?? '')) return false;
     if (pathname !== '/' && pathname !== '/index.html') {
       const file = path.join(dist, pathname);
       const stats = await stat(file).catch(() => undefined);
@@ -90,15 +90,17 @@ export function dashboardFallback(options: { dist?: string } = {}): NotFoundFall
             'cache-control',
             pathname.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache',
           );
-        return reply.send(request.method === 'HEAD' ? undefined : createReadStream(file));
+        reply.send(request.method === 'HEAD' ? undefined : createReadStream(file));
+        return true;
       }
       // A missing file (the path has an extension) is not a client route.
-      if (path.extname(pathname) !== '') return undefined;
+      if (path.extname(pathname) !== '') return false;
     }
     const html = (await readIndex()) ?? NOT_BUILT_PAGE;
     // The app is never framed (clickjacking); the emails it shows are in sandboxed iframes.
     reply.code(200).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-cache');
     reply.header('x-frame-options', 'DENY');
-    return reply.send(request.method === 'HEAD' ? undefined : html);
+    reply.send(request.method === 'HEAD' ? undefined : html);
+    return true;
   };
 }

@@ -82,13 +82,11 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
 }
 
 /**
- * Answers a request no route matched, or returns undefined to let it be the JSON 404 (the
- * dashboard's files and client routes, http/dashboard.ts).
+ * Answers a request no route matched and resolves true, or resolves false to let it be the JSON
+ * 404 (the dashboard's files and client routes, http/dashboard.ts). A boolean, not the reply: a
+ * reply is thenable, and awaiting it waits for the response instead of returning it.
  */
-export type NotFoundFallback = (
-  request: FastifyRequest,
-  reply: FastifyReply,
-) => Promise<FastifyReply | undefined>;
+export type NotFoundFallback = (request: FastifyRequest, reply: FastifyReply) => Promise<boolean>;
 
 /**
  * Installs the error and not-found handlers that render the envelope for every failure. A request
@@ -100,7 +98,7 @@ export function installErrorHandling(
 ): void {
   app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request)));
   app.setNotFoundHandler(async (request, reply) => {
-    if (options.fallback && (await options.fallback(request, reply)) !== undefined) return reply;
+    if (await options.fallback?.(request, reply)) return reply;
     return sendError(
       reply,
       new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`),
