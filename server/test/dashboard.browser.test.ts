@@ -330,6 +330,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.getByRole('link', { name: 'sam@example.com' }).waitFor();
     // Logs and overview at a phone's width: the menu folds into a burger.
     await page.setViewportSize({ width: 390, height: 844 });
+    await go('/logs');
+    await page.getByRole('link', { name: 'sam@example.com' }).waitFor();
     await page.getByRole('button', { name: 'Menu' }).waitFor();
     await shot('logs-mobile');
     await go('/');

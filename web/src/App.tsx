@@ -110,8 +110,9 @@ function SignedIn() {
               value={data.team.id}
               onChange={(value) => value && value !== data.team.id && switchTeam.mutate(value)}
               allowDeselect={false}
+              maw={{ base: 130, sm: 240 }}
             />
-            <Button size="xs" variant="default" onClick={() => setCreating(true)}>
+            <Button size="xs" variant="default" onClick={() => setCreating(true)} visibleFrom="sm">
               New team
             </Button>
             <Text size="sm" visibleFrom="sm" title={data.user.email}>
@@ -134,6 +135,7 @@ function SignedIn() {
             active={item.to === '/' ? location.pathname === '/' : location.pathname.startsWith(item.to)}
           />
         ))}
+        <NavLink label="New team" onClick={() => setCreating(true)} hiddenFrom="sm" />
       </AppShell.Navbar>
       <AppShell.Main>
         <Outlet />
