@@ -224,6 +224,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     const timeline = page.getByTestId('timeline');
     await timeline.getByText('queued').waitFor();
     await timeline.getByText('sent').waitFor();
+    // Every field of the log, the send's variables included.
+    await page.getByText('"name": "Sam"').waitFor();
     const frame = page.frameLocator('iframe[title="Rendered email"]');
     await frame.getByText('Hello Sam').waitFor();
     // Sandboxed: no scripts, no same-origin access to the dashboard.

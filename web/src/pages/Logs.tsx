@@ -2,6 +2,7 @@ import {
   Anchor,
   Badge,
   Button,
+  Code,
   Group,
   Pagination,
   Paper,
@@ -285,6 +286,30 @@ export function LogDetailPage() {
             ))}
           </Timeline>
         </Paper>
+      </SimpleGrid>
+      <SimpleGrid cols={{ base: 1, md: 2 }} mt="md">
+        {(
+          [
+            ['Variables', l.variables],
+            ['Metadata', l.metadata],
+            ['Tags', l.tags],
+            ['Headers', l.headers],
+            ['Attachments', l.attachments],
+            ['Reply-To', l.replyTo],
+          ] as [string, unknown][]
+        )
+          .filter(
+            ([, value]) =>
+              value !== null && value !== undefined && !(Array.isArray(value) && value.length === 0),
+          )
+          .map(([label, value]) => (
+            <Paper withBorder p="md" key={label}>
+              <Title order={5} mb="xs">
+                {label}
+              </Title>
+              <Code block>{JSON.stringify(value, null, 2)}</Code>
+            </Paper>
+          ))}
       </SimpleGrid>
       <Stack mt="md">
         <Title order={4}>Content</Title>
