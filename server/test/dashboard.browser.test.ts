@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_DIST } from '../src/http/dashboard.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
@@ -48,6 +48,14 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   const go = async (url: string) => {
     await page.goto(`${base}${url}`);
   };
+  /** The error message shown under a form field (the element its aria-describedby names `…-error`). */
+  const fieldError = (input: Locator) =>
+    input.evaluate((element) => {
+      const id = (element.getAttribute('aria-describedby') ?? '')
+        .split(' ')
+        .find((i) => i.endsWith('-error'));
+      return (id && document.getElementById(id)?.textContent) || '';
+    });
   /** Calls `step` until it stops throwing (a page that refetches, a queue that delivers). */
   const eventually = (what: string, step: () => Promise<unknown>) =>
     waitFor(
@@ -99,8 +107,13 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go(`/setup?token=${SETUP_TOKEN}`);
     await page.getByLabel('Your name').fill('Ada Owner');
     await page.getByLabel('Email').fill('ada@example.com');
-    await page.getByLabel('Password').fill('a long password');
     await page.getByLabel('Team name').fill('Acme');
+    // A field error of the API's details.issues lands under its field.
+    await page.getByLabel('Password').fill('short');
+    await page.getByRole('button', { name: 'Create owner and team' }).click();
+    await page.getByRole('alert').waitFor();
+    expect(await fieldError(page.getByLabel('Password'))).toMatch(/8 characters/);
+    await page.getByLabel('Password').fill('a long password');
     await shot('setup');
     await page.getByRole('button', { name: 'Create owner and team' }).click();
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
@@ -162,6 +175,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await dialog.getByRole('button', { name: 'Create adapter' }).click();
     await dialog.getByRole('alert').waitFor();
     expect(await dialog.getByRole('alert').textContent()).toMatch(/port/i);
+    expect(await fieldError(dialog.getByLabel('Port'))).not.toBe('');
+    await shot('adapter-form-errors');
     await page.keyboard.press('Escape');
   });
 

@@ -27,9 +27,14 @@ export class ApiError extends Error {
     super(message);
   }
 
-  /** Field errors by path (`config.host`), for forms. */
+  /**
+   * Field errors by path within the request body (`name`, `config.host`), for forms. Schema
+   * validation names the body (`body.name`), services name the field alone: both give `name`.
+   */
   fieldErrors(): Record<string, string> {
-    return Object.fromEntries((this.details?.issues ?? []).map((i) => [i.path, i.message]));
+    return Object.fromEntries(
+      (this.details?.issues ?? []).map((i) => [i.path.replace(/^body\./, ''), i.message]),
+    );
   }
 }
 
