@@ -310,6 +310,22 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await shot('webhooks');
   });
 
+  it('creates a team, switches to it and back', async () => {
+    await go('/adapters');
+    await page.getByTestId('adapter-Mail server').waitFor();
+    await page.getByRole('button', { name: 'New team' }).click();
+    await page.getByRole('dialog').getByRole('textbox', { name: 'Team name' }).fill('Beta');
+    await page.getByRole('button', { name: 'Create and switch' }).click();
+    const switcher = page.getByRole('textbox', { name: 'Team' });
+    await waitFor(async () => ((await switcher.inputValue()) === 'Beta (owner)' ? true : undefined), 10_000, 'Beta');
+    // The new team has its own resources: none yet.
+    await page.getByText('No adapter yet').waitFor();
+    await shot('new-team');
+    await switcher.click();
+    await page.getByRole('option', { name: 'Acme (owner)' }).click();
+    await page.getByTestId('adapter-Mail server').waitFor();
+  });
+
   it('invites a viewer who signs up from the link and sees only what the role allows', async () => {
     await go('/team');
     await page.getByLabel('Email').fill('vic@example.com');
