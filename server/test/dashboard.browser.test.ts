@@ -317,7 +317,11 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.getByRole('dialog').getByRole('textbox', { name: 'Team name' }).fill('Beta');
     await page.getByRole('button', { name: 'Create and switch' }).click();
     const switcher = page.getByRole('textbox', { name: 'Team' });
-    await waitFor(async () => ((await switcher.inputValue()) === 'Beta (owner)' ? true : undefined), 10_000, 'Beta');
+    await waitFor(
+      async () => ((await switcher.inputValue()) === 'Beta (owner)' ? true : undefined),
+      10_000,
+      'Beta',
+    );
     // The new team has its own resources: none yet.
     await page.getByText('No adapter yet').waitFor();
     await shot('new-team');
