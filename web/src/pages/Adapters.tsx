@@ -95,7 +95,7 @@ export function AdaptersPage() {
                   </Table.Td>
                   <Table.Td>{typeName(a.type)}</Table.Td>
                   <Table.Td>{a.defaultFrom ?? '—'}</Table.Td>
-                  <Table.Td>
+                  <Table.Td miw={110}>
                     {a.isActive ? <Badge color="green">active</Badge> : <Badge color="gray">inactive</Badge>}
                     {testResult[a.id] && (
                       <Text size="sm" c={testResult[a.id]?.success ? 'green' : 'red'} role="status">

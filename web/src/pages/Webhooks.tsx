@@ -109,7 +109,7 @@ export function WebhooksPage() {
                   <Table.Td>{w.name}</Table.Td>
                   <Table.Td style={{ wordBreak: 'break-all' }}>{w.url}</Table.Td>
                   <Table.Td>{w.events.join(', ')}</Table.Td>
-                  <Table.Td>
+                  <Table.Td miw={110}>
                     {w.isActive ? <Badge color="green">active</Badge> : <Badge color="red">disabled</Badge>}
                     {w.disabledReason && (
                       <Text size="xs" c="red">

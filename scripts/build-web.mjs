@@ -6,6 +6,8 @@
  * The build tools are devDependencies. A production install (`npm ci --omit=dev`) has none of them:
  * then this says so and exits 0 instead of failing the install, and `/` explains that the dashboard
  * is not built (build it where the devDependencies are, then prune them: web/dist stays).
+ * Plain JavaScript, so that this check runs on any Node.js: without the devDependencies the `node`
+ * devDependency (Node 24, which runs the TypeScript scripts) may be missing too.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
