@@ -12,19 +12,24 @@ import {
 } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { type FormEvent, lazy, Suspense, useState } from 'react';
 import { Link, Navigate, Outlet, Route, Routes, useLocation, useNavigate } from 'react-router';
 import { api, rawJson, unwrap } from './api/client';
-import { AdaptersPage } from './pages/Adapters';
-import { ApiKeysPage } from './pages/ApiKeys';
 import { InvitePage, LoginPage, SetupPage } from './pages/Auth';
-import { LogDetailPage, LogsPage } from './pages/Logs';
-import { OverviewPage } from './pages/Overview';
-import { TeamPage } from './pages/Team';
-import { TemplatesPage } from './pages/Templates';
-import { WebhooksPage } from './pages/Webhooks';
 import { useMe } from './session';
 import { ErrorAlert, fieldErrors, Loading, notifyError } from './ui';
+
+// The signed-in pages load on first visit: the sign-in and setup pages need neither them nor the charts.
+const named = <K extends string>(load: () => Promise<Record<K, React.ComponentType>>, name: K) =>
+  lazy(async () => ({ default: (await load())[name] }));
+const AdaptersPage = named(() => import('./pages/Adapters'), 'AdaptersPage');
+const ApiKeysPage = named(() => import('./pages/ApiKeys'), 'ApiKeysPage');
+const LogsPage = named(() => import('./pages/Logs'), 'LogsPage');
+const LogDetailPage = named(() => import('./pages/Logs'), 'LogDetailPage');
+const OverviewPage = named(() => import('./pages/Overview'), 'OverviewPage');
+const TeamPage = named(() => import('./pages/Team'), 'TeamPage');
+const TemplatesPage = named(() => import('./pages/Templates'), 'TemplatesPage');
+const WebhooksPage = named(() => import('./pages/Webhooks'), 'WebhooksPage');
 
 /** Client routes; the server answers index.html for each of them (server/src/http/dashboard.ts). */
 export function App() {
@@ -138,7 +143,9 @@ function SignedIn() {
         <NavLink label="New team" onClick={() => setCreating(true)} hiddenFrom="sm" />
       </AppShell.Navbar>
       <AppShell.Main>
-        <Outlet />
+        <Suspense fallback={<Loading />}>
+          <Outlet />
+        </Suspense>
       </AppShell.Main>
       <CreateTeamModal opened={creating} onClose={() => setCreating(false)} />
     </AppShell>
