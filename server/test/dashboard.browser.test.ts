@@ -42,6 +42,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   let page: Page;
   let base: string;
   let apiKey: string;
+  /** The link of Vic's invitation to the second team (accepted once Vic is signed in). */
+  let betaInvitation: string;
 
   const shot = (name: string) =>
     page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
@@ -325,6 +327,13 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     // The new team has its own resources: none yet.
     await page.getByText('No adapter yet').waitFor();
     await shot('new-team');
+    // Beta has no adapter: the invitation is not emailed, its link is shown to share.
+    await go('/team');
+    await page.getByLabel('Email').fill('vic@example.com');
+    await page.getByRole('button', { name: 'Invite' }).click();
+    betaInvitation = (await page.getByTestId('invitation-link').textContent())!.trim();
+    expect(betaInvitation).toMatch(new RegExp(`^${base}/invite/`));
+    await go('/adapters');
     await switcher.click();
     await page.getByRole('option', { name: 'Acme (owner)' }).click();
     await page.getByTestId('adapter-Mail server').waitFor();
@@ -365,6 +374,23 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     expect(await page.getByRole('button', { name: 'Test connection' }).count()).toBe(0);
     await go('/logs');
     await page.getByRole('link', { name: 'sam@example.com' }).waitFor();
+    // Signed in, an invitation is accepted with one button, and the switcher offers the team.
+    await page.goto(betaInvitation);
+    await page.getByText('Signed in as vic@example.com').waitFor();
+    await page.getByRole('button', { name: 'Accept invitation' }).click();
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
+    await page.getByRole('textbox', { name: 'Team' }).click();
+    await page.getByRole('option', { name: 'Beta (member)' }).waitFor();
+    // Accepting made Beta the active team; back to Acme, whose logs come next.
+    await page.getByRole('option', { name: 'Acme (viewer)' }).click();
+    await waitFor(
+      async () =>
+        (await page.getByRole('textbox', { name: 'Team' }).inputValue()) === 'Acme (viewer)'
+          ? true
+          : undefined,
+      10_000,
+      'Acme',
+    );
     // Logs and overview at a phone's width: the menu folds into a burger.
     await page.setViewportSize({ width: 390, height: 844 });
     await go('/logs');
