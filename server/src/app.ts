@@ -10,6 +10,7 @@ import type { Context } from './context.ts';
 import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
+import { dashboardFallback } from './http/dashboard.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { AppError } from './http/errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
@@ -54,7 +55,8 @@ export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 
 /**
  * Builds the Fastify app over `context` (see createContext): envelope and error handling, OpenAPI
- * at `/docs` (JSON at `/docs/json`), health endpoints, better-auth and every module's routes. Logs
+ * at `/docs` (JSON at `/docs/json`), health endpoints, better-auth, every module's routes and the
+ * dashboard at `/` (http/dashboard.ts). Logs
  * through the context's logger. Does not listen and starts no worker; closing the app leaves the
  * context open (the worker may still use it).
  */
@@ -74,7 +76,8 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   wireStatusListeners(context.queue);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  installErrorHandling(app);
+  // Paths no route matches fall back to the dashboard's files and client routes (http/dashboard.ts).
+  installErrorHandling(app, { fallback: dashboardFallback() });
   // Fastify's JSON parser (prototype-poisoning safe), except that an empty body is "no body":
   // clients often send Content-Type: application/json on body-less POSTs such as regenerate.
   const parseJson = app.getDefaultJsonParser('error', 'error');

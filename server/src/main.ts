@@ -8,7 +8,7 @@ import { trimHeapAfterStart } from './heap-trim.ts';
 const USAGE = `Usage: postwright <command> [options]
 
 Commands:
-  start [--role all|api|worker]   Serve the API, /docs and the workers (default role: all)
+  start [--role all|api|worker]   Serve the dashboard, the API, /docs and the workers (default role: all)
   migrate                         Apply database migrations and exit
   help                            Show this help
 
@@ -51,7 +51,9 @@ async function main(argv: string[]): Promise<number> {
   const { startPostwright } = await import('./runtime.ts');
   const running = await startPostwright(config, role);
   if (running.url)
-    console.log(`Postwright (${role}) listening on ${running.url} — API docs at ${config.BASE_URL}/docs`);
+    console.log(
+      `Postwright (${role}) listening on ${running.url} — dashboard at ${config.BASE_URL}/, API docs at ${config.BASE_URL}/docs`,
+    );
   else console.log(`Postwright worker started.`);
   // Start-up's garbage and grown young generation stay committed while idle otherwise (issue #9).
   trimHeapAfterStart();

@@ -81,15 +81,29 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
   return new AppError('INTERNAL_ERROR', 'Internal server error', { requestId: request.id });
 }
 
-/** Installs the error and not-found handlers that render the envelope for every failure. */
-export function installErrorHandling(app: FastifyInstance): void {
+/**
+ * Answers a request no route matched and resolves true, or resolves false to let it be the JSON
+ * 404 (the dashboard's files and client routes, http/dashboard.ts). A boolean, not the reply: a
+ * reply is thenable, and awaiting it waits for the response instead of returning it.
+ */
+export type NotFoundFallback = (request: FastifyRequest, reply: FastifyReply) => Promise<boolean>;
+
+/**
+ * Installs the error and not-found handlers that render the envelope for every failure. A request
+ * no route matched goes to `options.fallback` first when given (the dashboard), else is 404 NOT_FOUND.
+ */
+export function installErrorHandling(
+  app: FastifyInstance,
+  options: { fallback?: NotFoundFallback } = {},
+): void {
   app.setErrorHandler((error, request, reply) => sendError(reply, toAppError(error, request)));
-  app.setNotFoundHandler((request, reply) =>
-    sendError(
+  app.setNotFoundHandler(async (request, reply) => {
+    if (await options.fallback?.(request, reply)) return reply;
+    return sendError(
       reply,
       new AppError('NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0]} not found`),
-    ),
-  );
+    );
+  });
 }
 
 /**

@@ -1,0 +1,90 @@
+import { Alert, Button, Center, CopyButton, Group, Loader, Stack, Text, Title } from '@mantine/core';
+import { notifications } from '@mantine/notifications';
+import type { ReactNode } from 'react';
+import { ApiError } from './api/client';
+
+/** An API error's message; a 403 says which permission is missing instead of a blank page. */
+export function ErrorAlert({ error, title }: { error: unknown; title?: string }) {
+  if (!error) return null;
+  if (error instanceof ApiError && error.status === 403) {
+    return (
+      <Alert color="orange" title="Not allowed" role="alert">
+        Your role in this team does not allow this ({error.message}). Ask an owner or admin for access.
+      </Alert>
+    );
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return (
+    <Alert color="red" title={title ?? 'Something went wrong'} role="alert">
+      {message}
+      {error instanceof ApiError && error.details?.issues?.length ? (
+        <ul>
+          {error.details.issues.map((i) => (
+            <li key={i.path + i.message}>
+              {i.path ? `${i.path}: ` : ''}
+              {i.message}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </Alert>
+  );
+}
+
+/** Field errors of a 400 answer, keyed by the issue path. */
+export function fieldErrors(error: unknown): Record<string, string> {
+  return error instanceof ApiError ? error.fieldErrors() : {};
+}
+
+export function Loading() {
+  return (
+    <Center p="xl">
+      <Loader aria-label="Loading" />
+    </Center>
+  );
+}
+
+export function PageTitle({ children, actions }: { children: ReactNode; actions?: ReactNode }) {
+  return (
+    <Group justify="space-between" mb="md">
+      <Title order={2}>{children}</Title>
+      {actions}
+    </Group>
+  );
+}
+
+export function EmptyState({ children }: { children: ReactNode }) {
+  return (
+    <Stack align="center" p="xl">
+      <Text c="dimmed">{children}</Text>
+    </Stack>
+  );
+}
+
+export function Copy({ value, label = 'Copy' }: { value: string; label?: string }) {
+  return (
+    <CopyButton value={value}>
+      {({ copied, copy }) => (
+        <Button size="xs" variant="light" onClick={copy}>
+          {copied ? 'Copied' : label}
+        </Button>
+      )}
+    </CopyButton>
+  );
+}
+
+export function notifyError(error: unknown) {
+  notifications.show({
+    color: 'red',
+    title: 'Error',
+    message: error instanceof Error ? error.message : String(error),
+  });
+}
+
+export function notifyOk(message: string) {
+  notifications.show({ color: 'green', message });
+}
+
+export function formatDate(value: string | null | undefined): string {
+  return value ? new Date(value).toLocaleString() : '—';
+}
