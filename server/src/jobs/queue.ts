@@ -42,7 +42,7 @@ const QUEUE_POOL_SIZE = 4;
  * How long (ms) a pg-boss query waits for a busy connection before another is opened (frugalExecutor):
  * an idle process's polls then share one connection, i.e. one PostgreSQL backend (issue #9, idle memory).
  */
-const QUEUE_POOL_GROW_AFTER_MS = 50;
+const QUEUE_POOL_GROW_AFTER_MS = 100;
 
 /** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
 export class JobNotInsertedError extends Error {}
