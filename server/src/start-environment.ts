@@ -17,6 +17,7 @@
  * `VAR=value command` is not valid. A value already set (also `NODE_DISABLE_COMPILE_CACHE`) is
  * left as it is.
  */
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 
 /** The compile cache of this installation: `node_modules/.cache/postwright/compile-cache`. */
@@ -44,13 +45,23 @@ export function missingStartEnvironment(
 /**
  * Replaces this process with the same Node.js, flags and arguments plus the missing variables of
  * {@link missingStartEnvironment} (`process.execve`: same PID, so npm, a supervisor or a test still
- * holds the right process). Returns without doing anything when nothing is missing, or where
+ * holds the right process); the compile cache's directory is created first, and left out when it
+ * cannot be (a read-only installation). Returns without doing anything when nothing is missing, or where
  * `process.execve` does not exist (Windows) or fails. Call it before anything is written to the
  * standard streams and before any other process or thread is started.
  */
 export function reexecWithStartEnvironment(): void {
   if (typeof process.execve !== 'function') return;
   const missing = missingStartEnvironment(process.env, process.platform);
+  if (missing.NODE_COMPILE_CACHE) {
+    // Without a directory it can create, Node.js 24 can hang at start (e.g. a parent it gets
+    // ENOENT for): made here, or left out when that fails (a read-only installation).
+    try {
+      mkdirSync(missing.NODE_COMPILE_CACHE, { recursive: true });
+    } catch {
+      delete missing.NODE_COMPILE_CACHE;
+    }
+  }
   if (Object.keys(missing).length === 0) return;
   try {
     process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
