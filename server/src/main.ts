@@ -4,6 +4,7 @@ import { ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { trimHeapAfterStart } from './heap-trim.ts';
+import { reexecWithStartEnvironment } from './start-environment.ts';
 
 const USAGE = `Usage: postwright <command> [options]
 
@@ -25,6 +26,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  // Idle memory (issue #9): the compile cache and malloc settings need a restart of node to apply.
+  if (command === 'start') reexecWithStartEnvironment();
   const config = loadConfig();
   if (command === 'migrate') {
     const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });

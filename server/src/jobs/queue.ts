@@ -1,6 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
-import { type ConstructorOptions, fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
+import pg from 'pg';
+import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
+import { frugalExecutor } from '../db/frugal-pool.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -34,6 +36,14 @@ export interface QueueDeclaration {
   heartbeatSeconds?: number | undefined;
 }
 
+/** Connections pg-boss may open (its fetches, settles, heartbeats and maintenance). */
+const QUEUE_POOL_SIZE = 4;
+/**
+ * How long (ms) a pg-boss query waits for a busy connection before another is opened (frugalExecutor):
+ * an idle process's polls then share one connection, i.e. one PostgreSQL backend (issue #9, idle memory).
+ */
+const QUEUE_POOL_GROW_AFTER_MS = 100;
+
 /** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
 export class JobNotInsertedError extends Error {}
 
@@ -53,6 +63,8 @@ export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount'
 export class JobQueue {
   readonly boss: PgBoss;
   readonly #database: DatabaseHandle;
+  /** pg-boss's own connections (not the application's pool: its polls must not wait behind requests). */
+  readonly #pool: pg.Pool;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
   /** This process's claim loops by queue, nudged when this process enqueues (ClaimLoop.nudge). */
   readonly #loopsByName = new Map<string, { nudge(): void }>();
@@ -64,14 +76,25 @@ export class JobQueue {
 
   constructor(database: DatabaseHandle) {
     this.#database = database;
-    // pg-boss hands its options to pg.Pool: an idle connection closes after POOL_IDLE_TIMEOUT_MS.
-    const options: ConstructorOptions & { idleTimeoutMillis: number } = {
+    // An idle connection closes after POOL_IDLE_TIMEOUT_MS; pg-boss's queries open a second one
+    // only when they have waited for the first (frugalExecutor).
+    this.#pool = new pg.Pool({
       connectionString: database.connectionString,
-      schema: 'pgboss',
-      max: 4,
+      max: QUEUE_POOL_SIZE,
       idleTimeoutMillis: POOL_IDLE_TIMEOUT_MS,
-    };
-    this.boss = new PgBoss(options);
+      connectionTimeoutMillis: 10_000,
+      application_name: 'pgboss',
+    });
+    this.#pool.on('error', (error) => {
+      if (this.#started) console.error('[queue]', error.message);
+    });
+    this.boss = new PgBoss({
+      db: frugalExecutor(this.#pool, {
+        growAfterMs: QUEUE_POOL_GROW_AFTER_MS,
+        shrinkAfterMs: POOL_IDLE_TIMEOUT_MS,
+      }),
+      schema: 'pgboss',
+    });
     // pg-boss reports maintenance and polling failures as events; without a listener they throw.
     this.boss.on('error', (error) => {
       if (this.#started) console.error('[queue]', error.message);
@@ -337,11 +360,13 @@ export class JobQueue {
     );
   }
 
-  /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance. */
+  /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance, then closes pg-boss's pool. */
   async stop(timeoutMs = 10_000): Promise<void> {
-    if (!this.#started) return;
-    await Promise.all(this.#loops.map((loop) => loop.stop(timeoutMs)));
-    this.#started = false;
-    await this.boss.stop({ graceful: true, timeout: timeoutMs, close: true });
+    if (this.#started) {
+      await Promise.all(this.#loops.map((loop) => loop.stop(timeoutMs)));
+      this.#started = false;
+      await this.boss.stop({ graceful: true, timeout: timeoutMs, close: true });
+    }
+    if (!this.#pool.ending) await this.#pool.end();
   }
 }
