@@ -11,7 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { megabytes, processTree, pssBytes } from './bench-send/processes.ts';
+import { megabytes, processTree, pssBytes, treeResidentBytes } from './bench-send/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const idleSeconds = Number(process.env.IDLE_SECONDS ?? 10);
@@ -108,7 +108,17 @@ async function main(): Promise<void> {
     console.log(`  without npm               ${megabytes(total - npmPss)}`);
     const postgres = rows.filter((row) => row.command === 'postgres').reduce((sum, row) => sum + row.pss, 0);
     console.log(`  of which PostgreSQL       ${megabytes(postgres)}`);
-    console.log(`  target ≤ 150 MB total: ${total <= 150e6 ? 'met' : 'NOT met'}`);
+    // PSS splits each shared page among every process mapping it, this benchmark's own Node.js 24
+    // and npm's Node.js included: the tree's sum is lower here than on a machine running only it.
+    // The target is judged on the tree's own pages, each counted once (treeResidentBytes).
+    const alone = treeResidentBytes(rows.map((row) => row.pid));
+    if (alone === undefined) {
+      console.log('  alone (distinct pages)    unknown: /proc/<pid>/pagemap needs root');
+      console.log(`  target ≤ 150 MB total: PSS ${total <= 150e6 ? 'met' : 'NOT met'} (not checked alone)`);
+    } else {
+      console.log(`  alone (distinct pages)    ${megabytes(alone)} (the PSS of this tree with nothing else running)`);
+      console.log(`  target ≤ 150 MB total: ${alone <= 150e6 ? 'met' : 'NOT met'}`);
+    }
   } finally {
     await stopTree(child);
     rmSync(dataDir, { recursive: true, force: true });

@@ -4,7 +4,7 @@
  * (PSS from /proc/<pid>/smaps_rollup, summed over the process and its descendants).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 
@@ -207,3 +207,50 @@ export function treeMemory(root: number): { pss: number; rss: number; processes:
 
 /** Bytes as megabytes (10^6 bytes), one decimal. */
 export const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+/**
+ * Physical memory held by the processes `pids` together, counting every resident page once
+ * (bytes): the distinct page frames their mappings use, from /proc/<pid>/pagemap (needs root or
+ * CAP_SYS_ADMIN; undefined otherwise). Unlike summed PSS, which divides each shared page among
+ * ALL processes mapping it, this does not depend on what else runs: a page shared with an
+ * unrelated process (another Node.js 24 — the benchmark's own — or another npm on the same Node
+ * binary) counts in full, as it would on a machine where only this tree runs; a page shared
+ * within the tree (PostgreSQL's shared buffers, the forked backends' text) counts once. This is
+ * the tree's PSS when nothing else maps its pages. Swapped-out pages are not counted.
+ */
+export function treeResidentBytes(pids: readonly number[]): number | undefined {
+  const PAGE = 4096;
+  const frames = new Set<number>();
+  let readable = false;
+  for (const pid of pids) {
+    let smaps: string;
+    let fd: number;
+    try {
+      smaps = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+      fd = openSync(`/proc/${pid}/pagemap`, 'r');
+    } catch {
+      continue;
+    }
+    try {
+      // Only mappings with resident pages: V8 and PostgreSQL reserve large address ranges.
+      for (const [, start, end, rss] of smaps.matchAll(/^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:(?!Rss:)[^\n]*\n)*?Rss:\s+(\d+) kB/gm)) {
+        if (Number(rss) === 0) continue;
+        const first = Number.parseInt(start!, 16) / PAGE;
+        const pages = (Number.parseInt(end!, 16) - Number.parseInt(start!, 16)) / PAGE;
+        const entries = Buffer.alloc(pages * 8);
+        const read = readSync(fd, entries, 0, entries.length, first * 8);
+        for (let offset = 0; offset + 8 <= read; offset += 8) {
+          const entry = entries.readBigUInt64LE(offset);
+          if (!(entry >> 63n)) continue; // not present
+          const frame = Number(entry & 0x7fffffffffffffn);
+          if (frame === 0) continue; // frame numbers hidden (no CAP_SYS_ADMIN)
+          readable = true;
+          frames.add(frame);
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return readable ? frames.size * PAGE : undefined;
+}
