@@ -109,7 +109,11 @@ export class ChromiumPool {
     try {
       page = this.#free.pop() ?? (await this.#newPage());
       const rendering = (async () => {
-        await page.setViewport(viewport);
+        // A CDP round trip saved per render when the page already has this viewport.
+        const current = page.viewport();
+        if (current?.width !== viewport.width || current?.height !== viewport.height) {
+          await page.setViewport(viewport);
+        }
         await page.setContent(html, { waitUntil: 'load', timeout: this.#options.renderTimeoutMs });
         return work(page);
       })();
