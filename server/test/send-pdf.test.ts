@@ -213,3 +213,35 @@ describe('PDF renderer failures at send time', () => {
     }
   });
 });
+
+describe('the bundled renderer in process (postwright start without PDF_RENDERER_URL)', () => {
+  it('renders a generatePdf template through the renderer it starts on first use', async () => {
+    const smtp = await startTestSmtpServer();
+    const ctx = await createTestContext('postgres', {}, { bundledPdfRenderer: true });
+    try {
+      expect(ctx.context.pdf?.source).toBe('bundled');
+      await ctx.startWorkers();
+      const team = await createTeamWithKey(ctx.app, {
+        smtpPort: smtp.port,
+        template: {
+          name: 'Statement',
+          designJson: simpleDesign('Statement for {{ first_name }}'),
+          generatePdf: true,
+        },
+      });
+      const response = await send(ctx.app, team.key, {
+        templateId: team.templateId,
+        to: 'inprocess@example.test',
+        variables: { first_name: 'Linus' },
+      });
+      expect(response.statusCode, response.body).toBe(202);
+      const [message] = await smtp.waitForMessages(1, 60_000);
+      const [pdf] = message!.parsed.attachments;
+      expect(pdf?.filename).toBe('statement.pdf');
+      expect(await pdfText(pdf!.content)).toContain('Statement for Linus');
+    } finally {
+      await ctx.close();
+      await smtp.close();
+    }
+  });
+});
