@@ -128,7 +128,7 @@ describe('bundled PDF renderer', () => {
         return pdfText(Buffer.from(await response.arrayBuffer()));
       }),
     );
-    texts.forEach((text, i) => expect(text).toContain(`Document number ${i}`));
+    for (const [i, text] of texts.entries()) expect(text).toContain(`Document number ${i}`);
   });
 });
 

@@ -35,7 +35,17 @@ describe('PDF attachments', () => {
 
   beforeAll(async () => {
     renderer = await startTestRenderer();
-    smtp = await startTestSmtpServer();
+    const seen = new Set<string>();
+    smtp = await startTestSmtpServer({
+      // `refuse-first@…` is refused for good (550) the first time, accepted afterwards (a resend).
+      onRcptTo(address, _session, callback) {
+        if (address.address.startsWith('refuse-first') && !seen.has(address.address)) {
+          seen.add(address.address);
+          return callback(Object.assign(new Error('No such user'), { responseCode: 550 }));
+        }
+        callback();
+      },
+    });
     ctx = await createTestContext('postgres', { PDF_RENDERER_URL: renderer.url, PDF_PAPER_SIZE: 'A4' });
     await ctx.startWorkers();
   });
@@ -103,6 +113,48 @@ describe('PDF attachments', () => {
       'application/pdf',
       'application/pdf',
     ]);
+  });
+
+  it('resends a failed email with the PDFs it was sent with, rendering none again', async () => {
+    {
+      const team = await createTeamWithKey(ctx.app, {
+        smtpPort: smtp.port,
+        template: {
+          name: 'Contract email',
+          designJson: simpleDesign('Contract for {{ first_name }}'),
+          generatePdf: true,
+          pdfFilename: 'contract.pdf',
+        },
+      });
+      const annex = await buildTemplate(ctx.app, team.owner, {
+        name: 'Annex',
+        designJson: simpleDesign('Annex for {{ first_name }}'),
+      });
+      const response = await send(ctx.app, team.key, {
+        templateId: team.templateId,
+        to: 'refuse-first@example.test',
+        variables: { first_name: 'Ada' },
+        pdfAttachments: [{ templateId: annex.id, filename: 'annex' }],
+      });
+      expect(response.statusCode, response.body).toBe(202);
+      const { id } = response.json().data;
+      await waitFor(
+        async () => ((await emailStatus(ctx.app, team.key, id)).status === 'failed' ? true : undefined),
+        60_000,
+      );
+      const resent = await dataOf(
+        await dashboardCall(ctx.app, team.owner, 'POST', `/api/logs/${id}/resend`),
+        202,
+      );
+      const message = await waitFor(
+        async () => smtp.messages.find((m) => m.envelopeTo.includes('refuse-first@example.test')),
+        60_000,
+      );
+      const pdfs = message.parsed.attachments.filter((a) => a.contentType === 'application/pdf');
+      expect(pdfs.map((a) => a.filename)).toEqual(['contract.pdf', 'annex.pdf']);
+      expect(await pdfText(pdfs[1]!.content)).toContain('Annex for Ada');
+      expect((await emailStatus(ctx.app, team.key, resent.id)).hasPdfAttachment).toBe(true);
+    }
   });
 
   it('leaves hasPdfAttachment false for a send without PDFs', async () => {
