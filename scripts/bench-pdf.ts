@@ -3,8 +3,9 @@
  * Gotenberg HTTP client (multipart upload, download) → `postwright pdf-renderer`'s server → its
  * Chromium page pool (JavaScript off, requests intercepted) — next to raw puppeteer-core
  * `page.setContent` + `page.pdf` on the same number of reused pages of one browser, in the same run.
- * Target: the service ≥ 80 % of raw. Each side runs for BENCH_SECONDS (default 8) twice, in turns
- * (raw, service, raw, service), after a warm-up; the figures are the totals of both turns.
+ * Target: the service ≥ 80 % of raw. The sides take BENCH_TURNS turns (default 6) of BENCH_SECONDS
+ * (default 4) each, alternating which goes first (raw-service, service-raw, …) so that the shared
+ * machine's drifting load falls on both alike, after a warm-up; the figures are the totals.
  *
  * The document is a sample EmailBuilder.js design rendered with variables and the print CSS, as a
  * PDF attachment is. Chromium from CHROMIUM_PATH (default /usr/bin/chromium); pages from
@@ -19,7 +20,8 @@ import { startPdfRenderer } from '../server/src/modules/pdf/renderer/renderer.se
 import { renderTemplateHtml } from '../server/src/modules/rendering/index.ts';
 import { loadFixtures } from '../server/src/modules/rendering/rendering.factories.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const TURNS = Number(process.env.BENCH_TURNS ?? 6);
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const PAGES = Number(process.env.PDF_RENDERER_PAGES ?? 2);
 const IN_FLIGHT = 2 * PAGES;
@@ -113,7 +115,7 @@ async function main(): Promise<void> {
       .map((l) => l.toFixed(2))
       .join(
         ' ',
-      )}; document "${fixture.name}" (${html.length} bytes of HTML); ${PAGES} pages, ${IN_FLIGHT} in flight, 2 × ${SECONDS} s per side`,
+      )}; document "${fixture.name}" (${html.length} bytes of HTML); ${PAGES} pages, ${IN_FLIGHT} in flight, ${TURNS} × ${SECONDS} s per side`,
   );
 
   const service = await startPdfRenderer(
@@ -139,11 +141,12 @@ async function main(): Promise<void> {
     await run(1, raw.render);
     await run(1, viaService);
     const totals = { raw: { count: 0, ms: 0 }, service: { count: 0, ms: 0 } };
-    for (let turn = 1; turn <= 2; turn++) {
-      for (const [name, render] of [
-        ['raw', raw.render],
-        ['service', viaService],
-      ] as const) {
+    const sides = [
+      ['raw', raw.render],
+      ['service', viaService],
+    ] as const;
+    for (let turn = 1; turn <= TURNS; turn++) {
+      for (const [name, render] of turn % 2 === 1 ? sides : [...sides].reverse()) {
         const result = await run(SECONDS, render);
         totals[name].count += result.count;
         totals[name].ms += result.ms;
