@@ -299,33 +299,33 @@ export function sendFieldRows(
           trackClicks: input.trackClicks ?? null,
         }
       : undefined,
-    attachments: [
-      ...files.map((file, position) => {
-        const content = Buffer.from(file.content, 'base64');
-        return {
-          id: newId('attachment'),
-          teamId: ids.teamId,
-          emailId: ids.emailId,
-          position,
-          filename: file.filename,
-          contentType: file.contentType ?? 'application/octet-stream',
-          size: content.length,
-          content,
-        };
-      }),
-      ...pdfs.map((pdf, index) => ({
+    attachments: files.map((file, position) => {
+      const content = Buffer.from(file.content, 'base64');
+      return {
         id: newId('attachment'),
         teamId: ids.teamId,
         emailId: ids.emailId,
-        position: files.length + index,
-        filename: pdf.filename,
-        contentType: 'application/pdf',
-        size: pdf.content.length,
-        content: pdf.content,
-      })),
-    ],
+        position,
+        filename: file.filename,
+        contentType: file.contentType ?? 'application/octet-stream',
+        size: content.length,
+        content,
+      };
+    }),
     copyAttachmentsOf: copied ? extra.copyAttachmentsOf : undefined,
   };
+  for (const [index, pdf] of pdfs.entries()) {
+    rows.attachments.push({
+      id: newId('attachment'),
+      teamId: ids.teamId,
+      emailId: ids.emailId,
+      position: files.length + index,
+      filename: pdf.filename,
+      contentType: 'application/pdf',
+      size: pdf.content.length,
+      content: pdf.content,
+    });
+  }
   const fields: OutgoingFields = {
     ...(cc.length ? { cc } : {}),
     ...(bcc.length ? { bcc } : {}),
