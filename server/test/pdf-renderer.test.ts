@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GotenbergClient, RenderFailedError } from '../src/modules/pdf/index.ts';
 import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
 import { waitFor } from './helpers/app.ts';
-import { pdfPages, pdfText, startRecordingServer, startTestRenderer } from './helpers/pdf.ts';
+import { pdfInfo, pdfText, startRecordingServer, startTestRenderer } from './helpers/pdf.ts';
 
 /**
  * Issue #12: the bundled Gotenberg-compatible renderer, driven over HTTP with real Chromium —
@@ -58,7 +58,11 @@ describe('bundled PDF renderer', () => {
     const text = await pdfText(pdf);
     expect(text).toContain('Quarterly report');
     expect(text).toContain('Total 42');
-    expect(await pdfPages(pdf)).toBe(1);
+    // A4 = 595.3 × 841.9 pt; Chromium rounds the page to whole CSS pixels (±1 pt).
+    const info = await pdfInfo(pdf);
+    expect(info.pages).toBe(1);
+    expect(Math.abs(info.widthPt - 595)).toBeLessThanOrEqual(1);
+    expect(Math.abs(info.heightPt - 842)).toBeLessThanOrEqual(1);
   });
 
   it('runs no JavaScript', async () => {

@@ -12,7 +12,7 @@ import {
   send,
   simpleDesign,
 } from './helpers/factories.ts';
-import { pdfText, startTestRenderer } from './helpers/pdf.ts';
+import { pdfInfo, pdfText, startTestRenderer } from './helpers/pdf.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { closedPort, startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -100,6 +100,9 @@ describe('PDF attachments', () => {
     expect(receiptPdf).toContain('Receipt R-2041 issued to Ada');
     expect(termsPdf).toContain('Terms accepted by Grace');
     expect(message.parsed.html).toContain('Invoice for Ada');
+    // PDF_PAPER_SIZE=A4: 210 × 297 mm = 595 × 842 pt (±1: Chromium rounds to whole CSS pixels).
+    const a4 = await pdfInfo(pdfs[0]!.content);
+    expect([Math.abs(a4.widthPt - 595) <= 1, Math.abs(a4.heightPt - 842) <= 1]).toEqual([true, true]);
 
     const status = await waitFor(async () => {
       const s = await emailStatus(ctx.app, team.key, id);
@@ -269,7 +272,11 @@ describe('PDF renderer failures at send time', () => {
 describe('the bundled renderer in process (postwright start without PDF_RENDERER_URL)', () => {
   it('renders a generatePdf template through the renderer it starts on first use', async () => {
     const smtp = await startTestSmtpServer();
-    const ctx = await createTestContext('postgres', {}, { bundledPdfRenderer: true });
+    const ctx = await createTestContext(
+      'postgres',
+      { PDF_PAPER_SIZE: 'Letter' },
+      { bundledPdfRenderer: true },
+    );
     try {
       expect(ctx.context.pdf?.source).toBe('bundled');
       await ctx.startWorkers();
@@ -291,6 +298,12 @@ describe('the bundled renderer in process (postwright start without PDF_RENDERER
       const [pdf] = message!.parsed.attachments;
       expect(pdf?.filename).toBe('statement.pdf');
       expect(await pdfText(pdf!.content)).toContain('Statement for Linus');
+      // PDF_PAPER_SIZE=Letter: 8.5 × 11 in = 612 × 792 pt.
+      const letter = await pdfInfo(pdf!.content);
+      expect([Math.abs(letter.widthPt - 612) <= 1, Math.abs(letter.heightPt - 792) <= 1]).toEqual([
+        true,
+        true,
+      ]);
     } finally {
       await ctx.close();
       await smtp.close();

@@ -51,16 +51,23 @@ export function pdfText(pdf: Buffer): Promise<string> {
   });
 }
 
-/** Page count of a PDF (poppler's `pdfinfo`). */
-export function pdfPages(pdf: Buffer): Promise<number> {
+/** Page count and first-page size in points (rounded) of a PDF, from poppler's `pdfinfo`. */
+export function pdfInfo(pdf: Buffer): Promise<{ pages: number; widthPt: number; heightPt: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn('pdfinfo', ['-']);
     const out: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
     child.on('error', reject);
     child.on('close', () => {
-      const match = /Pages:\s+(\d+)/.exec(Buffer.concat(out).toString());
-      match ? resolve(Number(match[1])) : reject(new Error('pdfinfo gave no page count'));
+      const text = Buffer.concat(out).toString();
+      const pages = /Pages:\s+(\d+)/.exec(text);
+      const size = /Page size:\s+([\d.]+) x ([\d.]+) pts/.exec(text);
+      if (!pages || !size) return reject(new Error(`pdfinfo gave no page count or size: ${text}`));
+      resolve({
+        pages: Number(pages[1]),
+        widthPt: Math.round(Number(size[1])),
+        heightPt: Math.round(Number(size[2])),
+      });
     });
     child.stdin.end(pdf);
   });

@@ -27,8 +27,8 @@ describe('sanitisePdfFilename (issue #12: file names sanitised and given .pdf)',
 describe('paperOf', () => {
   it('gives A4 or Letter in inches and the margin in inches', () => {
     expect(paperOf({ PDF_PAPER_SIZE: 'A4', PDF_MARGIN_MM: 25.4 })).toEqual({
-      widthIn: 8.27,
-      heightIn: 11.69,
+      widthIn: 8.2677,
+      heightIn: 11.6929,
       marginIn: 1,
     });
     expect(paperOf({ PDF_PAPER_SIZE: 'Letter', PDF_MARGIN_MM: 0 })).toEqual({

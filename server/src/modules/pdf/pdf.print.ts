@@ -2,7 +2,7 @@ import type { Config } from '../../config.ts';
 import type { PaperOptions } from './pdf.client.ts';
 
 /** Paper sizes in inches (ISO 216 A4 = 210 × 297 mm; US Letter = 8.5 × 11 in). */
-const PAPER_INCHES = { A4: { width: 8.27, height: 11.69 }, Letter: { width: 8.5, height: 11 } } as const;
+const PAPER_INCHES = { A4: { width: 8.2677, height: 11.6929 }, Letter: { width: 8.5, height: 11 } } as const;
 
 /** The paper of PDF attachments: PDF_PAPER_SIZE and PDF_MARGIN_MM (all four margins), in inches. */
 export function paperOf(config: Pick<Config, 'PDF_PAPER_SIZE' | 'PDF_MARGIN_MM'>): PaperOptions {
