@@ -189,6 +189,11 @@ export class ChromiumPool {
       const browser = await (await loadPuppeteer()).launch({
         executablePath: this.#options.executablePath,
         headless: true,
+        // puppeteer's own signal handlers would close the browser and exit the process with 130 on
+        // Ctrl-C, cutting Postwright's orderly shutdown short; close() is called by the owner instead.
+        handleSIGINT: false,
+        handleSIGTERM: false,
+        handleSIGHUP: false,
         // Chromium refuses to start as root with its sandbox (CI runs as root); JavaScript is off
         // and the network blocked on every page, which is what the sandbox would otherwise guard.
         args: [
