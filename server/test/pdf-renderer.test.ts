@@ -157,7 +157,7 @@ describe('bundled PDF renderer limits', () => {
   });
 
   it('closes Chromium after it has been idle, and starts it again for the next render', async () => {
-    const renderer = await startTestRenderer({ idleCloseMs: 300 });
+    const renderer = await startTestRenderer({ idleCloseMs: 2_000 });
     try {
       expect(renderer.pool.browserRunning).toBe(false);
       expect((await convert(renderer, '<p>one</p>')).status).toBe(200);
@@ -165,6 +165,28 @@ describe('bundled PDF renderer limits', () => {
       await waitFor(async () => (renderer.pool.browserRunning ? undefined : true), 10_000, 'idle close');
       const again = await convert(renderer, '<p>two</p>');
       expect(await pdfText(Buffer.from(await again.arrayBuffer()))).toContain('two');
+    } finally {
+      await renderer.close();
+    }
+  });
+
+  it('closes Chromium as soon as it is idle after screenshots alone (thumbnails keep no browser open)', async () => {
+    const renderer = await startTestRenderer({ idleCloseMs: 60_000 });
+    try {
+      const response = await fetch(`${renderer.url}/forms/chromium/screenshot/html`, {
+        method: 'POST',
+        body: form('<h1>thumb</h1>', { width: '200', height: '100' }),
+      });
+      expect(response.status).toBe(200);
+      await waitFor(
+        async () => (renderer.pool.browserRunning ? undefined : true),
+        5_000,
+        'close after a screenshot',
+      );
+      // A PDF keeps it open for idleCloseMs.
+      expect((await convert(renderer, '<p>pdf</p>')).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(renderer.pool.browserRunning).toBe(true);
     } finally {
       await renderer.close();
     }

@@ -10,7 +10,11 @@ export interface ChromiumPoolOptions {
   renderTimeoutMs: number;
   /** Hosts (lower-case, no port) pages may load images from over http(s); everything else is blocked. */
   allowedImageHosts: readonly string[];
-  /** The browser is closed after this long without a render (ms); the next render starts it again. */
+  /**
+   * The browser is closed after this long without a PDF render (ms); the next render starts it
+   * again. Screenshots (thumbnails) do not keep it open: after screenshots alone it closes as soon
+   * as it is idle, so a template save does not leave a browser running in an idle server.
+   */
   idleCloseMs: number;
   /** Most renders waiting for a page; beyond it a render is refused at once (RendererBusyError). */
   maxQueued?: number;
@@ -53,6 +57,8 @@ export class ChromiumPool {
   #active = 0;
   readonly #waiting: (() => void)[] = [];
   #idleTimer: NodeJS.Timeout | undefined;
+  /** Until when (ms since epoch) the last PDF render keeps the browser open once idle. */
+  #keepOpenUntil = 0;
   #closed = false;
 
   constructor(options: ChromiumPoolOptions) {
@@ -71,21 +77,28 @@ export class ChromiumPool {
    *   Chromium's own error (launch failure, crash).
    */
   renderPdf(html: string, pdf: PDFOptions): Promise<Buffer> {
-    return this.#withPage(html, { width: 794, height: 1123 }, async (page) =>
-      Buffer.from(await page.pdf({ ...pdf, timeout: this.#options.renderTimeoutMs })),
+    return this.#withPage(
+      html,
+      { width: 794, height: 1123 },
+      async (page) => Buffer.from(await page.pdf({ ...pdf, timeout: this.#options.renderTimeoutMs })),
+      { keepsBrowserOpen: true },
     );
   }
 
   /** A screenshot of `html` (template thumbnails). @throws as {@link renderPdf}. */
   screenshot(html: string, options: ScreenshotOptions): Promise<Buffer> {
-    return this.#withPage(html, { width: options.width, height: options.height }, async (page) =>
-      Buffer.from(
-        await page.screenshot({
-          type: options.format,
-          fullPage: options.fullPage ?? false,
-          captureBeyondViewport: false,
-        }),
-      ),
+    return this.#withPage(
+      html,
+      { width: options.width, height: options.height },
+      async (page) =>
+        Buffer.from(
+          await page.screenshot({
+            type: options.format,
+            fullPage: options.fullPage ?? false,
+            captureBeyondViewport: false,
+          }),
+        ),
+      { keepsBrowserOpen: false },
     );
   }
 
@@ -100,6 +113,7 @@ export class ChromiumPool {
     html: string,
     viewport: { width: number; height: number },
     work: (page: Page) => Promise<T>,
+    options: { keepsBrowserOpen: boolean },
   ): Promise<T> {
     if (this.#closed) throw new Error('renderer is closed');
     clearTimeout(this.#idleTimer);
@@ -127,6 +141,7 @@ export class ChromiumPool {
           page.close().catch(() => {});
         }
       }
+      if (options.keepsBrowserOpen) this.#keepOpenUntil = Date.now() + this.#options.idleCloseMs;
       this.#releaseSlot();
     }
   }
@@ -151,7 +166,8 @@ export class ChromiumPool {
     }
     this.#active--;
     if (this.#active === 0 && !this.#closed) {
-      this.#idleTimer = setTimeout(() => void this.#closeBrowser(), this.#options.idleCloseMs);
+      const delay = Math.max(0, this.#keepOpenUntil - Date.now());
+      this.#idleTimer = setTimeout(() => void this.#closeBrowser(), delay);
       this.#idleTimer.unref();
     }
   }
