@@ -205,6 +205,9 @@ export class ChromiumPool {
       const browser = await (await loadPuppeteer()).launch({
         executablePath: this.#options.executablePath,
         headless: true,
+        // DevTools over stdin/stdout pipes instead of a port: no local process can drive the browser,
+        // and Chromium exits when its parent dies (even by kill -9) instead of living on orphaned.
+        pipe: true,
         // puppeteer's own signal handlers would close the browser and exit the process with 130 on
         // Ctrl-C, cutting Postwright's orderly shutdown short; close() is called by the owner instead.
         handleSIGINT: false,
