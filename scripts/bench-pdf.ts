@@ -51,6 +51,7 @@ async function rawRenderer(
   const browser: Browser = await puppeteer.launch({
     executablePath: CHROMIUM,
     headless: true,
+    pipe: true, // as the service's pool
     args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-dev-shm-usage', '--disable-gpu'],
   });
   // The same page settings as the service's pages (JavaScript off, every request but data: aborted),
