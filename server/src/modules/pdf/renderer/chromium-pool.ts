@@ -201,7 +201,8 @@ export class ChromiumPool {
   }
 
   #launch(): Promise<Browser> {
-    this.#browser ??= (async () => {
+    if (this.#browser) return this.#browser;
+    const launching: Promise<Browser> = (async () => {
       const browser = await (await loadPuppeteer()).launch({
         executablePath: this.#options.executablePath,
         headless: true,
@@ -224,14 +225,19 @@ export class ChromiumPool {
           '--mute-audio',
         ],
       });
-      browser.on('disconnected', () => this.#forgetBrowser());
+      // Only this browser's end forgets it: a browser closed for idleness may disconnect after
+      // its successor has started.
+      browser.on('disconnected', () => this.#forgetBrowser(launching));
       return browser;
     })();
-    this.#browser.catch(() => this.#forgetBrowser());
-    return this.#browser;
+    this.#browser = launching;
+    launching.catch(() => this.#forgetBrowser(launching));
+    return launching;
   }
 
-  #forgetBrowser(): void {
+  /** Forgets the current browser (and its pages), or only if it is `which` when given. */
+  #forgetBrowser(which?: Promise<Browser>): void {
+    if (which && this.#browser !== which) return;
     this.#browser = undefined;
     this.#free.length = 0;
   }
