@@ -107,6 +107,25 @@ const envSchema = z.object({
   S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   S3_FORCE_PATH_STYLE: booleanFromEnv.optional(),
   S3_PUBLIC_URL: z.url().optional(),
+  // PDF attachments and template thumbnails (issue #12). A Gotenberg-compatible renderer; unset, the
+  // all-in-one `postwright start` runs the bundled one in-process when Chromium is at CHROMIUM_PATH.
+  PDF_RENDERER_URL: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+  CHROMIUM_PATH: z.string().min(1).default('/usr/bin/chromium'),
+  PDF_PAPER_SIZE: z.enum(['A4', 'Letter']).default('A4'),
+  PDF_MARGIN_MM: z.coerce.number().min(0).max(50).default(15),
+  // Deadline of one render (the bundled renderer's per-page timeout; the client waits 5 s longer).
+  PDF_RENDER_TIMEOUT_SECONDS: z.coerce.number().min(0.001).max(300).default(30),
+  // Bundled renderer: pages rendering at once (one browser), and hosts its pages may load images from.
+  PDF_RENDERER_PAGES: z.coerce.number().int().min(1).max(32).default(2),
+  PDF_ALLOWED_IMAGE_HOSTS: z
+    .string()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((host) => host.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .default([]),
   UPLOAD_MAX_BYTES: z.coerce
     .number()
     .int()

@@ -8,6 +8,7 @@ import { type AdapterSendCache, createAdapterSendCache } from './modules/adapter
 import { type ApiKeyCache, createApiKeyCache } from './modules/api-keys/index.ts';
 import { withSetupToken } from './modules/auth/index.ts';
 import { type AcceptBatcher, createAcceptBatcher } from './modules/emails/index.ts';
+import { createPdfRenderer, type PdfRenderer } from './modules/pdf/index.ts';
 import { createFileStorage, type FileStorage } from './modules/storage/index.ts';
 import { createTemplateSendCache, type TemplateSendCache } from './modules/templates/index.ts';
 import type { OutboundPolicy } from './outbound/index.ts';
@@ -34,6 +35,11 @@ export interface ContextDeps {
   logStream?: DestinationStream | undefined;
   /** Defaults to {@link systemClock}. */
   clock?: Clock | undefined;
+  /**
+   * Whether this process may run the bundled PDF renderer when PDF_RENDERER_URL is unset and
+   * Chromium is found (`postwright start`, issue #12); tests leave it off unless they test it.
+   */
+  bundledPdfRenderer?: boolean | undefined;
 }
 
 /**
@@ -56,6 +62,11 @@ export interface Context {
   storage: FileStorage;
   /** What outbound connections may reach (SMTP_ALLOW_PRIVATE; issue #8). */
   outbound: OutboundPolicy;
+  /**
+   * Where PDF attachments and template thumbnails are rendered (issue #12), or undefined when no
+   * renderer is configured (a requested PDF is then PDF_NOT_CONFIGURED).
+   */
+  pdf: PdfRenderer | undefined;
   /** Open providers, one connection pool per adapter (worker deliveries, invitation emails). */
   providers: ProviderCache;
   /** Group commit of accepted sends over `db` (issue #9 "Group-commit accept"). */
@@ -112,6 +123,7 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
   const storage = await createFileStorage(config);
   const providers = new ProviderCache();
   const acceptBatcher = createAcceptBatcher({ db: deps.database.db, queue: deps.queue });
+  const pdf = createPdfRenderer(config, { bundled: deps.bundledPdfRenderer ?? false });
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -123,6 +135,7 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
     encryptionKey: deps.encryptionKey,
     storage,
     outbound: { allowPrivate: config.SMTP_ALLOW_PRIVATE },
+    pdf,
     providers,
     acceptBatcher,
     caches: {
@@ -135,6 +148,7 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
         await acceptBatcher.drain();
         await providers.closeAll();
         await storage.close();
+        await pdf?.close();
       })();
       return closing;
     },

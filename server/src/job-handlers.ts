@@ -3,6 +3,7 @@ import type { JobQueue } from './jobs/queue.ts';
 import type { JobHandlers } from './jobs/registry.ts';
 import { emailJobHandlers } from './modules/emails/index.ts';
 import { teamJobHandlers } from './modules/teams/index.ts';
+import { templateJobHandlers } from './modules/templates/index.ts';
 import { installWebhookOutbox, webhookJobHandlers } from './modules/webhooks/index.ts';
 
 /**
@@ -18,6 +19,7 @@ export function bindJobHandlers(context: Context): JobHandlers {
   return {
     ...emailJobHandlers(context),
     ...teamJobHandlers(context),
+    ...templateJobHandlers(context),
     ...webhookJobHandlers(context),
   };
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type Role } from './config.ts';
+import { type Config, ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { trimHeapAfterStart } from './heap-trim.ts';
@@ -11,6 +11,8 @@ const USAGE = `Usage: postwright <command> [options]
 Commands:
   start [--role all|api|worker]   Serve the dashboard, the API, /docs and the workers (default role: all)
   migrate                         Apply database migrations and exit
+  pdf-renderer                    Serve the bundled Gotenberg-compatible PDF renderer on HOST:PORT
+                                  (Chromium at CHROMIUM_PATH; no database needed)
   help                            Show this help
 
 Configuration comes from environment variables; see README.md.`;
@@ -36,6 +38,7 @@ async function main(argv: string[]): Promise<number> {
     console.log('Migrations applied.');
     return 0;
   }
+  if (command === 'pdf-renderer') return servePdfRenderer(config);
   if (command !== 'start') {
     console.error(`Unknown command "${command}".\n\n${USAGE}`);
     return 2;
@@ -76,6 +79,39 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', force);
   process.on('SIGTERM', force);
   await running.stop();
+  return 0;
+}
+
+/**
+ * `postwright pdf-renderer` (issue #12): the bundled Gotenberg-compatible renderer alone, on
+ * HOST:PORT, until SIGINT/SIGTERM. Point other Postwright processes at it with PDF_RENDERER_URL.
+ * @returns the exit code: 0 after a clean stop, 1 when Chromium is not at CHROMIUM_PATH.
+ */
+async function servePdfRenderer(config: Config): Promise<number> {
+  const { BROWSER_IDLE_CLOSE_MS, chromiumAvailable, loadPdfRendererServer } = await import(
+    './modules/pdf/index.ts'
+  );
+  if (!chromiumAvailable(config.CHROMIUM_PATH)) {
+    console.error(`Chromium not found at CHROMIUM_PATH (${config.CHROMIUM_PATH}).`);
+    return 1;
+  }
+  const { startPdfRenderer } = await loadPdfRendererServer();
+  const renderer = await startPdfRenderer(
+    { host: config.HOST, port: config.PORT },
+    {
+      executablePath: config.CHROMIUM_PATH,
+      pages: config.PDF_RENDERER_PAGES,
+      renderTimeoutMs: config.PDF_RENDER_TIMEOUT_SECONDS * 1000,
+      allowedImageHosts: config.PDF_ALLOWED_IMAGE_HOSTS,
+      idleCloseMs: BROWSER_IDLE_CLOSE_MS,
+    },
+  );
+  console.log(`Postwright PDF renderer listening on ${renderer.url}`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await renderer.close();
   return 0;
 }
 

@@ -39,7 +39,7 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
     await queue.start();
     await declareQueues(queue, config);
-    context = await createContext({ config, database, queue, encryptionKey });
+    context = await createContext({ config, database, queue, encryptionKey, bundledPdfRenderer: true });
   } catch (error) {
     await queue.stop(0).catch(() => {});
     await database.close();

@@ -10,7 +10,8 @@ import { isAPIError } from '../src/modules/auth/index.ts';
  * server API and plugins), the EmailBuilder renderer with React, html-to-text and file-type are
  * imported on their first use, nodemailer when the first SMTP provider is made (each hosted API's SDK
  * when the first provider of its type is made), ioredis only with
- * REDIS_URL; `npm run bench:idle-memory` measures what that saves.
+ * REDIS_URL, puppeteer-core (and the bundled PDF renderer's server) at the first PDF or thumbnail
+ * (issue #12); `npm run bench:idle-memory` measures what that saves.
  */
 const runtime = fileURLToPath(new URL('../src/runtime.ts', import.meta.url));
 
@@ -30,15 +31,17 @@ async function filesLoadedAtStart(): Promise<string[]> {
 }
 
 describe('modules loaded at start', () => {
-  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis, undici and the provider SDKs', async () => {
+  it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis, undici, the provider SDKs and puppeteer-core', async () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
     const lazy = files.filter((url) =>
-      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|htmlparser2\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/|resend\/|@sendgrid\/|mailgun\.js\/|form-data\/|@aws-sdk\/|postmark\/)/.test(
+      /\/node_modules\/(better-auth\/dist\/(?!integrations\/node)|@usewaypoint\/|react|react-dom\/|html-to-text\/|htmlparser2\/|file-type\/|nodemailer\/(?!(lib|dist\/esm)\/addressparser)|ioredis\/|undici\/|resend\/|@sendgrid\/|mailgun\.js\/|form-data\/|@aws-sdk\/|postmark\/|puppeteer-core\/|chromium-bidi\/|@puppeteer\/)/.test(
         url,
       ),
     );
     expect(lazy).toEqual([]);
+    // The bundled PDF renderer's server (Fastify app, Chromium pool) loads at its first render only.
+    expect(files.filter((url) => url.includes('/server/src/modules/pdf/renderer/'))).toEqual([]);
   });
 
   it("isAPIError tells better-auth's API errors from others without loading better-auth", () => {

@@ -32,6 +32,8 @@ const sendJobPayload = emailJobPayload.extend({
     .optional(),
 });
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
+/** A template whose thumbnail to (re)take (issue #12). */
+const thumbnailJobPayload = z.object({ templateId: z.string(), teamId: z.string() });
 /**
  * One attempt of one webhook event (issue #11): `messageId` is the Standard Webhooks `webhook-id`
  * (the same on every attempt), `payload` the JSON body as the spec's Events section shapes it,
@@ -108,6 +110,17 @@ export const JOB_DEFINITIONS = {
     expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
   /**
+   * Takes a template's thumbnail (issue #12), enqueued in the transaction that saves its design:
+   * a PNG screenshot through the PDF renderer, stored, set as `thumbnailUrl`. A failure never
+   * touches the template; two retries, then the old thumbnail stays.
+   */
+  'template.thumbnail': {
+    payload: thumbnailJobPayload,
+    deadLetter: undefined,
+    retry: (): RetryPolicy => ({ retryLimit: 2, retryDelaySeconds: 10, retryBackoff: true }),
+    expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
+  },
+  /**
    * Delivers one webhook attempt (issue #11), enqueued in the transaction of the status change
    * that causes it (outbox). The attempt schedule (WEBHOOK_RETRY_SCHEDULE) is the handler's: a
    * failed attempt is recorded and its successor enqueued with a delay. The queue's own retries
@@ -147,6 +160,7 @@ export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
 export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;
 export const INVITATION_SEND_JOB = 'invitation.send' satisfies JobName;
 export const WEBHOOK_DELIVER_JOB = 'webhook.deliver' satisfies JobName;
+export const TEMPLATE_THUMBNAIL_JOB = 'template.thumbnail' satisfies JobName;
 
 /**
  * Emails of one team in flight at once across all workers (the `email.send` group cap): four times

@@ -26,12 +26,13 @@ export interface TestContext {
 /**
  * Boots the real app on a fresh PostgreSQL database (created on the run's server, dropped by
  * `close()`), with the real queue. Workers are not started until asked, so tests can look at queued state.
- * `options.logStream` receives the app's log lines (set LOG_LEVEL in `env` too).
+ * `options.logStream` receives the app's log lines (set LOG_LEVEL in `env` too);
+ * `options.bundledPdfRenderer` lets the context run the bundled PDF renderer as `postwright start` does.
  */
 export async function createTestContext(
   kind: DatabaseKind,
   env: Record<string, string> = {},
-  options: { logStream?: DestinationStream } = {},
+  options: { logStream?: DestinationStream; bundledPdfRenderer?: boolean } = {},
 ): Promise<TestContext> {
   const { handle, drop } = await createTestDatabase(kind);
   const config = loadConfig({

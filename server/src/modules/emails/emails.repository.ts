@@ -24,6 +24,7 @@ export type NewEmailLog = Pick<
   | 'variables'
   | 'status'
   | 'jobId'
+  | 'hasPdfAttachment'
 >;
 
 /** A history row to append (`detail` defaults to {}, `occurredAt` to now). */
@@ -110,16 +111,20 @@ export const emailRepository = {
         variables: r.variables,
         status: r.status,
         job_id: r.jobId,
+        // Issue #12: only set when true (absent → false), so PDF-less rows carry nothing more.
+        ...(r.hasPdfAttachment ? { has_pdf_attachment: true } : {}),
       })),
     );
     await db.execute(sql`
       insert into email_logs (id, team_id, template_id, template_name, template_version_id, adapter_id,
-        api_key_id, to_addresses, from_address, subject, variables, status, job_id)
+        api_key_id, to_addresses, from_address, subject, variables, status, job_id, has_pdf_attachment)
       select id, team_id, template_id, template_name, template_version_id, adapter_id,
-        api_key_id, to_addresses, from_address, subject, variables, status::email_status, job_id
+        api_key_id, to_addresses, from_address, subject, variables, status::email_status, job_id,
+        coalesce(has_pdf_attachment, false)
       from jsonb_to_recordset(${json}::jsonb) as x(id text, team_id text, template_id text,
         template_name text, template_version_id text, adapter_id text, api_key_id text,
-        to_addresses text[], from_address text, subject text, variables jsonb, status text, job_id text)`);
+        to_addresses text[], from_address text, subject text, variables jsonb, status text, job_id text,
+        has_pdf_attachment boolean)`);
   },
 
   async insertEvent(

@@ -5,6 +5,7 @@ import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { recipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
 import { checkSendFields, sendFieldsShape, sendFieldsViewShape } from './send-fields.ts';
+import { MAX_PDF_ATTACHMENTS } from './send-pdfs.ts';
 
 /** Most recipients one send may address (common provider limit; SES and Postmark use 50). */
 export const MAX_RECIPIENTS = 50;
@@ -31,8 +32,11 @@ export function sendBodySchema(limits: VariablesLimits) {
             variables: variables.optional(),
           }),
         )
-        .max(10)
-        .optional(),
+        .max(MAX_PDF_ATTACHMENTS)
+        .optional()
+        .describe(
+          "Up to 5 PDFs rendered from the team's templates, in order; each inherits the email's variables unless it has its own",
+        ),
       ...sendFieldsShape,
     })
     .superRefine(checkSendFields);

@@ -58,6 +58,11 @@ export async function resendEmail(
       trackOpens: optional(fields.trackOpens, true),
       trackClicks: optional(fields.trackClicks, true),
     },
-    { resendOf: original.id, copyAttachmentsOf: original.id, attachmentCount: fields.attachments.length },
+    {
+      resendOf: original.id,
+      copyAttachmentsOf: original.id,
+      attachmentCount: fields.attachments.length,
+      hasPdfAttachment: original.hasPdfAttachment,
+    },
   );
 }

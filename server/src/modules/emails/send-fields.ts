@@ -253,12 +253,18 @@ export interface OutgoingFields {
 export function sendFieldRows(
   ids: { emailId: string; teamId: string },
   input: SendFieldsInput,
-  extra: { copyAttachmentsOf?: string | undefined; attachmentCount?: number } = {},
+  extra: {
+    copyAttachmentsOf?: string | undefined;
+    attachmentCount?: number;
+    /** PDFs rendered at accept (issue #12, send-pdfs.ts), stored after the request's attachments. */
+    pdfs?: readonly { filename: string; content: Buffer }[];
+  } = {},
 ): { rows: SendFieldRows | undefined; fields: OutgoingFields | undefined; scheduledAt: Date | undefined } {
   const cc = asList(input.cc);
   const bcc = asList(input.bcc);
   const replyTo = asList(input.replyTo);
   const files = input.attachments ?? [];
+  const pdfs = extra.pdfs ?? [];
   const scheduledAt = input.scheduledAt ? new Date(input.scheduledAt) : undefined;
   const hasOptions =
     cc.length + bcc.length + replyTo.length > 0 ||
@@ -271,7 +277,7 @@ export function sendFieldRows(
     input.trackClicks !== undefined ||
     scheduledAt !== undefined;
   const copied = extra.copyAttachmentsOf !== undefined && (extra.attachmentCount ?? 0) > 0;
-  if (!hasOptions && files.length === 0 && !copied) {
+  if (!hasOptions && files.length === 0 && pdfs.length === 0 && !copied) {
     return { rows: undefined, fields: undefined, scheduledAt: undefined };
   }
   const rows: SendFieldRows = {
@@ -308,13 +314,25 @@ export function sendFieldRows(
     }),
     copyAttachmentsOf: copied ? extra.copyAttachmentsOf : undefined,
   };
+  for (const [index, pdf] of pdfs.entries()) {
+    rows.attachments.push({
+      id: newId('attachment'),
+      teamId: ids.teamId,
+      emailId: ids.emailId,
+      position: files.length + index,
+      filename: pdf.filename,
+      contentType: 'application/pdf',
+      size: pdf.content.length,
+      content: pdf.content,
+    });
+  }
   const fields: OutgoingFields = {
     ...(cc.length ? { cc } : {}),
     ...(bcc.length ? { bcc } : {}),
     ...(replyTo.length ? { replyTo } : {}),
     ...(input.headers && Object.keys(input.headers).length ? { headers: input.headers } : {}),
     ...(input.tags && Object.keys(input.tags).length ? { tags: input.tags } : {}),
-    ...(files.length > 0 || copied ? { attachments: true } : {}),
+    ...(files.length > 0 || pdfs.length > 0 || copied ? { attachments: true } : {}),
     ...(input.trackOpens !== undefined ? { trackOpens: input.trackOpens } : {}),
     ...(input.trackClicks !== undefined ? { trackClicks: input.trackClicks } : {}),
   };

@@ -8,11 +8,13 @@ import {
   cachedSendingAdapter,
   findAdapters,
 } from '../adapters/index.ts';
+import type { PdfRenderer } from '../pdf/index.ts';
 import { renderSubjectLine, renderTemplateHtml } from '../rendering/index.ts';
 import { cachedTemplateForSend, type TemplateSendCache } from '../templates/index.ts';
 import type { AcceptBatcher, AcceptedEmailRows } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
 import { sendFieldRows, unknownAdapterError } from './send-fields.ts';
+import { renderSendPdfs, sendWantsPdfs } from './send-pdfs.ts';
 
 /** What `POST /api/v1/send` answers (spec: data = {id, jobId, status: "queued"}). */
 export interface AcceptedSend {
@@ -29,6 +31,8 @@ export interface AcceptSendDeps {
   db: Database;
   acceptBatcher: AcceptBatcher;
   caches: { templatesForSend: TemplateSendCache; adaptersForSend: AdapterSendCache };
+  /** The PDF renderer (issue #12), undefined when none is configured. */
+  pdf: PdfRenderer | undefined;
 }
 
 /** The foreign key that refuses a log of a template deleted before the send committed. */
@@ -59,6 +63,8 @@ const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
  *   VALIDATION_ERROR (400) with details.reason NO_ACTIVE_ADAPTER, NO_SENDER, UNKNOWN_ADAPTER or
  *   ADAPTER_DISABLED;
  *   PDF_NOT_CONFIGURED (500) when a PDF is requested (spec case rule 6: no renderer is configured);
+ *   PDF_GENERATION_FAILED (500) or INVALID_TEMPLATE (400) for a PDF that cannot be rendered
+ *   (send-pdfs.ts renderSendPdfs: PDFs are rendered here, at accept, and stored as attachments);
  *   a database data exception for values PostgreSQL cannot store (mapped to 400 INVALID_INPUT).
  */
 export async function acceptSend(
@@ -82,6 +88,11 @@ export interface SendOrigin {
   /** Copy the stored attachments of this email (resend), `attachmentCount` of them. */
   copyAttachmentsOf?: string;
   attachmentCount?: number;
+  /**
+   * Whether the copied attachments hold PDFs (the original's hasPdfAttachment): a resend carries the
+   * original's PDFs and renders none, not even its template's generatePdf one (issue #12).
+   */
+  hasPdfAttachment?: boolean;
 }
 
 /**
@@ -123,7 +134,9 @@ export async function prepareSend(
   const adapter = input.adapterId
     ? await namedAdapter(deps.db, caller.teamId, input.adapterId)
     : await cachedSendingAdapter(deps.db, deps.caches.adaptersForSend, caller.teamId);
-  if ((input.pdfAttachments?.length ?? 0) > 0 || version.generatePdf) {
+  const skipTemplatePdf = origin.copyAttachmentsOf !== undefined;
+  const wantsPdfs = sendWantsPdfs(input, version, { skipTemplatePdf });
+  if (wantsPdfs && !deps.pdf) {
     throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
       reason: 'PDF_RENDERER_URL_NOT_SET',
     });
@@ -141,11 +154,22 @@ export async function prepareSend(
   );
   const subject =
     input.subject === undefined ? rendered.subject : renderSubjectLine(input.subject, variables);
+  // Issue #12: PDFs render last (after every cheap check) and only when asked for.
+  const pdfs = wantsPdfs
+    ? await renderSendPdfs(deps, caller.teamId, input, {
+        template,
+        version,
+        html: rendered.html,
+        variables,
+        skipTemplatePdf,
+      })
+    : undefined;
   const id = newId('emailLog');
   const { jobId, uuid } = newJobId();
   const extra = sendFieldRows({ emailId: id, teamId: caller.teamId }, input, {
     copyAttachmentsOf: origin.copyAttachmentsOf,
     ...(origin.attachmentCount !== undefined ? { attachmentCount: origin.attachmentCount } : {}),
+    ...(pdfs ? { pdfs } : {}),
   });
   const rows: AcceptedEmailRows = {
     log: {
@@ -162,6 +186,7 @@ export async function prepareSend(
       variables,
       status: 'queued',
       jobId,
+      ...(pdfs?.length || origin.hasPdfAttachment ? { hasPdfAttachment: true } : {}),
     },
     eventDetail: origin.resendOf ? { resendOf: origin.resendOf } : {},
     job: {

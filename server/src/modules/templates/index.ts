@@ -11,3 +11,4 @@ export {
   getTemplateVersion,
   resolveTemplateForSend,
 } from './templates.service.ts';
+export { enqueueThumbnail, THUMBNAIL_VIEWPORT, templateJobHandlers } from './templates.thumbnail.ts';

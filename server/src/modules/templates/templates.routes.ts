@@ -39,6 +39,8 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
   const sendCache = () => app.ctx.caches.templatesForSend;
+  // Saves queue a thumbnail (issue #12) when this process has a renderer to take it with.
+  const thumbnails = () => (app.ctx.pdf ? app.ctx.queue : undefined);
   const previewBody = previewBodySchema(variablesLimitsOf(app.ctx.config));
 
   app.get(
@@ -74,7 +76,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const teamId = teamIdOf(request);
       const userId = actingUserIdOf(request);
-      const created = await service.createTemplate(db(), teamId, userId, request.body);
+      const created = await service.createTemplate(db(), teamId, userId, request.body, thumbnails());
       return reply.code(201).send(ok(created));
     },
   );
@@ -98,6 +100,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
         teamIdOf(request),
         request.params.id,
         request.body,
+        thumbnails(),
       );
       return ok(service.presentTemplate(row));
     },
@@ -187,7 +190,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       const { id, versionId } = request.params;
       return ok(
         service.presentTemplate(
-          await versions.restoreVersion(db(), sendCache(), teamId, userId, id, versionId),
+          await versions.restoreVersion(db(), sendCache(), teamId, userId, id, versionId, thumbnails()),
         ),
       );
     },

@@ -9,6 +9,7 @@ import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } fro
 import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
 import type { TemplateSendCache } from './templates.send-cache.ts';
+import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** List item shape (spec "Template": list items carry …). */
 export function presentTemplateListItem(row: TemplateRow) {
@@ -120,6 +121,7 @@ export async function createTemplate(
   teamId: string,
   userId: string | null,
   input: CreateTemplateInput,
+  thumbnails?: ThumbnailQueue,
 ): Promise<TemplateView> {
   const { design, variables, compiledHtml } = await compileContent(input.subject, input.designJson);
   const base = slugify(input.name, 'template');
@@ -146,6 +148,7 @@ export async function createTemplate(
           createdBy: userId,
         });
         const version = await snapshotVersion(tx, row, userId);
+        await enqueueThumbnail(thumbnails, tx, row);
         return presentTemplate({ ...row, currentVersionId: version.id });
       });
     } catch (error) {
@@ -193,6 +196,7 @@ export async function updateTemplate(
   teamId: string,
   idOrSlug: string,
   input: UpdateTemplateInput,
+  thumbnails?: ThumbnailQueue,
 ): Promise<TemplateRow> {
   try {
     const updated = await db.transaction(async (tx) => {
@@ -214,6 +218,9 @@ export async function updateTemplate(
       if (VERSIONED_FIELDS.some((field) => input[field] !== undefined)) changes.hasUnversionedChanges = true;
       const row = await templateRepository.update(tx, teamId, current.id, changes);
       if (!row) throw notFound('Template');
+      if (changes.compiledHtml !== undefined && changes.compiledHtml !== current.compiledHtml) {
+        await enqueueThumbnail(thumbnails, tx, row);
+      }
       return row;
     });
     sendCache.forgetTeam(teamId);

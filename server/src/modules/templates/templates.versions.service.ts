@@ -4,6 +4,7 @@ import { type TemplateRow, type TemplateVersionRow, templateRepository } from '.
 import type { TemplateVersionView } from './templates.schema.ts';
 import type { TemplateSendCache } from './templates.send-cache.ts';
 import { compileContent, getTemplate, snapshotVersion } from './templates.service.ts';
+import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** Version names are 1-100 characters, like template names (spec "Limits"). */
 const MAX_VERSION_NAME = 100;
@@ -76,6 +77,7 @@ export async function restoreVersion(
   userId: string | null,
   idOrSlug: string,
   versionId: string,
+  thumbnails?: ThumbnailQueue,
 ): Promise<TemplateRow> {
   const template = await getTemplate(db, teamId, idOrSlug);
   const version = await templateRepository.findVersion(db, teamId, versionId);
@@ -95,6 +97,7 @@ export async function restoreVersion(
       trackClicks: version.trackClicks,
     });
     if (!restored) throw notFound('Template');
+    if (restored.compiledHtml !== locked.compiledHtml) await enqueueThumbnail(thumbnails, tx, restored);
     const name = `Restored from ${version.name}`.slice(0, MAX_VERSION_NAME);
     const snapshot = await snapshotVersion(tx, restored, userId, name);
     return { ...restored, currentVersionId: snapshot.id, hasUnversionedChanges: false };

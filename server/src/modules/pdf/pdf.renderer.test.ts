@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { pdfText } from '../../../test/helpers/pdf.ts';
+import { loadConfig } from '../../config.ts';
+import { createPdfRenderer } from './pdf.renderer.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+function config(env: Record<string, string> = {}) {
+  return loadConfig({ CHROMIUM_PATH: CHROMIUM, ...env });
+}
+
+describe('createPdfRenderer (issue #12)', () => {
+  it('is absent without PDF_RENDERER_URL unless the process may run the bundled renderer', () => {
+    expect(createPdfRenderer(config(), { bundled: false })).toBeUndefined();
+  });
+
+  it('is absent when Chromium is not at CHROMIUM_PATH', () => {
+    expect(
+      createPdfRenderer(config({ CHROMIUM_PATH: '/nonexistent/chromium' }), { bundled: true }),
+    ).toBeUndefined();
+  });
+
+  it('uses PDF_RENDERER_URL when set, even where the bundled one could run', () => {
+    const renderer = createPdfRenderer(config({ PDF_RENDERER_URL: 'http://127.0.0.1:9' }), { bundled: true });
+    expect(renderer?.source).toBe('url');
+  });
+
+  it('starts the bundled renderer at the first render only, and stops it on close', async () => {
+    const renderer = createPdfRenderer(config(), { bundled: true });
+    expect(renderer?.source).toBe('bundled');
+    try {
+      const pdf = await renderer!.renderPdf('<h1>Rendered in process</h1>');
+      expect(await pdfText(pdf)).toContain('Rendered in process');
+      const png = await renderer!.screenshot('<h1>thumb</h1>', { width: 120, height: 90 });
+      expect(png.readUInt32BE(16)).toBe(120);
+    } finally {
+      await renderer!.close();
+    }
+    await expect(renderer!.renderPdf('<p>after close</p>')).rejects.toMatchObject({
+      failure: 'RENDERER_UNREACHABLE',
+    });
+  });
+});

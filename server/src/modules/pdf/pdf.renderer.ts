@@ -1,0 +1,127 @@
+import { accessSync, constants } from 'node:fs';
+import type { Config } from '../../config.ts';
+import { GotenbergClient, RenderFailedError } from './pdf.client.ts';
+import { paperOf } from './pdf.print.ts';
+import type { RunningPdfRenderer } from './renderer/renderer.server.ts';
+
+/** Most bytes of one rendered PDF (issue #12: ≤ 10 MB each); also the cap of a thumbnail. */
+export const MAX_PDF_BYTES = 10 * 1024 * 1024;
+
+/** The bundled renderer closes its Chromium after this long without a render (ms). */
+export const BROWSER_IDLE_CLOSE_MS = 60_000;
+
+/** How long the client waits beyond the render deadline (upload, queueing for a page, download). */
+const CLIENT_GRACE_MS = 5_000;
+
+/**
+ * What the send path and the thumbnail job render through (issue #12): a Gotenberg-compatible
+ * service. `source` says which: the configured PDF_RENDERER_URL, or the bundled renderer this
+ * process starts on first use.
+ */
+export interface PdfRenderer {
+  readonly source: 'url' | 'bundled';
+  /** @see GotenbergClient.renderPdf — the rendered PDF's bytes. @throws RenderFailedError. */
+  renderPdf(html: string): Promise<Buffer>;
+  /** @see GotenbergClient.screenshot — a PNG. @throws RenderFailedError. */
+  screenshot(html: string, size: { width: number; height: number }): Promise<Buffer>;
+  /** Stops the bundled renderer and its browser, if this process started them. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** True when `path` is an executable file (Chromium "is found", issue #12). */
+export function chromiumAvailable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+type RendererConfig = Pick<
+  Config,
+  | 'PDF_RENDERER_URL'
+  | 'CHROMIUM_PATH'
+  | 'PDF_PAPER_SIZE'
+  | 'PDF_MARGIN_MM'
+  | 'PDF_RENDER_TIMEOUT_SECONDS'
+  | 'PDF_RENDERER_PAGES'
+  | 'PDF_ALLOWED_IMAGE_HOSTS'
+>;
+
+/**
+ * The process's PDF renderer, or undefined when there is none (then a requested PDF is
+ * PDF_NOT_CONFIGURED, spec case rule 6): PDF_RENDERER_URL when set; otherwise, when `bundled` (the
+ * `postwright start` process) and Chromium is at CHROMIUM_PATH, the bundled renderer, started in
+ * this process on a free 127.0.0.1 port at the first render — neither puppeteer-core nor Chromium is
+ * loaded before (idle memory, issue #9), and Chromium is closed again after
+ * {@link BROWSER_IDLE_CLOSE_MS} without renders.
+ */
+export function createPdfRenderer(
+  config: RendererConfig,
+  options: { bundled: boolean },
+): PdfRenderer | undefined {
+  const timeoutMs = config.PDF_RENDER_TIMEOUT_SECONDS * 1000;
+  const clientFor = (baseUrl: string) =>
+    new GotenbergClient({
+      baseUrl,
+      timeoutMs: timeoutMs + CLIENT_GRACE_MS,
+      maxBytes: MAX_PDF_BYTES,
+      paper: paperOf(config),
+    });
+  if (config.PDF_RENDERER_URL) {
+    const client = clientFor(config.PDF_RENDERER_URL);
+    return {
+      source: 'url',
+      renderPdf: (html) => client.renderPdf(html),
+      screenshot: (html, size) => client.screenshot(html, size),
+      close: async () => {},
+    };
+  }
+  if (!options.bundled || !chromiumAvailable(config.CHROMIUM_PATH)) return undefined;
+
+  let started: Promise<{ server: RunningPdfRenderer; client: GotenbergClient }> | undefined;
+  let closed = false;
+  const start = () => {
+    started ??= (async () => {
+      const { startPdfRenderer } = await import('./renderer/renderer.server.ts');
+      const server = await startPdfRenderer(
+        { host: '127.0.0.1', port: 0 },
+        {
+          executablePath: config.CHROMIUM_PATH,
+          pages: config.PDF_RENDERER_PAGES,
+          renderTimeoutMs: timeoutMs,
+          allowedImageHosts: config.PDF_ALLOWED_IMAGE_HOSTS,
+          idleCloseMs: BROWSER_IDLE_CLOSE_MS,
+        },
+      );
+      return { server, client: clientFor(server.url) };
+    })();
+    started.catch(() => {
+      started = undefined;
+    });
+    return started.catch((error: unknown) => {
+      throw new RenderFailedError(
+        'RENDERER_UNREACHABLE',
+        `bundled renderer did not start: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    });
+  };
+  return {
+    source: 'bundled',
+    async renderPdf(html) {
+      if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
+      return (await start()).client.renderPdf(html);
+    },
+    async screenshot(html, size) {
+      if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
+      return (await start()).client.screenshot(html, size);
+    },
+    async close() {
+      closed = true;
+      const running = started;
+      started = undefined;
+      if (running) await (await running.catch(() => undefined))?.server.close();
+    },
+  };
+}

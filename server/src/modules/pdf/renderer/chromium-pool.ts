@@ -1,0 +1,265 @@
+import type { Browser, HTTPRequest, Page, PDFOptions } from 'puppeteer-core';
+
+/** How the bundled renderer drives Chromium (issue #12; `postwright pdf-renderer`, README "PDF"). */
+export interface ChromiumPoolOptions {
+  /** The Chromium binary (CHROMIUM_PATH, default /usr/bin/chromium). */
+  executablePath: string;
+  /** Pages rendering at once: one browser, this many reused tabs (PDF_RENDERER_PAGES). */
+  pages: number;
+  /** Deadline of one render in ms, from the moment it has a page (PDF_RENDER_TIMEOUT_SECONDS). */
+  renderTimeoutMs: number;
+  /** Hosts (lower-case, no port) pages may load images from over http(s); everything else is blocked. */
+  allowedImageHosts: readonly string[];
+  /**
+   * The browser is closed after this long without a PDF render (ms); the next render starts it
+   * again. Screenshots (thumbnails) do not keep it open: after screenshots alone it closes as soon
+   * as it is idle, so a template save does not leave a browser running in an idle server.
+   */
+  idleCloseMs: number;
+  /** Most renders waiting for a page; beyond it a render is refused at once (RendererBusyError). */
+  maxQueued?: number;
+}
+
+/** A render that did not finish within `renderTimeoutMs` (Gotenberg answers 503 for it too). */
+export class RenderTimeoutError extends Error {}
+/** More renders waiting than `maxQueued`. */
+export class RendererBusyError extends Error {}
+
+/** What a screenshot is taken of: the viewport in CSS pixels, PNG or JPEG. */
+export interface ScreenshotOptions {
+  width: number;
+  height: number;
+  format: 'png' | 'jpeg';
+  fullPage?: boolean;
+}
+
+/** The puppeteer-core module, imported on the first render only (idle memory, issue #9). */
+type Puppeteer = typeof import('puppeteer-core').default;
+let puppeteer: Promise<Puppeteer> | undefined;
+function loadPuppeteer(): Promise<Puppeteer> {
+  puppeteer ??= import('puppeteer-core').then((module) => module.default);
+  return puppeteer;
+}
+
+/**
+ * One Chromium and a pool of reused pages (issue #12). JavaScript is disabled on every page and
+ * every request is intercepted: only `data:`, `about:blank` and images over http(s) from
+ * `allowedImageHosts` load; anything else (other hosts, loopback, `file:`, style sheets, frames,
+ * fonts) is aborted, so a template cannot make the renderer reach the network.
+ * The browser starts on the first render (puppeteer-core is imported then, not before) and is
+ * closed after `idleCloseMs` without renders. A page whose render timed out or failed is closed
+ * rather than reused; a browser that crashed is started again by the next render.
+ */
+export class ChromiumPool {
+  readonly #options: ChromiumPoolOptions;
+  #browser: Promise<Browser> | undefined;
+  readonly #free: Page[] = [];
+  #active = 0;
+  readonly #waiting: (() => void)[] = [];
+  #idleTimer: NodeJS.Timeout | undefined;
+  /** Until when (ms since epoch) the last PDF render keeps the browser open once idle. */
+  #keepOpenUntil = 0;
+  #closed = false;
+
+  constructor(options: ChromiumPoolOptions) {
+    this.#options = options;
+  }
+
+  /** True while a browser is running (started and not yet closed for idleness). */
+  get browserRunning(): boolean {
+    return this.#browser !== undefined;
+  }
+
+  /**
+   * `html` printed to PDF with `pdf` options (paper size, margins, background).
+   * @returns the PDF's bytes.
+   * @throws RenderTimeoutError past the deadline, RendererBusyError when the queue is full, or
+   *   Chromium's own error (launch failure, crash).
+   */
+  renderPdf(html: string, pdf: PDFOptions): Promise<Buffer> {
+    return this.#withPage(
+      html,
+      { width: 794, height: 1123 },
+      async (page) => Buffer.from(await page.pdf({ ...pdf, timeout: this.#options.renderTimeoutMs })),
+      { keepsBrowserOpen: true },
+    );
+  }
+
+  /** A screenshot of `html` (template thumbnails). @throws as {@link renderPdf}. */
+  screenshot(html: string, options: ScreenshotOptions): Promise<Buffer> {
+    return this.#withPage(
+      html,
+      { width: options.width, height: options.height },
+      async (page) =>
+        Buffer.from(
+          await page.screenshot({
+            type: options.format,
+            fullPage: options.fullPage ?? false,
+            captureBeyondViewport: false,
+          }),
+        ),
+      { keepsBrowserOpen: false },
+    );
+  }
+
+  /** Closes the browser (and refuses further renders). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#idleTimer);
+    await this.#closeBrowser();
+  }
+
+  async #withPage<T>(
+    html: string,
+    viewport: { width: number; height: number },
+    work: (page: Page) => Promise<T>,
+    options: { keepsBrowserOpen: boolean },
+  ): Promise<T> {
+    if (this.#closed) throw new Error('renderer is closed');
+    clearTimeout(this.#idleTimer);
+    await this.#acquireSlot();
+    let page: Page | undefined;
+    let reusable = false;
+    try {
+      page = this.#free.pop() ?? (await this.#newPage());
+      const rendering = (async () => {
+        // A CDP round trip saved per render when the page already has this viewport.
+        const current = page.viewport();
+        if (current?.width !== viewport.width || current?.height !== viewport.height) {
+          await page.setViewport(viewport);
+        }
+        await page.setContent(html, { waitUntil: 'load', timeout: this.#options.renderTimeoutMs });
+        return work(page);
+      })();
+      const result = await withDeadline(rendering, this.#options.renderTimeoutMs);
+      reusable = true;
+      return result;
+    } finally {
+      if (page) {
+        if (reusable && !page.isClosed()) this.#free.push(page);
+        else {
+          page.close().catch(() => {});
+        }
+      }
+      if (options.keepsBrowserOpen) this.#keepOpenUntil = Date.now() + this.#options.idleCloseMs;
+      this.#releaseSlot();
+    }
+  }
+
+  async #acquireSlot(): Promise<void> {
+    if (this.#active < this.#options.pages) {
+      this.#active++;
+      return;
+    }
+    if (this.#waiting.length >= (this.#options.maxQueued ?? 1000)) {
+      throw new RendererBusyError(`more than ${this.#options.maxQueued ?? 1000} renders waiting`);
+    }
+    // The slot is handed over by #releaseSlot (the count stays as it is).
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  #releaseSlot(): void {
+    const next = this.#waiting.shift();
+    if (next) {
+      next();
+      return;
+    }
+    this.#active--;
+    if (this.#active === 0 && !this.#closed) {
+      const delay = Math.max(0, this.#keepOpenUntil - Date.now());
+      this.#idleTimer = setTimeout(() => void this.#closeBrowser(), delay);
+      this.#idleTimer.unref();
+    }
+  }
+
+  async #newPage(): Promise<Page> {
+    const browser = await this.#launch();
+    const page = await browser.newPage();
+    await page.setJavaScriptEnabled(false);
+    await page.setRequestInterception(true);
+    page.on('request', (request) => {
+      if (request.isInterceptResolutionHandled()) return;
+      if (this.#allowed(request)) void request.continue();
+      else void request.abort('blockedbyclient');
+    });
+    return page;
+  }
+
+  #allowed(request: HTTPRequest): boolean {
+    const url = request.url();
+    if (url.startsWith('data:') || url === 'about:blank') return true;
+    if (request.resourceType() !== 'image') return false;
+    try {
+      const parsed = new URL(url);
+      return (
+        (parsed.protocol === 'https:' || parsed.protocol === 'http:') &&
+        this.#options.allowedImageHosts.includes(parsed.hostname.toLowerCase())
+      );
+    } catch {
+      return false;
+    }
+  }
+
+  #launch(): Promise<Browser> {
+    if (this.#browser) return this.#browser;
+    const launching: Promise<Browser> = (async () => {
+      const browser = await (await loadPuppeteer()).launch({
+        executablePath: this.#options.executablePath,
+        headless: true,
+        // DevTools over stdin/stdout pipes instead of a port: no local process can drive the browser,
+        // and Chromium exits when its parent dies (even by kill -9) instead of living on orphaned.
+        pipe: true,
+        // puppeteer's own signal handlers would close the browser and exit the process with 130 on
+        // Ctrl-C, cutting Postwright's orderly shutdown short; close() is called by the owner instead.
+        handleSIGINT: false,
+        handleSIGTERM: false,
+        handleSIGHUP: false,
+        // Chromium refuses to start as root with its sandbox (CI runs as root); JavaScript is off
+        // and the network blocked on every page, which is what the sandbox would otherwise guard.
+        args: [
+          ...(process.getuid?.() === 0 ? ['--no-sandbox'] : []),
+          '--disable-dev-shm-usage',
+          '--disable-gpu',
+          '--disable-extensions',
+          '--no-first-run',
+          '--mute-audio',
+        ],
+      });
+      // Only this browser's end forgets it: a browser closed for idleness may disconnect after
+      // its successor has started.
+      browser.on('disconnected', () => this.#forgetBrowser(launching));
+      return browser;
+    })();
+    this.#browser = launching;
+    launching.catch(() => this.#forgetBrowser(launching));
+    return launching;
+  }
+
+  /** Forgets the current browser (and its pages), or only if it is `which` when given. */
+  #forgetBrowser(which?: Promise<Browser>): void {
+    if (which && this.#browser !== which) return;
+    this.#browser = undefined;
+    this.#free.length = 0;
+  }
+
+  async #closeBrowser(): Promise<void> {
+    const browser = this.#browser;
+    if (!browser || this.#active > 0) return;
+    this.#forgetBrowser();
+    await (await browser.catch(() => undefined))?.close().catch(() => {});
+  }
+}
+
+/** `work`, or RenderTimeoutError once `ms` have passed (the page is then closed by the caller). */
+async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RenderTimeoutError(`render timed out after ${ms} ms`)), ms);
+  });
+  work.catch(() => {});
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,81 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from './helpers/app.ts';
+import { pdfText, TEST_CHROMIUM } from './helpers/pdf.ts';
+import { freePort } from './helpers/ports.ts';
+import { startCli } from './helpers/process.ts';
+
+/** The direct children of process `pid` (Linux /proc). */
+function childPids(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
+  );
+}
+
+/** True while process `pid` exists and is not a zombie. */
+function isAlive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** Issue #12: `postwright pdf-renderer` serves the bundled renderer alone, without a database. */
+describe('postwright pdf-renderer', () => {
+  it('serves Gotenberg routes on HOST:PORT and stops cleanly on SIGTERM', async () => {
+    const port = await freePort();
+    const cli = startCli(['pdf-renderer'], {
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      CHROMIUM_PATH: TEST_CHROMIUM,
+      DATA_DIR: 'memory://',
+    });
+    try {
+      await cli.waitForOutput(/PDF renderer listening on http:\/\/127\.0\.0\.1:\d+/, 30_000);
+      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+      const form = new FormData();
+      form.append('files', new Blob(['<h1>From the command</h1>'], { type: 'text/html' }), 'index.html');
+      const response = await fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, {
+        method: 'POST',
+        body: form,
+      });
+      expect(response.status).toBe(200);
+      expect(await pdfText(Buffer.from(await response.arrayBuffer()))).toContain('From the command');
+    } finally {
+      expect(await cli.stop('SIGTERM')).toBe(0);
+    }
+  });
+
+  it('leaves no Chromium behind when the renderer is killed with SIGKILL', async () => {
+    const port = await freePort();
+    const cli = startCli(['pdf-renderer'], {
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      CHROMIUM_PATH: TEST_CHROMIUM,
+      DATA_DIR: 'memory://',
+    });
+    await cli.waitForOutput(/PDF renderer listening/, 30_000);
+    const form = new FormData();
+    form.append('files', new Blob(['<p>x</p>'], { type: 'text/html' }), 'index.html');
+    expect(
+      (await fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, { method: 'POST', body: form }))
+        .status,
+    ).toBe(200);
+    const browsers = childPids(cli.child.pid!);
+    expect(browsers.length).toBeGreaterThan(0);
+    expect(await cli.stop('SIGKILL')).toBe(null);
+    try {
+      await waitFor(async () => (browsers.some(isAlive) ? undefined : true), 20_000, 'Chromium to exit');
+    } finally {
+      // Should the test fail, it leaves no orphaned browser behind either.
+      for (const pid of browsers.filter(isAlive)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('exits 1 naming CHROMIUM_PATH when Chromium is not there', async () => {
+    const cli = startCli(['pdf-renderer'], { CHROMIUM_PATH: '/nonexistent/chromium', DATA_DIR: 'memory://' });
+    await cli.waitForOutput(/Chromium not found at CHROMIUM_PATH/, 30_000);
+    expect(await waitFor(async () => cli.child.exitCode ?? undefined, 30_000, 'the exit')).toBe(1);
+  });
+});

@@ -1,0 +1,212 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GotenbergClient, RenderFailedError } from '../src/modules/pdf/index.ts';
+import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
+import { waitFor } from './helpers/app.ts';
+import { pdfInfo, pdfText, startRecordingServer, startTestRenderer } from './helpers/pdf.ts';
+
+/**
+ * Issue #12: the bundled Gotenberg-compatible renderer, driven over HTTP with real Chromium —
+ * Gotenberg's routes and form, JavaScript off, the network closed except data: and allowed image
+ * hosts, the per-render deadline, the browser closed when idle.
+ */
+function form(html: string, fields: Record<string, string> = {}): FormData {
+  const body = new FormData();
+  body.append('files', new Blob([html], { type: 'text/html' }), 'index.html');
+  for (const [name, value] of Object.entries(fields)) body.append(name, value);
+  return body;
+}
+
+async function convert(renderer: RunningPdfRenderer, html: string, fields: Record<string, string> = {}) {
+  return fetch(`${renderer.url}/forms/chromium/convert/html`, { method: 'POST', body: form(html, fields) });
+}
+
+describe('bundled PDF renderer', () => {
+  let renderer: RunningPdfRenderer;
+  let images: Awaited<ReturnType<typeof startRecordingServer>>;
+
+  beforeAll(async () => {
+    images = await startRecordingServer();
+    renderer = await startTestRenderer({ allowedImageHosts: ['localhost'] });
+  });
+
+  afterAll(async () => {
+    await renderer?.close();
+    await images?.close();
+  });
+
+  it('answers GET /health like Gotenberg', async () => {
+    const response = await fetch(`${renderer.url}/health`);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ status: 'up', details: { chromium: { status: 'up' } } });
+  });
+
+  it('converts index.html to a PDF on the paper the form asks for', async () => {
+    const response = await convert(
+      renderer,
+      '<html><body><h1>Quarterly report</h1><p>Total 42</p></body></html>',
+      {
+        paperWidth: '8.27',
+        paperHeight: '11.69',
+        marginTop: '0.5',
+        printBackground: 'true',
+      },
+    );
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/pdf');
+    const pdf = Buffer.from(await response.arrayBuffer());
+    expect(pdf.subarray(0, 5).toString()).toBe('%PDF-');
+    const text = await pdfText(pdf);
+    expect(text).toContain('Quarterly report');
+    expect(text).toContain('Total 42');
+    // A4 = 595.3 × 841.9 pt; Chromium rounds the page to whole CSS pixels (±1 pt).
+    const info = await pdfInfo(pdf);
+    expect(info.pages).toBe(1);
+    expect(Math.abs(info.widthPt - 595)).toBeLessThanOrEqual(1);
+    expect(Math.abs(info.heightPt - 842)).toBeLessThanOrEqual(1);
+  });
+
+  it('runs no JavaScript', async () => {
+    const response = await convert(
+      renderer,
+      '<body><p id="p">Static text</p><script>document.getElementById("p").textContent = "SCRIPT RAN"</script></body>',
+    );
+    const text = await pdfText(Buffer.from(await response.arrayBuffer()));
+    expect(text).toContain('Static text');
+    expect(text).not.toContain('SCRIPT RAN');
+  });
+
+  it('blocks every network request except data: and images from allowed hosts', async () => {
+    const base = `http://127.0.0.1:${images.port}`;
+    const html = `<html><head><link rel="stylesheet" href="${base}/style.css"></head><body>
+      <p>Blocked resources</p>
+      <img src="${base}/x">
+      <img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==">
+      <iframe src="${base}/frame"></iframe>
+      <object data="${base}/object"></object>
+      <img src="file:///etc/hostname">
+    </body></html>`;
+    const response = await convert(renderer, html);
+    expect(response.status).toBe(200);
+    expect(await pdfText(Buffer.from(await response.arrayBuffer()))).toContain('Blocked resources');
+    expect(images.hits).toEqual([]);
+
+    // An image on an allowed host (here `localhost`, the same server) does load; its style sheet does not.
+    const allowed = await convert(
+      renderer,
+      `<link rel="stylesheet" href="http://localhost:${images.port}/allowed.css"><img src="http://localhost:${images.port}/allowed.png">`,
+    );
+    expect(allowed.status).toBe(200);
+    expect(images.hits).toEqual(['/allowed.png']);
+  });
+
+  it('takes PNG screenshots of the requested size', async () => {
+    const response = await fetch(`${renderer.url}/forms/chromium/screenshot/html`, {
+      method: 'POST',
+      body: form('<body style="background:#c00"><h1>Thumb</h1></body>', {
+        width: '300',
+        height: '200',
+        format: 'png',
+        clip: 'true',
+      }),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('image/png');
+    const png = Buffer.from(await response.arrayBuffer());
+    expect(png.subarray(1, 4).toString()).toBe('PNG');
+    expect(png.readUInt32BE(16)).toBe(300);
+    expect(png.readUInt32BE(20)).toBe(200);
+  });
+
+  it('answers 400 for a form without index.html', async () => {
+    const body = new FormData();
+    body.append('paperWidth', '8');
+    const response = await fetch(`${renderer.url}/forms/chromium/convert/html`, { method: 'POST', body });
+    expect(response.status).toBe(400);
+    expect(await response.text()).toContain('index.html');
+  });
+
+  it('keeps rendering after many renders on its reused pages, in parallel', async () => {
+    const texts = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const response = await convert(renderer, `<h1>Document number ${i}</h1>`);
+        return pdfText(Buffer.from(await response.arrayBuffer()));
+      }),
+    );
+    for (const [i, text] of texts.entries()) expect(text).toContain(`Document number ${i}`);
+  });
+});
+
+describe('bundled PDF renderer limits', () => {
+  it('answers 503 when a render passes its deadline, and the client reports RENDERER_TIMEOUT', async () => {
+    const renderer = await startTestRenderer({ renderTimeoutMs: 1 });
+    try {
+      const response = await convert(renderer, '<h1>Too slow</h1>');
+      expect(response.status).toBe(503);
+      const client = new GotenbergClient({
+        baseUrl: renderer.url,
+        timeoutMs: 10_000,
+        maxBytes: 1024 * 1024,
+        paper: { widthIn: 8.27, heightIn: 11.69, marginIn: 0.5 },
+      });
+      const error = await client.renderPdf('<h1>Too slow</h1>').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RenderFailedError);
+      expect((error as RenderFailedError).failure).toBe('RENDERER_TIMEOUT');
+    } finally {
+      await renderer.close();
+    }
+  });
+
+  it('closes Chromium after it has been idle, and starts it again for the next render', async () => {
+    const renderer = await startTestRenderer({ idleCloseMs: 2_000 });
+    try {
+      expect(renderer.pool.browserRunning).toBe(false);
+      expect((await convert(renderer, '<p>one</p>')).status).toBe(200);
+      expect(renderer.pool.browserRunning).toBe(true);
+      await waitFor(async () => (renderer.pool.browserRunning ? undefined : true), 10_000, 'idle close');
+      const again = await convert(renderer, '<p>two</p>');
+      expect(await pdfText(Buffer.from(await again.arrayBuffer()))).toContain('two');
+    } finally {
+      await renderer.close();
+    }
+  });
+
+  it('closes Chromium as soon as it is idle after screenshots alone (thumbnails keep no browser open)', async () => {
+    const renderer = await startTestRenderer({ idleCloseMs: 60_000 });
+    try {
+      const response = await fetch(`${renderer.url}/forms/chromium/screenshot/html`, {
+        method: 'POST',
+        body: form('<h1>thumb</h1>', { width: '200', height: '100' }),
+      });
+      expect(response.status).toBe(200);
+      await waitFor(
+        async () => (renderer.pool.browserRunning ? undefined : true),
+        5_000,
+        'close after a screenshot',
+      );
+      // A PDF keeps it open for idleCloseMs.
+      expect((await convert(renderer, '<p>pdf</p>')).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(renderer.pool.browserRunning).toBe(true);
+    } finally {
+      await renderer.close();
+    }
+  });
+
+  it('refuses a PDF larger than the client cap with PDF_TOO_LARGE', async () => {
+    const renderer = await startTestRenderer();
+    try {
+      const client = new GotenbergClient({
+        baseUrl: renderer.url,
+        timeoutMs: 20_000,
+        maxBytes: 1000,
+        paper: { widthIn: 8.5, heightIn: 11, marginIn: 0.5 },
+      });
+      const error = await client
+        .renderPdf('<h1>A document bigger than a kilobyte</h1>')
+        .catch((e: unknown) => e);
+      expect((error as RenderFailedError).failure).toBe('PDF_TOO_LARGE');
+    } finally {
+      await renderer.close();
+    }
+  });
+});
