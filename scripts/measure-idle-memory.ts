@@ -116,7 +116,9 @@ async function main(): Promise<void> {
       console.log('  alone (distinct pages)    unknown: /proc/<pid>/pagemap needs root');
       console.log(`  target ≤ 150 MB total: PSS ${total <= 150e6 ? 'met' : 'NOT met'} (not checked alone)`);
     } else {
-      console.log(`  alone (distinct pages)    ${megabytes(alone)} (the PSS of this tree with nothing else running)`);
+      console.log(
+        `  alone (distinct pages)    ${megabytes(alone)} (the PSS of this tree with nothing else running)`,
+      );
       console.log(`  target ≤ 150 MB total: ${alone <= 150e6 ? 'met' : 'NOT met'}`);
     }
   } finally {

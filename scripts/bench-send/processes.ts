@@ -233,7 +233,9 @@ export function treeResidentBytes(pids: readonly number[]): number | undefined {
     }
     try {
       // Only mappings with resident pages: V8 and PostgreSQL reserve large address ranges.
-      for (const [, start, end, rss] of smaps.matchAll(/^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:(?!Rss:)[^\n]*\n)*?Rss:\s+(\d+) kB/gm)) {
+      for (const [, start, end, rss] of smaps.matchAll(
+        /^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:(?!Rss:)[^\n]*\n)*?Rss:\s+(\d+) kB/gm,
+      )) {
         if (Number(rss) === 0) continue;
         const first = Number.parseInt(start!, 16) / PAGE;
         const pages = (Number.parseInt(end!, 16) - Number.parseInt(start!, 16)) / PAGE;
