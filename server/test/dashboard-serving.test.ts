@@ -1,9 +1,10 @@
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboardFallback } from '../src/http/dashboard.ts';
+import { CLIENT_ROUTES, dashboardFallback } from '../src/http/dashboard.ts';
 import { installErrorHandling } from '../src/http/error-handler.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 
@@ -32,14 +33,22 @@ describe('dashboard serving, in the real app', () => {
     expect(response.body).toContain('<html');
   });
 
-  it.each(['/api/nope', '/api/logs/x/y/z', '/api', '/t/unknown', '/files', '/docs/nope', '/healthz/x'])(
-    'keeps %s a JSON 404 in the envelope',
-    async (url) => {
-      const response = await ctx.app.inject({ method: 'GET', url });
-      expect(response.statusCode).toBe(404);
-      expect(response.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
-    },
-  );
+  it.each([
+    '/api/nope',
+    '/api/logs/x/y/z',
+    '/api',
+    '/t/unknown',
+    '/files',
+    '/docs/nope',
+    '/healthz/x',
+    // Paths the app does not route: a mistyped API URL, and a traversal URL parsing resolves.
+    '/v1/send',
+    '/files/%2E%2E/%2E%2E/etc/passwd',
+  ])('keeps %s a JSON 404 in the envelope', async (url) => {
+    const response = await ctx.app.inject({ method: 'GET', url });
+    expect(response.statusCode).toBe(404);
+    expect(response.json()).toMatchObject({ success: false, error: { code: 'NOT_FOUND' } });
+  });
 
   it('leaves the server routes alone: /healthz, /docs/json and a session route', async () => {
     expect((await ctx.app.inject({ url: '/healthz' })).json()).toEqual({
@@ -50,6 +59,13 @@ describe('dashboard serving, in the real app', () => {
     const me = await ctx.app.inject({ url: '/api/auth/me' });
     expect(me.statusCode).toBe(401);
     expect(me.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
+  });
+
+  it('lists every route of the app (web/src/App.tsx) as a client route', () => {
+    const app = readFileSync(path.resolve(import.meta.dirname, '../../web/src/App.tsx'), 'utf8');
+    const routes = [...app.matchAll(/<Route path="\/([^/"*]+)/g)].map((match) => match[1]);
+    expect(routes.length).toBeGreaterThan(5);
+    for (const route of routes) expect(CLIENT_ROUTES.has(route!), route).toBe(true);
   });
 
   it('keeps the router error for a path parameter over its limit (no wildcard catches it)', async () => {

@@ -5,10 +5,12 @@
  * It is the not-found fallback (installErrorHandling's `fallback`), so every route of the server
  * matches first, and the router's own errors (a parameter over its length limit) stay what they are:
  * - a GET of a file of the build serves it (`/assets/*` are content-hashed: cached for a year);
- * - a GET of any other path (`/setup`, `/login`, `/invite/:token`, `/logs/…`) answers `index.html`
- *   and the app's router takes over (SPA fallback);
- * - paths of the server's own namespaces (`/api`, `/docs`, `/t/`, `/files/`, `/healthz`, `/readyz`),
- *   missing files with an extension (`/missing.js`) and other methods stay the JSON 404.
+ * - a GET of one of the app's own routes ({@link CLIENT_ROUTES}: `/`, `/setup`, `/login`,
+ *   `/invite/:token`, `/logs/…`) answers `index.html` and the app's router takes over (SPA fallback);
+ * - everything else stays the JSON 404: paths of the server's own namespaces (`/api`, `/docs`, `/t/`,
+ *   `/files/`, `/healthz`, `/readyz`), any path the app does not route (so a mistyped API URL, or a
+ *   traversal such as `/files/%2E%2E/%2E%2E/etc/passwd` that URL parsing turns into `/etc/passwd`,
+ *   gets the same 404 as before the dashboard), missing files (`/missing.js`) and other methods.
  *
  * Plain `node:fs` instead of a static-file plugin: nothing is loaded at idle, and only the app's
  * `index.html` (a few hundred bytes) is kept in memory once asked for.
@@ -25,6 +27,22 @@ export const DASHBOARD_DIST = path.resolve(path.dirname(fileURLToPath(import.met
 
 /** First path segments that belong to the server: never answered with the app. */
 const SERVER_PREFIXES = new Set(['api', 'docs', 't', 'files', 'healthz', 'readyz', 'health']);
+
+/**
+ * First path segments of the app's routes (web/src/App.tsx; server/test/dashboard-serving.test.ts
+ * checks that every route there is listed): only these answer `index.html`.
+ */
+export const CLIENT_ROUTES = new Set([
+  'setup',
+  'login',
+  'invite',
+  'templates',
+  'logs',
+  'adapters',
+  'api-keys',
+  'webhooks',
+  'team',
+]);
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -93,8 +111,8 @@ export function dashboardFallback(options: { dist?: string } = {}): NotFoundFall
         reply.send(request.method === 'HEAD' ? undefined : createReadStream(file));
         return true;
       }
-      // A missing file (the path has an extension) is not a client route.
-      if (path.extname(pathname) !== '') return false;
+      // A missing file, or a path the app does not route, is the JSON 404.
+      if (!CLIENT_ROUTES.has(pathname.split('/')[1] ?? '')) return false;
     }
     const html = (await readIndex()) ?? NOT_BUILT_PAGE;
     // The app is never framed (clickjacking); the emails it shows are in sandboxed iframes.
