@@ -13,7 +13,9 @@ function decodeWords(value: string): string {
       kind.toUpperCase() === 'B'
         ? Buffer.from(data, 'base64').toString('utf8')
         : Buffer.from(
-            data.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_h, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+            data
+              .replace(/_/g, ' ')
+              .replace(/=([0-9A-F]{2})/gi, (_h, hex: string) => String.fromCharCode(parseInt(hex, 16))),
             'latin1',
           ).toString('utf8'),
     );
@@ -173,7 +175,9 @@ describe('quotedPrintable', () => {
         expect(line.startsWith('.')).toBe(false);
       }
       const decoded = Buffer.from(
-        encoded.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+        encoded
+          .replace(/=\r\n/g, '')
+          .replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))),
         'latin1',
       ).toString('utf8');
       expect(decoded).toBe(input.replace(/\r\n?|\n/g, '\r\n'));

@@ -172,7 +172,8 @@ export function quotedPrintable(text: string): string {
     }
     const next = bytes[i + 1];
     const atLineEnd = next === undefined || next === 0x0d || next === 0x0a;
-    const printable = (byte >= 0x21 && byte <= 0x7e && byte !== 0x3d) || ((byte === 0x20 || byte === 0x09) && !atLineEnd);
+    const printable =
+      (byte >= 0x21 && byte <= 0x7e && byte !== 0x3d) || ((byte === 0x20 || byte === 0x09) && !atLineEnd);
     // Room for this character and, unless the line ends right after it, a soft break's `=`.
     if (column + (printable ? 1 : 3) > (atLineEnd ? LINE : LINE - 1)) {
       out[o++] = 0x3d;
@@ -206,7 +207,12 @@ function textBody(text: string): { encoding: string; body: string } {
       column = 0;
       continue;
     }
-    if (code > 0x7e || (code < 0x20 && code !== 0x09) || ++column > MAX_7BIT_LINE || (code === 0x2e && column === 1)) {
+    if (
+      code > 0x7e ||
+      (code < 0x20 && code !== 0x09) ||
+      ++column > MAX_7BIT_LINE ||
+      (code === 0x2e && column === 1)
+    ) {
       plain = false;
       break;
     }
@@ -222,7 +228,10 @@ function textBody(text: string): { encoding: string; body: string } {
 function mimeParameter(key: string, value: string): string {
   if (value.length <= 60 && /^[!#$%&'*+\-.^_`|~0-9A-Za-z{}]+$/.test(value)) return `${key}=${value}`;
   if (isPlainAscii(value) && !/[\\"]/.test(value) && value.length <= 60) return `${key}="${value}"`;
-  const encoded = encodeURIComponent(value).replace(/['()*!]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const encoded = encodeURIComponent(value).replace(
+    /['()*!]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
   const chunks: string[] = [];
   let start = 0;
   while (start < encoded.length) {
@@ -296,7 +305,8 @@ export function composeMessage(email: OutgoingEmail, now: Date = new Date()): Co
   head += headerLine('Subject', unstructured(email.subject));
   head += `Message-ID: ${messageId}\r\nDate: ${rfc5322Date(now)}\r\nMIME-Version: 1.0\r\n`;
   if (email.headers) {
-    for (const name of Object.keys(email.headers)) head += headerLine(name, unstructured(email.headers[name]!));
+    for (const name of Object.keys(email.headers))
+      head += headerLine(name, unstructured(email.headers[name]!));
   }
   const alternatives: string[] = [];
   if (email.text) alternatives.push(textPart('text/plain', email.text));
