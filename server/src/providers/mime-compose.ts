@@ -128,7 +128,7 @@ function addressList(mailboxes: string[]): string {
 /** `addr-spec`'s domain of the sender, for a generated Message-ID. */
 function senderDomain(from: string): string {
   const [entry] = addressparser(from);
-  const address = entry && 'address' in entry ? entry.address : '';
+  const address = (entry && 'address' in entry ? entry.address : undefined) ?? '';
   const at = address.lastIndexOf('@');
   return at >= 0 ? asciiAddress(address).slice(at + 1) || 'localhost' : 'localhost';
 }

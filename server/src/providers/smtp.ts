@@ -139,6 +139,10 @@ export interface SmtpProviderOptions {
  *   upgrades (`ignoreTLS`).
  * - Certificates are verified (`tls.rejectUnauthorized: true`) unless `rejectUnauthorized` is false.
  * - Timeouts per {@link SMTP_TIMEOUTS_MS}.
+ * - Each message is composed by {@link composeMessage} (one string build, no streams) and handed
+ *   to nodemailer as `raw` bytes with its envelope (to + cc + bcc): nodemailer only runs the SMTP
+ *   dialogue. Its own MailComposer cost about as much CPU per message as the rest of the worker's
+ *   send path together (README "Performance").
  * `send` throws {@link ProviderError} classified by {@link classifySmtpError}. When the server
  * accepts some recipients and refuses others, the message goes to the accepted ones and `send`
  * resolves (a retry would duplicate it for them) with the refused ones in `refused`; only a
