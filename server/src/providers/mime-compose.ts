@@ -316,7 +316,8 @@ export function composeMessage(email: OutgoingEmail, now: Date = new Date()): Co
     ? multipart('mixed', [content, ...email.attachments.map(attachmentPart)])
     : content;
   return {
-    raw: Buffer.from(head + body, 'latin1'),
+    // ASCII by construction; UTF-8 keeps an unexpected non-ASCII address intact rather than mangled.
+    raw: Buffer.from(head + body, 'utf8'),
     messageId,
     envelope: { from: email.from, to: [...email.to, ...(email.cc ?? []), ...(email.bcc ?? [])] },
   };
