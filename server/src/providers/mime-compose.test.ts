@@ -134,6 +134,19 @@ describe('composeMessage', () => {
     expect(text).not.toMatch(/hidden@example\.com|secret@example\.com|^bcc:/im);
   });
 
+  it('shows an ASCII subject that looks like an encoded word as written (nodemailer lets a client decode it)', async () => {
+    const parsed = await simpleParser(
+      composeMessage({
+        from: '=?UTF-8?B?Zm9v?= <sender@example.com>',
+        to: ['user@example.com'],
+        subject: 'Literally =?UTF-8?B?Zm9v?= in the subject',
+        html: '<p>x</p>',
+        text: 'x',
+      }).raw,
+    );
+    expect(parsed.subject).toBe('Literally =?UTF-8?B?Zm9v?= in the subject');
+  });
+
   it('puts every recipient, Bcc included, in the envelope', () => {
     const { envelope } = composeMessage(samples.everything!);
     expect(envelope.from).toBe(samples.everything!.from);

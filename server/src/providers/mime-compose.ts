@@ -86,7 +86,8 @@ function headerLine(name: string, value: string): string {
  */
 function unstructured(value: string): string {
   const clean = value.replace(/\r\n?|\n/g, ' ');
-  return isPlainAscii(clean) ? clean : encodeWords(clean);
+  // ASCII that looks like an encoded word is encoded too, so a client shows it as it was written.
+  return isPlainAscii(clean) && !clean.includes('=?') ? clean : encodeWords(clean);
 }
 
 /** Characters of a display name that can stay an atom sequence (RFC 5322 §3.2.3 atext and spaces). */
@@ -95,7 +96,7 @@ const PHRASE_ATOMS = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~ ]*$/;
 /** A display name as an RFC 5322 phrase: atoms as is, else a quoted string, else encoded words. */
 function displayName(name: string): string {
   const clean = name.replace(/\r\n?|\n/g, ' ').trim();
-  if (PHRASE_ATOMS.test(clean)) return clean;
+  if (PHRASE_ATOMS.test(clean) && !clean.includes('=?')) return clean;
   if (isPlainAscii(clean)) return `"${clean.replace(/[\\"]/g, '\\$&')}"`;
   return encodeWords(clean);
 }
