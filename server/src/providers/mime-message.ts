@@ -5,7 +5,9 @@ import type { OutgoingEmail } from './types.ts';
  * The nodemailer message options of `email` (https://nodemailer.com/message/): sender, `to`, `cc`,
  * Reply-To, subject, HTML and text parts, extra headers, Message-ID and attachments. Bcc is left
  * out: SMTP puts it in the envelope (the caller adds it), a raw MIME message for an HTTP API must
- * not carry it as a header. The one mapping the SMTP and SES providers share (issue #10).
+ * not carry it as a header. The SES provider builds its raw MIME message from these with
+ * nodemailer's MailComposer; the SMTP provider composes its own (mime-compose.ts, whose tests
+ * compare the two).
  */
 export function mimeMessageOptions(email: OutgoingEmail): Mail.Options {
   return {

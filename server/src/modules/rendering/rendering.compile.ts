@@ -124,7 +124,8 @@ export function extractVariables(subject: string, design: EmailDesign): string[]
  *   (rendering.skeleton.ts);
  * - URL props (button/image url, linkHref, avatar imageUrl) rendered to a `javascript:`,
  *   `vbscript:` or `data:` URL are dropped ('#' for a button, '' otherwise);
- * - `text` is derived from the HTML (html-to-text), `subject` is kept on one line.
+ * - `text` is derived from the HTML (html-to-text; the last render's HTML and text are reused when
+ *   the Liquid outputs are the same), `subject` is kept on one line.
  * @throws AppError INVALID_TEMPLATE: `details.reason` INVALID_DESIGN, SYNTAX_ERROR or
  *   LIMIT_EXCEEDED, `details.issues = [{path, message}]`.
  */
@@ -136,21 +137,32 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
   const dynamicStrings = parts.flatMap((part, index) => (part.templates ? [index] : []));
   // React's render of the design, made on first use and reused by every render it reproduces.
   let skeleton: HtmlSkeleton | null | undefined;
-  const renderHtml = async (values: Record<string, unknown>): Promise<RenderedHtml> => {
+  // The last render's Liquid outputs, HTML and text part: the HTML is a function of the outputs, so
+  // a render whose outputs are the same (a template without variables, the same variables sent to
+  // many recipients) reuses both and skips html-to-text, the costliest step of a render.
+  let last: { key: string; html: string; text: string } | undefined;
+  const renderParts = (values: Record<string, unknown>) => {
     const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
+    const key = renderedStrings.join('\u0000');
+    if (last?.key === key) return { subject: toSubjectLine(renderedSubject), html: last.html, key };
     if (skeleton === undefined) skeleton = buildSkeleton(design, strings, dynamicStrings);
     const html =
       (skeleton && fillSkeleton(skeleton, strings, renderedStrings)) ??
       renderDesignHtml(withStrings(design, strings, renderedStrings));
-    return { subject: toSubjectLine(renderedSubject), html };
+    return { subject: toSubjectLine(renderedSubject), html, key };
+  };
+  const renderHtml = async (values: Record<string, unknown>): Promise<RenderedHtml> => {
+    const { subject: renderedSubject, html } = renderParts(values);
+    return { subject: renderedSubject, html };
   };
   return {
     variables: variables.map((variable) => variable.path),
     missingVariables: (values) => missingVariables(variables, values),
     renderHtml,
     async render(values) {
-      const { subject: renderedSubject, html } = await renderHtml(values);
-      return { subject: renderedSubject, html, text: htmlToText(html) };
+      const { subject: renderedSubject, html, key } = renderParts(values);
+      if (last?.key !== key || last.html !== html) last = { key, html, text: htmlToText(html) };
+      return { subject: renderedSubject, html, text: last.text };
     },
   };
 }

@@ -42,6 +42,54 @@ describe('rendering the sample documents', () => {
   });
 });
 
+describe('reusing the last render of a compiled template', () => {
+  it('gives each render the HTML and text of its own values, repeated or interleaved', async () => {
+    const designJson = buildDesign([
+      textBlock('Dear {{ name }}, your code is {{ code }}.'),
+      buttonBlock('Open', 'https://example.com/{{ code }}'),
+    ]);
+    const template = compileTemplate({ subject: 'Code for {{ name }}', designJson });
+    const fresh = async (values: Record<string, unknown>) =>
+      compileTemplate({ subject: 'Code for {{ name }}', designJson }).render(values);
+    const sequence = [
+      { name: 'Ada', code: '1' },
+      { name: 'Ada', code: '1' },
+      { name: 'Bob', code: '2' },
+      { name: 'Ada', code: '1' },
+      { name: 'Ada', code: '3' },
+      { name: 'Ada', code: '3' },
+    ];
+    for (const values of sequence) {
+      const email = await template.render(values);
+      expect(email).toEqual(await fresh(values));
+      expect(email.text).toContain(`Dear ${values.name}, your code is ${values.code}.`);
+      expect(email.html).toContain(`https://example.com/${values.code}`);
+    }
+  });
+
+  it('reuses the text part when the Liquid outputs are the same (html-to-text runs once)', async () => {
+    const designJson = buildDesign([
+      textBlock(`Hello {{ name }}. ${'A long paragraph of text. '.repeat(400)}`),
+    ]);
+    const template = compileTemplate({ subject: 'Hi', designJson });
+    const timed = async (values: Record<string, unknown>) => {
+      const started = process.cpuUsage();
+      await template.render(values);
+      const used = process.cpuUsage(started);
+      return used.user + used.system;
+    };
+    await template.render({ name: 'warm-up' });
+    const converted: number[] = [];
+    const reused: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      converted.push(await timed({ name: `n${i}` }));
+      reused.push(await timed({ name: `n${i}` }));
+    }
+    const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    expect(median(reused) * 3).toBeLessThan(median(converted));
+  });
+});
+
 describe('Liquid applied to each string, then React', () => {
   it('runs a default filter with double quotes (the &quot; trap) in text, heading and button', async () => {
     const designJson = buildDesign([
