@@ -123,6 +123,25 @@ describe('composeMessage', () => {
     });
   }
 
+  it('never lets a line break in a subject, name, header value or file name start a header of its own', async () => {
+    const { raw } = composeMessage({
+      from: 'Evil\r\nBcc: a@evil.example <sender@example.com>',
+      to: ['user@example.com'],
+      subject: 'Hi\r\nBcc: b@evil.example\nX-Injected: 1',
+      html: '<p>x</p>',
+      text: 'x',
+      headers: { 'X-Note': 'ok\r\nBcc: c@evil.example' },
+      attachments: [
+        { filename: 'a\r\nBcc: d@evil.example.txt', content: Buffer.from('x'), contentType: 'text/plain' },
+      ],
+    });
+    const head = raw.toString('latin1').split('\r\n\r\n')[0]!;
+    expect(head).not.toMatch(/^(bcc|x-injected):/im);
+    const parsed = await simpleParser(raw);
+    expect(parsed.bcc).toBeUndefined();
+    expect(parsed.headers.has('x-injected')).toBe(false);
+  });
+
   it('writes 7-bit ASCII with CRLF line ends, lines of at most 78 characters except unbreakable words', () => {
     const { raw } = composeMessage(samples.everything!);
     expect(raw.every((byte) => byte < 0x80)).toBe(true);
