@@ -59,7 +59,10 @@ describe('template test send', () => {
 
   it('sends through the named adapter and refuses what the send API refuses', async () => {
     const team = await createTeamWithKey(ctx.app); // default adapter: a closed port
-    const other = await buildSmtpAdapter(ctx.app, team.owner, smtp.port, { name: 'Second', isDefault: false });
+    const other = await buildSmtpAdapter(ctx.app, team.owner, smtp.port, {
+      name: 'Second',
+      isDefault: false,
+    });
     const url = `/api/templates/${team.template.id}/send-test`;
     const accepted = await dataOf(
       await dashboardCall(ctx.app, team.owner, 'POST', url, { adapterId: other.id }),

@@ -261,7 +261,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
         security,
         summary: "Send the template's current version to the signed-in user's own address",
         description:
-          'Rendered with `variables` (default {}), through the team\'s default adapter or `adapterId`, ' +
+          "Rendered with `variables` (default {}), through the team's default adapter or `adapterId`, " +
           "to the session user's account email only; subject unprefixed; the log's metadata has " +
           'testSend "true". Answers as POST /api/v1/send (202, the email log id) with its errors; ' +
           "another team's template is 404.",
