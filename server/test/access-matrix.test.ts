@@ -73,6 +73,7 @@ const EXPECTED: Record<string, string> = {
   'POST /api/templates/:id/versions': 'templates:update +templates:write',
   'PUT /api/templates/:id/versions/:versionId/restore': 'templates:update +templates:write',
   'POST /api/templates/:id/preview': 'member +templates:read',
+  'POST /api/templates/:id/send-test': 'logs:resend',
   'GET /api/logs': 'logs:view +logs:read',
   'GET /api/logs/:id': 'logs:view +logs:read',
   'GET /api/logs/:id/events': 'logs:view +logs:read',

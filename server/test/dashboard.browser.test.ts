@@ -199,6 +199,26 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.keyboard.press('Escape');
   });
 
+  it("sends a test email from the preview to the signed-in user's own address and links to its log", async () => {
+    await page.getByRole('button', { name: 'Preview' }).click();
+    await page.getByRole('dialog').getByLabel('name').fill('Tess');
+    await page.getByRole('button', { name: 'Send test email' }).click();
+    await page.getByText('Test email queued').waitFor();
+    const message = await waitFor(
+      async () => smtp.messages.find((m) => m.parsed.subject === 'Welcome, Tess!'),
+      20_000,
+      'the test email',
+    );
+    expect(message.envelopeTo).toEqual(['ada@example.com']);
+    expect(message.parsed.html).toContain('Hello Tess');
+    await shot('template-send-test');
+    await page.getByRole('link', { name: 'View its log' }).click();
+    expect(new URL(page.url()).pathname).toBe(
+      `/logs/${message.parsed.headers.get('x-postwright-email-id') as string}`,
+    );
+    await page.getByTestId('timeline').getByText('queued').waitFor();
+  });
+
   it('creates an API key whose secret is shown once, copied from the page', async () => {
     await go('/api-keys');
     await page.getByRole('button', { name: 'New API key' }).click();
@@ -229,7 +249,11 @@ describe.skipIf(!available)('dashboard in a browser', () => {
       return ((await response.json()) as { data: { id: string } }).data.id;
     };
     await send('sam@example.com');
-    await smtp.waitForMessages(1);
+    await waitFor(
+      async () => smtp.messages.find((m) => m.envelopeTo.includes('sam@example.com')),
+      20_000,
+      "sam's email",
+    );
     await send(REFUSED);
     await go('/logs');
     await eventually('the sent email in the logs', async () => {
@@ -282,7 +306,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go('/');
     await eventually('counters', async () => {
       await page.reload();
-      expect(await page.getByTestId('stat-total').textContent()).toBe('3');
+      expect(await page.getByTestId('stat-total').textContent()).toBe('4'); // with the test email
     });
     await page.locator('.recharts-surface').first().waitFor();
     await shot('overview');
@@ -372,6 +396,12 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await page.getByRole('heading', { name: 'Adapters' }).waitFor();
     expect(await page.getByRole('button', { name: 'New adapter' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Test connection' }).count()).toBe(0);
+    // The preview renders for a viewer, but sending a test email needs logs:resend.
+    await go('/templates');
+    await page.getByRole('button', { name: 'Preview' }).click();
+    await page.getByRole('button', { name: 'Render' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Send test email' }).count()).toBe(0);
+    await page.keyboard.press('Escape');
     await go('/logs');
     await page.getByRole('link', { name: 'sam@example.com' }).waitFor();
     // Signed in, an invitation is accepted with one button, and the switcher offers the team.

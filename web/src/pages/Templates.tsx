@@ -1,4 +1,6 @@
 import {
+  Alert,
+  Anchor,
   Badge,
   Button,
   Group,
@@ -17,7 +19,7 @@ import {
 } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { type FormEvent, useState } from 'react';
-import { useSearchParams } from 'react-router';
+import { Link, useSearchParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
@@ -237,28 +239,49 @@ function CreateTemplate({ onClose, onCreated }: { onClose: () => void; onCreated
   );
 }
 
-/** Preview with a variables form generated from `variables` (JSON for nested values). */
+/**
+ * The variables form's values as the API's `variables`: empty fields left out, a value starting
+ * with `[` or `{` parsed as JSON. @throws Error naming the field when its JSON does not parse.
+ */
+function variablesOf(values: Record<string, string>): Record<string, unknown> {
+  const variables: Record<string, unknown> = {};
+  for (const [key, raw] of Object.entries(values)) {
+    if (raw === '') continue;
+    try {
+      variables[key] = /^[[{]/.test(raw.trim()) ? JSON.parse(raw) : raw;
+    } catch {
+      throw new Error(`${key}: not valid JSON`);
+    }
+  }
+  return variables;
+}
+
+/**
+ * Preview with a variables form generated from `variables` (JSON for nested values), and "Send
+ * test email": the same values sent to the signed-in user's own address (POST
+ * /api/templates/:id/send-test, logs:resend), with a link to the email's log.
+ */
 function Preview({ template, onClose }: { template: Template; onClose: () => void }) {
+  const can = useCan();
   const [values, setValues] = useState<Record<string, string>>({});
   const [width, setWidth] = useState('600');
   const render = useMutation({
-    mutationFn: () => {
-      const variables: Record<string, unknown> = {};
-      for (const [key, raw] of Object.entries(values)) {
-        if (raw === '') continue;
-        try {
-          variables[key] = /^[[{]/.test(raw.trim()) ? JSON.parse(raw) : raw;
-        } catch {
-          throw new Error(`${key}: not valid JSON`);
-        }
-      }
-      return unwrap(
+    mutationFn: () =>
+      unwrap(
         api.POST('/api/templates/{id}/preview', {
           params: { path: { id: template.id } },
-          body: { variables },
+          body: { variables: variablesOf(values) },
         }),
-      );
-    },
+      ),
+  });
+  const sendTest = useMutation({
+    mutationFn: () =>
+      unwrap(
+        api.POST('/api/templates/{id}/send-test', {
+          params: { path: { id: template.id } },
+          body: { variables: variablesOf(values) },
+        }),
+      ),
   });
   return (
     <Modal opened onClose={onClose} title={`Preview: ${template.name}`} size="xl">
@@ -279,6 +302,11 @@ function Preview({ template, onClose }: { template: Template; onClose: () => voi
           <Button onClick={() => render.mutate()} loading={render.isPending}>
             Render
           </Button>
+          {can('logs:resend') && (
+            <Button variant="light" onClick={() => sendTest.mutate()} loading={sendTest.isPending}>
+              Send test email
+            </Button>
+          )}
           <SegmentedControl
             value={width}
             onChange={setWidth}
@@ -288,6 +316,15 @@ function Preview({ template, onClose }: { template: Template; onClose: () => voi
             ]}
           />
         </Group>
+        <ErrorAlert error={sendTest.error} title="Test email not sent" />
+        {sendTest.data && !sendTest.isPending && (
+          <Alert color="green" title="Test email queued" role="status">
+            Sent to your own address.{' '}
+            <Anchor component={Link} to={`/logs/${sendTest.data.id}`}>
+              View its log
+            </Anchor>
+          </Alert>
+        )}
         <ErrorAlert error={render.error} />
         {render.data && (
           <>

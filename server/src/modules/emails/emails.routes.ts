@@ -3,8 +3,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
-import { apiKeyOf, principalOf, teamIdOf } from '../../http/principal.ts';
-import { variablesLimitsOf } from '../rendering/index.ts';
+import { apiKeyOf, principalOf, sessionOf, teamIdOf } from '../../http/principal.ts';
+import { variablesLimitsOf, variablesSchema } from '../rendering/index.ts';
 import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
 import { cancelEmail } from './cancel.service.ts';
 import { recipientView } from './email-recipients.ts';
@@ -25,6 +25,7 @@ import { idempotencyKeyOf, withIdempotency } from './idempotency.ts';
 import * as logs from './logs.service.ts';
 import { resendEmail } from './resend.service.ts';
 import { acceptSend } from './send.service.ts';
+import { sendTemplateTest } from './send-test.service.ts';
 
 /** Body limit of `POST /api/v1/send`: 10 MB of attachments as base64 plus the rest (16 MB). */
 const SEND_BODY_LIMIT_BYTES = 16 * 1024 * 1024;
@@ -166,7 +167,9 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
 
 /**
  * Email log endpoints (spec "Email logs (session)"): list and get, plus the log re-rendered from
- * its template version and variables (issue #4).
+ * its template version and variables (issue #4); and the dashboard's sends: resend and the
+ * template's test send (issue #13), declared here because it is a send (the templates module is
+ * below this one and cannot reach the send path).
  */
 export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
@@ -243,6 +246,43 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       const accepted = await resendEmail(app.ctx, teamIdOf(request), request.params.id);
+      return reply.code(202).send(ok(accepted));
+    },
+  );
+
+  // Issue #13: a send like resend, so the same permission (logs:resend: owner, admin, member) and
+  // sessions only (an API key sends through POST /api/v1/send, to any recipient it names).
+  app.post(
+    '/api/templates/:id/send-test',
+    {
+      ...access({ kind: 'session', permission: 'logs:resend' }),
+      schema: {
+        tags: ['Templates'],
+        security,
+        summary: "Send the template's current version to the signed-in user's own address",
+        description:
+          "Rendered with `variables` (default {}), through the team's default adapter or `adapterId`, " +
+          "to the session user's account email only; subject unprefixed; the log's metadata has " +
+          'testSend "true". Answers as POST /api/v1/send (202, the email log id) with its errors; ' +
+          "another team's template is 404.",
+        params: emailIdParams,
+        body: z
+          .object({
+            variables: variablesSchema(variablesLimitsOf(app.ctx.config)).optional(),
+            adapterId: z.string().min(1).max(200).optional(),
+          })
+          .nullish(),
+        response: { 202: envelopeOf(acceptedSendView) },
+      },
+    },
+    async (request, reply) => {
+      const session = sessionOf(request);
+      const accepted = await sendTemplateTest(
+        app.ctx,
+        { teamId: session.teamId, userId: session.userId },
+        request.params.id,
+        request.body ?? {},
+      );
       return reply.code(202).send(ok(accepted));
     },
   );

@@ -8,6 +8,7 @@ export {
 export {
   cachedTemplateForSend,
   findTemplateVersions,
+  getTemplate,
   getTemplateVersion,
   resolveTemplateForSend,
 } from './templates.service.ts';
