@@ -30,7 +30,34 @@ async function filesLoadedAtStart(): Promise<string[]> {
   return JSON.parse(stdout) as string[];
 }
 
+/**
+ * How many times importing runtime.ts in a fresh Node process calls Intl's formatters (each loads
+ * ICU's data: ≈ 5 MB of the node binary's pages plus ICU's tables on the malloc heap).
+ */
+async function intlCallsAtStart(): Promise<string[]> {
+  const script = `
+    const calls = [];
+    for (const name of ['DateTimeFormat', 'NumberFormat', 'Collator', 'PluralRules', 'Segmenter']) {
+      const original = Intl[name];
+      Intl[name] = new Proxy(original, {
+        construct(target, args) { calls.push(name); return Reflect.construct(target, args); },
+        apply(target, self, args) { calls.push(name); return Reflect.apply(target, self, args); },
+      });
+    }
+    await import(${JSON.stringify(runtime)});
+    console.log(JSON.stringify(calls));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    maxBuffer: 64 << 20,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
 describe('modules loaded at start', () => {
+  it('makes no Intl formatter (ICU data stays unloaded until a date or number is formatted)', async () => {
+    expect(await intlCallsAtStart()).toEqual([]);
+  });
+
   it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis, undici, the provider SDKs and puppeteer-core', async () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
