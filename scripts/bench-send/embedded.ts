@@ -17,8 +17,8 @@ import {
   freePort,
   megabytes,
   postwrightEnv,
-  startPostwright,
   processTree,
+  startPostwright,
   treeMemory,
   treeResidentBytes,
   waitReady,
@@ -124,8 +124,10 @@ function memoryOf(pid: number): { judged: number; text: string } {
 
 /** The Node.js flags of the checkout's `npm start` script (e.g. `--max-semi-space-size=16`), so the phase runs what users run. */
 function startScriptNodeFlags(root: string): string[] {
-  const scripts = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
-    scripts?: Record<string, string>;
-  }).scripts;
+  const scripts = (
+    JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>;
+    }
+  ).scripts;
   return (scripts?.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
 }
