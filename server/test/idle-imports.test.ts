@@ -53,7 +53,23 @@ async function intlCallsAtStart(): Promise<string[]> {
   return JSON.parse(stdout) as string[];
 }
 
+/** Node.js's own modules (process.moduleLoadList) a fresh process loads to import runtime.ts. */
+async function builtinsLoadedAtStart(): Promise<string[]> {
+  const script = `
+    await import(${JSON.stringify(runtime)});
+    console.log(JSON.stringify(process.moduleLoadList));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    maxBuffer: 64 << 20,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
 describe('modules loaded at start', () => {
+  it("leaves out Node.js's bundled undici (an ESM import of node:http loads it through its WebSocket getter)", async () => {
+    expect((await builtinsLoadedAtStart()).filter((name) => name.includes('undici'))).toEqual([]);
+  });
+
   it('makes no Intl formatter (ICU data stays unloaded until a date or number is formatted)', async () => {
     expect(await intlCallsAtStart()).toEqual([]);
   });
