@@ -83,6 +83,10 @@ describe('modules loaded at start', () => {
       ),
     );
     expect(lazy).toEqual([]);
+    // rate-limiter-flexible: the memory store's own files, not its index of every store.
+    expect(
+      files.filter((url) => /\/rate-limiter-flexible\/(index\.js|lib\/RateLimiter(Cluster|Redis))/.test(url)),
+    ).toEqual([]);
     // The bundled PDF renderer's server (Fastify app, Chromium pool) loads at its first render only.
     expect(files.filter((url) => url.includes('/server/src/modules/pdf/renderer/'))).toEqual([]);
   });
