@@ -4,11 +4,13 @@
  * Runs exactly what a user runs — `npm start` in this checkout — with a fresh temp DATA_DIR,
  * PORT=0 and no DATABASE_URL, waits for "listening", lets it idle IDLE_SECONDS (default 10), then
  * prints the PSS (from /proc/<pid>/smaps_rollup) of every process in the tree under npm, the
- * total, and the total without npm (node + PostgreSQL). Stops it with SIGTERM and removes the
+ * total, the total without npm (node + PostgreSQL), and the tree's distinct resident pages (the
+ * target's measure). npm is started with `npm run`'s node_modules/.bin entries taken off PATH, so
+ * it runs on the Node.js of the user's PATH as from a shell. Stops it with SIGTERM and removes the
  * DATA_DIR. Linux only (/proc). Usage: `npm run bench:idle-memory`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { megabytes, processTree, pssBytes, treeResidentBytes } from './bench-send/processes.ts';
@@ -22,6 +24,15 @@ const STOP_TIMEOUT_MS = 30_000;
 function commandOf(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+}
+
+/** The executable `pid` runs (/proc/<pid>/exe), or `?`. */
+function executableOf(pid: number): string {
+  try {
+    return readlinkSync(`/proc/${pid}/exe`);
   } catch {
     return '?';
   }
@@ -82,6 +93,13 @@ async function main(): Promise<void> {
   chmodSync(dataDir, 0o711);
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1' };
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'npm_config_loglevel']) delete env[name];
+  // As from the user's shell: `npm run` puts node_modules/.bin (this checkout's Node.js 24) first on
+  // PATH, so the npm started here would run on the same node binary as Postwright and share its
+  // pages, which a user's `npm start` (npm on the Node.js of their PATH) does not.
+  env.PATH = (env.PATH ?? '')
+    .split(path.delimiter)
+    .filter((dir) => !/node_modules[\\/]\.bin$|node-gyp-bin$/.test(dir))
+    .join(path.delimiter);
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
   const child = spawn(npm, ['start'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let tail = '';
@@ -108,6 +126,7 @@ async function main(): Promise<void> {
     console.log(`  without npm               ${megabytes(total - npmPss)}`);
     const postgres = rows.filter((row) => row.command === 'postgres').reduce((sum, row) => sum + row.pss, 0);
     console.log(`  of which PostgreSQL       ${megabytes(postgres)}`);
+    console.log(`  npm runs on               ${executableOf(child.pid!)}`);
     // PSS splits each shared page among every process mapping it, this benchmark's own Node.js 24
     // and npm's Node.js included: the tree's sum is lower here than on a machine running only it.
     // The target is judged on the tree's own pages, each counted once (treeResidentBytes).

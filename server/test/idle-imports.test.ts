@@ -30,7 +30,50 @@ async function filesLoadedAtStart(): Promise<string[]> {
   return JSON.parse(stdout) as string[];
 }
 
+/**
+ * How many times importing runtime.ts in a fresh Node process calls Intl's formatters (each loads
+ * ICU's data: ≈ 5 MB of the node binary's pages plus ICU's tables on the malloc heap).
+ */
+async function intlCallsAtStart(): Promise<string[]> {
+  const script = `
+    const calls = [];
+    for (const name of ['DateTimeFormat', 'NumberFormat', 'Collator', 'PluralRules', 'Segmenter']) {
+      const original = Intl[name];
+      Intl[name] = new Proxy(original, {
+        construct(target, args) { calls.push(name); return Reflect.construct(target, args); },
+        apply(target, self, args) { calls.push(name); return Reflect.apply(target, self, args); },
+      });
+    }
+    await import(${JSON.stringify(runtime)});
+    console.log(JSON.stringify(calls));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    maxBuffer: 64 << 20,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
+/** Node.js's own modules (process.moduleLoadList) a fresh process loads to import runtime.ts. */
+async function builtinsLoadedAtStart(): Promise<string[]> {
+  const script = `
+    await import(${JSON.stringify(runtime)});
+    console.log(JSON.stringify(process.moduleLoadList));`;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, NODE_ENV: 'production' },
+    maxBuffer: 64 << 20,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
 describe('modules loaded at start', () => {
+  it("leaves out Node.js's bundled undici (an ESM import of node:http loads it through its WebSocket getter)", async () => {
+    expect((await builtinsLoadedAtStart()).filter((name) => name.includes('undici'))).toEqual([]);
+  });
+
+  it('makes no Intl formatter (ICU data stays unloaded until a date or number is formatted)', async () => {
+    expect(await intlCallsAtStart()).toEqual([]);
+  });
+
   it('leaves out better-auth, the renderer, React, html-to-text, file-type, nodemailer, ioredis, undici, the provider SDKs and puppeteer-core', async () => {
     const files = await filesLoadedAtStart();
     expect(files.some((url) => url.includes('/server/src/runtime.ts'))).toBe(true);
@@ -40,6 +83,10 @@ describe('modules loaded at start', () => {
       ),
     );
     expect(lazy).toEqual([]);
+    // rate-limiter-flexible: the memory store's own files, not its index of every store.
+    expect(
+      files.filter((url) => /\/rate-limiter-flexible\/(index\.js|lib\/RateLimiter(Cluster|Redis))/.test(url)),
+    ).toEqual([]);
     // The bundled PDF renderer's server (Fastify app, Chromium pool) loads at its first render only.
     expect(files.filter((url) => url.includes('/server/src/modules/pdf/renderer/'))).toEqual([]);
   });

@@ -1,5 +1,5 @@
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
+import type { Agent as HttpAgent } from 'node:http';
+import type { Agent as HttpsAgent } from 'node:https';
 import type { Agent as UndiciAgent } from 'undici';
 import {
   createOutboundLookup,
@@ -12,6 +12,14 @@ import { lazyModule } from './lazy-module.ts';
 import { ProviderError } from './types.ts';
 
 /** undici, required when the first hosted-API provider is made (idle servers never load it). */
+/**
+ * node:http and node:https as CommonJS exports: an ESM `import` of them builds their namespace, which
+ * reads every export, and the WebSocket, CloseEvent and MessageEvent getters Node.js ≥ 22 puts on
+ * node:http load Node.js's own bundled undici at start (≈ 5 MB resident; idle memory, issue #9).
+ */
+const http = process.getBuiltinModule('node:http');
+const https = process.getBuiltinModule('node:https');
+
 const undici = lazyModule<typeof import('undici')>('undici');
 
 /**
@@ -72,8 +80,8 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
   const maxSockets = options.maxConnections ?? 10;
   const lookup = trusted ? undefined : createOutboundLookup(policy);
   const nodeOptions = { keepAlive: true, maxSockets, ...(lookup ? { lookup } : {}) };
-  const httpAgent = new HttpAgent(nodeOptions);
-  const httpsAgent = new HttpsAgent(nodeOptions);
+  const httpAgent = new http.Agent(nodeOptions);
+  const httpsAgent = new https.Agent(nodeOptions);
   const dispatcher = new (undici().Agent)({
     connections: maxSockets,
     ...(lookup ? { connect: { lookup } } : {}),

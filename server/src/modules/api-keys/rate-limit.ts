@@ -1,12 +1,23 @@
 import { createRequire } from 'node:module';
 import type { Redis as RedisClient } from 'ioredis';
-import {
-  type RateLimiterAbstract,
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-} from 'rate-limiter-flexible';
+import type * as Flexible from 'rate-limiter-flexible';
 import type { Config } from '../../config.ts';
+
+type RateLimiterAbstract = Flexible.RateLimiterAbstract;
+type RateLimiterRes = Flexible.RateLimiterRes;
+
+/**
+ * rate-limiter-flexible's classes from their own files: its index loads every store (36 files,
+ * `node:cluster` among them) where an idle server uses the memory store only (issue #9, idle
+ * memory); the Redis store is loaded when REDIS_URL is set.
+ */
+const requireHere = createRequire(import.meta.url);
+const RateLimiterMemory = requireHere(
+  'rate-limiter-flexible/lib/RateLimiterMemory.js',
+) as typeof Flexible.RateLimiterMemory;
+const RateLimiterRes = requireHere(
+  'rate-limiter-flexible/lib/RateLimiterRes.js',
+) as typeof Flexible.RateLimiterRes;
 
 /** Outcome of one counted request: the values behind the RateLimit-* headers. */
 export interface RateLimitDecision {
@@ -71,7 +82,7 @@ class InsuranceLimiter extends RateLimiterMemory {
 export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLimitLog): RateLimiter {
   // ioredis (~2 MB of heap) is loaded only when REDIS_URL is set (issue #9, idle memory).
   const redis: RedisClient | undefined = config.REDIS_URL
-    ? new (createRequire(import.meta.url)('ioredis') as typeof import('ioredis')).Redis(config.REDIS_URL, {
+    ? new (requireHere('ioredis') as typeof import('ioredis')).Redis(config.REDIS_URL, {
         // Fail fast to the in-process count rather than queue requests behind a reconnect.
         enableOfflineQueue: false,
         maxRetriesPerRequest: 1,
@@ -115,7 +126,9 @@ export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLi
     if (!limiter) {
       const options = { points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' };
       limiter = redis
-        ? new RateLimiterRedis({
+        ? new (
+            requireHere('rate-limiter-flexible/lib/RateLimiterRedis.js') as typeof Flexible.RateLimiterRedis
+          )({
             ...options,
             storeClient: redis,
             rejectIfRedisNotReady: true,

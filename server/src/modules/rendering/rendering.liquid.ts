@@ -126,6 +126,11 @@ function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
     // Renders pass their own RenderClock (CPU time); this wall bound applies to any other use.
     renderLimit: LIQUID_LIMITS.renderWallMs,
     memoryLimit: LIQUID_LIMITS.memory,
+    // Without it, liquidjs asks Intl.DateTimeFormat for the host's default locale when the
+    // engine is made, which loads ICU's data at start (≈ 5 MB of the node binary's pages and
+    // ICU's malloc'd tables, issue #9 idle memory); a fixed locale also renders the same text
+    // on every host. ICU is loaded at the first date filter that needs it.
+    locale: 'en-US',
   });
   chargeArrayFilters(engine);
   for (const tag of ['include', 'render', 'layout']) {
