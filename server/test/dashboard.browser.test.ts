@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
@@ -73,7 +73,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     );
 
   beforeAll(async () => {
-    if (!existsSync(path.join(DASHBOARD_DIST, 'index.html'))) {
+    // Built by npm ci's `prepare`; built again when a source of the app is newer than that build.
+    if (!existsSync(path.join(DASHBOARD_DIST, 'index.html')) || dashboardSourcesChanged()) {
       execFileSync('npm', ['run', 'build:web'], { cwd: root, stdio: 'inherit' });
     }
     mkdirSync(SCREENSHOTS, { recursive: true });
@@ -432,3 +433,18 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await shot('overview-mobile');
   });
 });
+
+/** True when a file of web/ (not dist/, not the generated API types) is newer than the build. */
+function dashboardSourcesChanged(): boolean {
+  const built = statSync(path.join(DASHBOARD_DIST, 'index.html')).mtimeMs;
+  const web = path.resolve(DASHBOARD_DIST, '..');
+  const newer = (dir: string): boolean =>
+    readdirSync(dir, { withFileTypes: true }).some((entry) => {
+      const file = path.join(dir, entry.name);
+      if (entry.isDirectory()) return entry.name !== 'dist' && newer(file);
+      // The generated API types are rewritten by every typecheck; their source is the server.
+      if (entry.name === 'openapi.json' || entry.name === 'schema.d.ts') return false;
+      return statSync(file).mtimeMs > built;
+    });
+  return newer(web);
+}

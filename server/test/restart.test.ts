@@ -235,6 +235,15 @@ describe('restart on the embedded database (npm start with nothing configured)',
     processes.push(cli);
     const baseUrl = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
     const http = client(baseUrl);
+    // Issue #13: `postwright start` on the embedded default serves the built dashboard (npm ci's
+    // `prepare` builds web/dist) at `/` and its client routes, e.g. the printed setup link.
+    for (const url of ['/', '/setup?token=abc', '/login']) {
+      const page = await http.call('GET', url);
+      expect(page.status, url).toBe(200);
+      expect(page.text, `${url}: the built app (npm run build:web), not the "not built" page`).toContain(
+        '<div id="root">',
+      );
+    }
     // Connections in use: the workers poll, and a request holds one.
     await sendSome(http, 1);
     await expectEverythingKeptAndSent(http);
