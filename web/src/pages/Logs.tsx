@@ -18,6 +18,7 @@ import {
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Link, useNavigate, useParams, useSearchParams } from 'react-router';
 import { api, unwrap } from '../api/client';
+import type { paths } from '../api/schema';
 import { useCan } from '../session';
 import { EmptyState, ErrorAlert, formatDate, Loading, notifyError, notifyOk, PageTitle } from '../ui';
 
@@ -30,8 +31,11 @@ export const STATUSES = [
   'bounced',
   'failed',
   'spam',
-] as const;
+] as const satisfies readonly LogStatus[];
 type Status = (typeof STATUSES)[number];
+/** The API's email statuses (the log list's `status`): a status it does not know is a type error above. */
+type LogStatus =
+  paths['/api/logs']['get']['responses'][200]['content']['application/json']['data']['items'][number]['status'];
 export const STATUS_COLORS: Record<Status, string> = {
   queued: 'gray',
   sent: 'blue',

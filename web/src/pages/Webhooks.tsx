@@ -29,14 +29,14 @@ import {
   notifyOk,
   PageTitle,
 } from '../ui';
+import { STATUSES } from './Logs';
 
 type Webhook = paths['/api/webhooks']['get']['responses'][200]['content']['application/json']['data'][number];
 type Events = NonNullable<
   paths['/api/webhooks']['post']['requestBody']
 >['content']['application/json']['events'];
-const EVENTS = ['queued', 'sent', 'delivered', 'opened', 'clicked', 'bounced', 'failed', 'spam'].map(
-  (s) => `email.${s}`,
-);
+/** `email.<status>` for each status, in the order of the log statuses (one list: Logs.tsx). */
+const EVENTS = STATUSES.map((status) => `email.${status}` as const) satisfies Events;
 
 /** Webhooks: list, create (secret shown once), rotate, test, deliveries with redeliver. */
 export function WebhooksPage() {
