@@ -4,6 +4,7 @@ import type { SendOutcome } from '../src/modules/emails/send-outcome-recorder.ts
 import { SendOutcomeRecorder } from '../src/modules/emails/send-outcome-recorder.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
+import { statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
@@ -20,22 +21,7 @@ describe('SendOutcomeRecorder: refused recipients', () => {
   afterAll(() => ctx?.close());
 
   /** The SQL texts every pg.Client (pooled connections, so transactions too) sends during `action`. */
-  async function clientStatements(action: () => Promise<unknown>): Promise<string[]> {
-    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-    const query = proto.query;
-    const texts: string[] = [];
-    proto.query = function (this: unknown, ...args: unknown[]) {
-      const first = args[0] as string | { text?: string } | undefined;
-      texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
-      return query.apply(this, args);
-    };
-    try {
-      await action();
-    } finally {
-      proto.query = query;
-    }
-    return texts;
-  }
+  const clientStatements = (action: () => Promise<unknown>) => statementsDuring(pg.Client.prototype, action);
 
   it('writes nothing per recipient for all-accepted sends, one statement per group for refusals', async () => {
     const team = await createTeamWithKey(ctx.app);

@@ -15,7 +15,7 @@ export interface PoolStatements {
  * how the app's reads go) until `stop()`: the tests that prove a cache saves a round trip count
  * them (issue #9 "Cheap hot path").
  */
-export function recordPoolStatements(pool: pg.Pool): PoolStatements {
+export function recordPoolStatements(pool: pg.Pool | typeof pg.Client.prototype): PoolStatements {
   const target = pool as unknown as { query: (...args: unknown[]) => unknown };
   const query = target.query;
   const texts: string[] = [];
@@ -35,8 +35,15 @@ export function recordPoolStatements(pool: pg.Pool): PoolStatements {
   };
 }
 
-/** Runs `action` and returns the texts of the statements `pool` sent meanwhile. */
-export async function statementsDuring(pool: pg.Pool, action: () => Promise<unknown>): Promise<string[]> {
+/**
+ * Runs `action` and returns the texts of the statements `pool` sent meanwhile. Given
+ * `pg.Client.prototype`, every client's statements: transactions' too (their connections are
+ * checked out of the pool, so `pool.query` does not see them).
+ */
+export async function statementsDuring(
+  pool: pg.Pool | typeof pg.Client.prototype,
+  action: () => Promise<unknown>,
+): Promise<string[]> {
   const recorder = recordPoolStatements(pool);
   try {
     await action();
