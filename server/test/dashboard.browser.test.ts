@@ -337,6 +337,37 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await shot('webhooks');
   });
 
+  it('asks before rotating or deleting a webhook; a dismissed question changes nothing', async () => {
+    await go('/webhooks');
+    const row = page.getByRole('row', { name: /My hook/ });
+    const questions: string[] = [];
+    const answerNext = (accept: boolean) =>
+      page.once('dialog', (dialog) => {
+        questions.push(dialog.message());
+        void (accept ? dialog.accept() : dialog.dismiss());
+      });
+
+    answerNext(false);
+    await row.getByRole('button', { name: 'Delete' }).click();
+    answerNext(true);
+    await row.getByRole('button', { name: 'Rotate secret' }).click();
+    // The rotated secret is shown once; the old one keeps signing for 24 h (issue #11).
+    expect(await page.getByTestId('webhook-secret').textContent()).toMatch(/^whsec_/);
+    await page.keyboard.press('Escape');
+    expect(questions).toEqual([
+      'Delete webhook "My hook"?',
+      'Rotate the signing secret? The old one keeps signing alongside the new one for 24 hours.',
+    ]);
+    const listed = async () =>
+      ((await (await page.request.get(`${base}/api/webhooks`)).json()) as { data: unknown[] }).data.length;
+    expect(await listed()).toBe(1);
+
+    answerNext(true);
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.waitFor({ state: 'detached' });
+    expect(await listed()).toBe(0);
+  });
+
   it('creates a team, switches to it and back', async () => {
     await go('/adapters');
     await page.getByTestId('adapter-Mail server').waitFor();

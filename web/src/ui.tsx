@@ -88,3 +88,29 @@ export function notifyOk(message: string) {
 export function formatDate(value: string | null | undefined): string {
   return value ? new Date(value).toLocaleString() : '—';
 }
+
+/**
+ * A small table-row action that asks `question` (the browser's confirm dialog) before `onConfirm`:
+ * red and subtle for destructive actions (`danger`), light otherwise.
+ */
+export function ConfirmButton({
+  question,
+  onConfirm,
+  danger = false,
+  children,
+}: {
+  question: string;
+  onConfirm: () => void;
+  danger?: boolean;
+  children: ReactNode;
+}) {
+  return (
+    <Button
+      size="xs"
+      {...(danger ? { color: 'red', variant: 'subtle' } : { variant: 'light' })}
+      onClick={() => window.confirm(question) && onConfirm()}
+    >
+      {children}
+    </Button>
+  );
+}

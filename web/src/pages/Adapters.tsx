@@ -18,7 +18,17 @@ import { type FormEvent, useState } from 'react';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
-import { Copy, EmptyState, ErrorAlert, fieldErrors, Loading, notifyError, notifyOk, PageTitle } from '../ui';
+import {
+  ConfirmButton,
+  Copy,
+  EmptyState,
+  ErrorAlert,
+  fieldErrors,
+  Loading,
+  notifyError,
+  notifyOk,
+  PageTitle,
+} from '../ui';
 
 type AdapterType =
   paths['/api/adapters/types']['get']['responses'][200]['content']['application/json']['data'][number];
@@ -127,14 +137,13 @@ export function AdaptersPage() {
                         </Button>
                       )}
                       {can('adapters:delete') && (
-                        <Button
-                          size="xs"
-                          color="red"
-                          variant="subtle"
-                          onClick={() => window.confirm(`Delete adapter "${a.name}"?`) && remove.mutate(a.id)}
+                        <ConfirmButton
+                          danger
+                          question={`Delete adapter "${a.name}"?`}
+                          onConfirm={() => remove.mutate(a.id)}
                         >
                           Delete
-                        </Button>
+                        </ConfirmButton>
                       )}
                     </Group>
                   </Table.Td>

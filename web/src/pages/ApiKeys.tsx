@@ -18,6 +18,7 @@ import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
 import {
+  ConfirmButton,
   Copy,
   EmptyState,
   ErrorAlert,
@@ -107,30 +108,21 @@ export function ApiKeysPage() {
                         </Button>
                       )}
                       {can('api-keys:create') && (
-                        <Button
-                          size="xs"
-                          variant="light"
-                          onClick={() =>
-                            window.confirm(
-                              `Regenerate "${k.name}"? The current secret stops working at once.`,
-                            ) && regenerate.mutate(k.id)
-                          }
+                        <ConfirmButton
+                          question={`Regenerate "${k.name}"? The current secret stops working at once.`}
+                          onConfirm={() => regenerate.mutate(k.id)}
                         >
                           Regenerate
-                        </Button>
+                        </ConfirmButton>
                       )}
                       {can('api-keys:delete') && (
-                        <Button
-                          size="xs"
-                          color="red"
-                          variant="subtle"
-                          onClick={() =>
-                            window.confirm(`Delete API key "${k.name}"? This cannot be undone.`) &&
-                            remove.mutate(k.id)
-                          }
+                        <ConfirmButton
+                          danger
+                          question={`Delete API key "${k.name}"? This cannot be undone.`}
+                          onConfirm={() => remove.mutate(k.id)}
                         >
                           Delete
-                        </Button>
+                        </ConfirmButton>
                       )}
                     </Group>
                   </Table.Td>

@@ -3,7 +3,16 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { type FormEvent, useState } from 'react';
 import { api, unwrap } from '../api/client';
 import { useCan, useMe } from '../session';
-import { EmptyState, ErrorAlert, fieldErrors, formatDate, Loading, notifyError, PageTitle } from '../ui';
+import {
+  ConfirmButton,
+  EmptyState,
+  ErrorAlert,
+  fieldErrors,
+  formatDate,
+  Loading,
+  notifyError,
+  PageTitle,
+} from '../ui';
 
 const ROLES = ['owner', 'admin', 'member', 'viewer'] as const;
 type Role = (typeof ROLES)[number];
@@ -99,16 +108,13 @@ export function TeamPage() {
                   <Table.Td>{formatDate(m.joinedAt)}</Table.Td>
                   <Table.Td>
                     {manage && m.userId !== me?.user.id && (
-                      <Button
-                        size="xs"
-                        color="red"
-                        variant="subtle"
-                        onClick={() =>
-                          window.confirm(`Remove ${m.email} from the team?`) && removeMember.mutate(m.userId)
-                        }
+                      <ConfirmButton
+                        danger
+                        question={`Remove ${m.email} from the team?`}
+                        onConfirm={() => removeMember.mutate(m.userId)}
                       >
                         Remove
-                      </Button>
+                      </ConfirmButton>
                     )}
                   </Table.Td>
                 </Table.Tr>

@@ -24,6 +24,7 @@ import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
 import {
+  ConfirmButton,
   EmptyState,
   ErrorAlert,
   fieldErrors,
@@ -153,14 +154,13 @@ export function TemplatesPage() {
                       </Button>
                     )}
                     {can('templates:delete') && (
-                      <Button
-                        size="xs"
-                        color="red"
-                        variant="subtle"
-                        onClick={() => window.confirm(`Delete template "${t.name}"?`) && remove.mutate(t.id)}
+                      <ConfirmButton
+                        danger
+                        question={`Delete template "${t.name}"?`}
+                        onConfirm={() => remove.mutate(t.id)}
                       >
                         Delete
-                      </Button>
+                      </ConfirmButton>
                     )}
                   </Group>
                 </Paper>
@@ -399,13 +399,9 @@ function Versions({ template, onClose }: { template: Template; onClose: () => vo
                 <Table.Td>{v.name ?? '—'}</Table.Td>
                 <Table.Td>{formatDate(v.createdAt)}</Table.Td>
                 <Table.Td>
-                  <Button
-                    size="xs"
-                    variant="light"
-                    onClick={() => window.confirm('Restore this version?') && restore.mutate(v.id)}
-                  >
+                  <ConfirmButton question="Restore this version?" onConfirm={() => restore.mutate(v.id)}>
                     Restore
-                  </Button>
+                  </ConfirmButton>
                 </Table.Td>
               </Table.Tr>
             ))}

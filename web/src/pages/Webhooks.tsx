@@ -19,6 +19,7 @@ import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
 import {
+  ConfirmButton,
   Copy,
   EmptyState,
   ErrorAlert,
@@ -135,27 +136,22 @@ export function WebhooksPage() {
                           <Button size="xs" variant="default" onClick={() => toggle.mutate(w)}>
                             {w.isActive ? 'Disable' : 'Enable'}
                           </Button>
-                          <Button
-                            size="xs"
-                            variant="default"
-                            onClick={() =>
-                              window.confirm('Rotate the signing secret? The old one stops working.') &&
-                              rotate.mutate(w.id)
-                            }
+                          <ConfirmButton
+                            question="Rotate the signing secret? The old one keeps signing alongside the new one for 24 hours."
+                            onConfirm={() => rotate.mutate(w.id)}
                           >
                             Rotate secret
-                          </Button>
+                          </ConfirmButton>
                         </>
                       )}
                       {can('webhooks:delete') && (
-                        <Button
-                          size="xs"
-                          color="red"
-                          variant="subtle"
-                          onClick={() => window.confirm(`Delete webhook "${w.name}"?`) && remove.mutate(w.id)}
+                        <ConfirmButton
+                          danger
+                          question={`Delete webhook "${w.name}"?`}
+                          onConfirm={() => remove.mutate(w.id)}
                         >
                           Delete
-                        </Button>
+                        </ConfirmButton>
                       )}
                     </Group>
                   </Table.Td>
