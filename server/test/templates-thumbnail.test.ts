@@ -18,6 +18,11 @@ async function thumbnailJobStates(ctx: TestContext, templateId: string): Promise
   return result.rows.map((row) => row.state as string);
 }
 
+/** The status code of GET on a stored file's public URL (through the app). */
+async function fileStatus(ctx: TestContext, url: string): Promise<number> {
+  return (await ctx.app.inject({ method: 'GET', url: url.slice(TEST_BASE_URL.length) })).statusCode;
+}
+
 async function thumbnailUrlOf(ctx: TestContext, owner: { cookie: string }, id: string): Promise<string> {
   return (await dataOf(await dashboardCall(ctx.app, owner, 'GET', `/api/templates/${id}`))).thumbnailUrl;
 }
@@ -66,6 +71,40 @@ describe('template thumbnails', () => {
       return current !== url ? current : undefined;
     }, 30_000);
     expect(next).toMatch(/\.png$/);
+    // The replaced thumbnail's file is deleted once nothing shows it any more.
+    await expect.poll(() => fileStatus(ctx, url), { timeout: 10_000 }).toBe(404);
+    expect(await fileStatus(ctx, next)).toBe(200);
+  });
+
+  it('keeps a thumbnail a duplicate still shows; deletes it with the last template showing it', async () => {
+    const owner = await setupOwner(ctx.app);
+    const source = await buildTemplate(ctx.app, owner, { name: 'Source' });
+    const url = await waitFor(
+      async () => (await thumbnailUrlOf(ctx, owner, source.id)) || undefined,
+      30_000,
+      'thumbnailUrl',
+    );
+    const copy = await dataOf(
+      await dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {}),
+      201,
+    );
+    expect(await thumbnailUrlOf(ctx, owner, copy.id)).toBe(url);
+
+    await dataOf(
+      await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${source.id}`, {
+        designJson: simpleDesign('The source moves on to another design'),
+      }),
+    );
+    const next = await waitFor(async () => {
+      const current = await thumbnailUrlOf(ctx, owner, source.id);
+      return current !== url ? current : undefined;
+    }, 30_000);
+    expect(await fileStatus(ctx, url)).toBe(200);
+
+    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${copy.id}`)).statusCode).toBe(200);
+    expect(await fileStatus(ctx, url)).toBe(404);
+    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${source.id}`)).statusCode).toBe(200);
+    expect(await fileStatus(ctx, next)).toBe(404);
   });
 
   it('queues no thumbnail for a save that does not change the design', async () => {

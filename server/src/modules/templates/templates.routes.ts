@@ -24,6 +24,7 @@ import {
   updateTemplateBody,
 } from './templates.schema.ts';
 import * as service from './templates.service.ts';
+import { releaseThumbnail } from './templates.thumbnail.ts';
 import * as versions from './templates.versions.service.ts';
 
 const tags = ['Templates'];
@@ -113,7 +114,12 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
-      await service.deleteTemplate(db(), sendCache(), teamIdOf(request), request.params.id);
+      const teamId = teamIdOf(request);
+      const { thumbnailUrl } = await service.deleteTemplate(db(), sendCache(), teamId, request.params.id);
+      // The template is gone; a storage failure only leaves its thumbnail file behind.
+      await releaseThumbnail(db(), app.ctx.storage, teamId, thumbnailUrl).catch((error: unknown) =>
+        request.log.warn({ err: error }, 'could not delete the deleted template’s thumbnail'),
+      );
       return deleted;
     },
   );

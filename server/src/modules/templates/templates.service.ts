@@ -231,16 +231,21 @@ export async function updateTemplate(
   }
 }
 
-/** Permanent delete; email logs keep templateName and get templateId null. @throws NOT_FOUND. */
+/**
+ * Permanent delete; email logs keep templateName and get templateId null. Returns the deleted
+ * template's `thumbnailUrl` ('' when it had none) so the caller can release the file
+ * (`releaseThumbnail`). @throws NOT_FOUND.
+ */
 export async function deleteTemplate(
   db: Executor,
   sendCache: TemplateSendCache,
   teamId: string,
   idOrSlug: string,
-): Promise<void> {
+): Promise<{ thumbnailUrl: string }> {
   const current = await getTemplate(db, teamId, idOrSlug);
   await templateRepository.delete(db, teamId, current.id);
   sendCache.forgetTeam(teamId);
+  return { thumbnailUrl: current.thumbnailUrl ?? '' };
 }
 
 /**

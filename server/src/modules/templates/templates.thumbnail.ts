@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { templates } from '../../db/schema/index.ts';
 import { newJobId } from '../../ids.ts';
@@ -51,7 +51,8 @@ export interface ThumbnailDeps {
  * renderer's Gotenberg `screenshot/html` route, stored under
  * `<teamId>/thumbnails/<templateId>-<sha256 prefix>.png` and set as the template's `thumbnailUrl`
  * — only if the template still has the HTML that was captured (a later save's own job wins).
- * Nothing happens for a template deleted meanwhile, without a renderer or with unconfigured S3.
+ * The thumbnail it replaces is then deleted from storage unless another template (a duplicate)
+ * still shows it ({@link releaseThumbnail}). Nothing happens for a template deleted meanwhile, without a renderer or with unconfigured S3.
  * A render or storage failure throws: the queue retries (definitions.ts); the template is unaffected.
  */
 export function createThumbnailHandler(deps: ThumbnailDeps) {
@@ -64,17 +65,62 @@ export function createThumbnailHandler(deps: ThumbnailDeps) {
     const hash = createHash('sha256').update(png).digest('hex').slice(0, 16);
     const key = `${teamId}/thumbnails/${templateId}-${hash}.png`;
     await deps.storage.put(key, png, 'image/png');
-    await deps.db
+    const url = deps.storage.publicUrl(key);
+    const replaced = await deps.db
       .update(templates)
-      .set({ thumbnailUrl: deps.storage.publicUrl(key) })
+      .set({ thumbnailUrl: url })
       .where(
         and(
           eq(templates.teamId, teamId),
           eq(templates.id, templateId),
           eq(templates.compiledHtml, template.compiledHtml),
         ),
-      );
+      )
+      .returning({ id: templates.id });
+    if (replaced.length > 0 && template.thumbnailUrl !== url) {
+      await releaseThumbnail(deps.db, deps.storage, teamId, template.thumbnailUrl);
+    }
   };
+}
+
+/** A stored thumbnail's key: `<teamId>/thumbnails/<templateId>-<16 hex>.png` (see the handler). */
+const THUMBNAIL_KEY = /^[^/]+\/thumbnails\/[A-Za-z0-9_]+-[0-9a-f]{16}\.png$/;
+
+/**
+ * The storage key behind `url` when it is a thumbnail this service stored for team `teamId` in
+ * `storage` (its public URL maps back to exactly that key), else undefined: a URL set some other
+ * way, another team's file or another storage's is never touched.
+ */
+export function thumbnailKeyOf(storage: FileStorage, teamId: string, url: string): string | undefined {
+  const marker = `/${teamId}/thumbnails/`;
+  const at = url.lastIndexOf(marker);
+  if (at < 0) return undefined;
+  const key = url.slice(at + 1);
+  return THUMBNAIL_KEY.test(key) && storage.publicUrl(key) === url ? key : undefined;
+}
+
+/**
+ * Deletes the thumbnail file behind `url` (team `teamId`) once no template row shows it any more:
+ * called after a template got a new thumbnail and after a template was deleted. Duplicates share
+ * their source's thumbnail URL until their own design changes, so the file stays while any
+ * template (of any team, though keys are per team) still references it. A URL that is not one of
+ * this storage's thumbnails of that team ({@link thumbnailKeyOf}) and an empty one are left
+ * alone. Storage errors propagate (the thumbnail job then retries; a delete request logs them).
+ */
+export async function releaseThumbnail(
+  db: Executor,
+  storage: FileStorage,
+  teamId: string,
+  url: string | null | undefined,
+): Promise<void> {
+  if (!url || storage.kind === 'unconfigured') return;
+  const key = thumbnailKeyOf(storage, teamId, url);
+  if (!key) return;
+  const [row] = await db
+    .select({ count: sql<number>`count(*)::int` })
+    .from(templates)
+    .where(eq(templates.thumbnailUrl, url));
+  if ((row?.count ?? 0) === 0) await storage.delete(key);
 }
 
 /** The templates module's job bindings, for the composition root to pass to `startWorkers`. */
