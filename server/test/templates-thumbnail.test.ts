@@ -103,7 +103,9 @@ describe('template thumbnails', () => {
 
     expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${copy.id}`)).statusCode).toBe(200);
     expect(await fileStatus(ctx, url)).toBe(404);
-    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${source.id}`)).statusCode).toBe(200);
+    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${source.id}`)).statusCode).toBe(
+      200,
+    );
     expect(await fileStatus(ctx, next)).toBe(404);
   });
 
