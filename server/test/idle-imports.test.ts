@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { APIError } from 'better-auth/api';
 import { describe, expect, it } from 'vitest';
 import { isAPIError } from '../src/modules/auth/index.ts';
