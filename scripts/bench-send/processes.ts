@@ -219,8 +219,42 @@ export const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
  * the tree's PSS when nothing else maps its pages. Swapped-out pages are not counted.
  */
 export function treeResidentBytes(pids: readonly number[]): number | undefined {
+  return residentBreakdown(pids)?.total;
+}
+
+/** Where a process's distinct resident pages are (see {@link residentBreakdown}). */
+export interface ProcessResidentPages {
+  pid: number;
+  /** Bytes of pages no earlier process of the list has mapped. */
+  bytes: number;
+  /** Those bytes by mapping: a file's name (`node`, `libc.so.6`), `malloc heap`, `anonymous`, `shared memory`, `stack`. */
+  byMapping: Record<string, number>;
+}
+
+/** The kind of memory a /proc/<pid>/smaps mapping is, from its path column. */
+function mappingKind(name: string): string {
+  if (name === '') return 'anonymous';
+  if (name === '[heap]') return 'malloc heap';
+  if (name.startsWith('[stack')) return 'stack';
+  if (name.startsWith('/dev/zero') || name.startsWith('/SYSV') || name.startsWith('/dev/shm/'))
+    return 'shared memory';
+  if (name.startsWith('[')) return name;
+  return path.basename(name.replace(/ \(deleted\)$/, ''));
+}
+
+/**
+ * The tree's distinct resident pages (as {@link treeResidentBytes}, same total), each page
+ * attributed to the first process of `pids` that maps it and to that mapping's kind: what the
+ * idle-memory benchmark prints to show where the bytes are (issue #9). Anonymous mappings hold
+ * V8's heap (256 KB pages), malloc's secondary arenas and thread stacks. Undefined without
+ * /proc/<pid>/pagemap frame numbers (root or CAP_SYS_ADMIN).
+ */
+export function residentBreakdown(
+  pids: readonly number[],
+): { total: number; processes: ProcessResidentPages[] } | undefined {
   const PAGE = 4096;
   const frames = new Set<number>();
+  const processes: ProcessResidentPages[] = [];
   let readable = false;
   for (const pid of pids) {
     let smaps: string;
@@ -231,28 +265,37 @@ export function treeResidentBytes(pids: readonly number[]): number | undefined {
     } catch {
       continue;
     }
+    const own: ProcessResidentPages = { pid, bytes: 0, byMapping: {} };
     try {
       // Only mappings with resident pages: V8 and PostgreSQL reserve large address ranges.
-      for (const [, start, end, rss] of smaps.matchAll(
-        /^([0-9a-f]+)-([0-9a-f]+) [^\n]*\n(?:(?!Rss:)[^\n]*\n)*?Rss:\s+(\d+) kB/gm,
+      for (const [, start, end, name, rss] of smaps.matchAll(
+        /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+[ \t]*([^\n]*)\n(?:(?!Rss:)[^\n]*\n)*?Rss:\s+(\d+) kB/gm,
       )) {
         if (Number(rss) === 0) continue;
         const first = Number.parseInt(start!, 16) / PAGE;
         const pages = (Number.parseInt(end!, 16) - Number.parseInt(start!, 16)) / PAGE;
         const entries = Buffer.alloc(pages * 8);
         const read = readSync(fd, entries, 0, entries.length, first * 8);
+        let added = 0;
         for (let offset = 0; offset + 8 <= read; offset += 8) {
           const entry = entries.readBigUInt64LE(offset);
           if (!(entry >> 63n)) continue; // not present
           const frame = Number(entry & 0x7fffffffffffffn);
           if (frame === 0) continue; // frame numbers hidden (no CAP_SYS_ADMIN)
           readable = true;
+          if (frames.has(frame)) continue;
           frames.add(frame);
+          added += PAGE;
         }
+        if (added === 0) continue;
+        const kind = mappingKind(name!.trim());
+        own.byMapping[kind] = (own.byMapping[kind] ?? 0) + added;
+        own.bytes += added;
       }
     } finally {
       closeSync(fd);
     }
+    processes.push(own);
   }
-  return readable ? frames.size * PAGE : undefined;
+  return readable ? { total: frames.size * PAGE, processes } : undefined;
 }

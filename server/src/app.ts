@@ -1,5 +1,5 @@
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import {
   jsonSchemaTransform,
   serializerCompiler,
@@ -50,6 +50,15 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The compilers Fastify builds for a route schema: zod's, as set below with setValidatorCompiler and
+ * setSerializerCompiler. Fastify's types describe only factories of Ajv-shaped compilers, hence the cast.
+ */
+const zodCompilersFactory = {
+  buildValidator: () => validatorCompiler,
+  buildSerializer: () => serializerCompiler,
+} as unknown as NonNullable<FastifyServerOptions['schemaController']>['compilersFactory'];
+
 /** 10 MB (issue #2): larger bodies get 400 INVALID_INPUT. */
 export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 
@@ -68,6 +77,10 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,
     frameworkErrors: frameworkErrorHandler,
+    // Every route validates and serialises with zod (below). Without compiler factories of its own,
+    // Fastify requires its default ones when the instance is made, loading Ajv, fast-uri,
+    // ajv-formats and fast-json-stringify that no route uses (≈ 0.7 MB of source; issue #9).
+    schemaController: { compilersFactory: zodCompilersFactory },
   }).withTypeProvider<ZodTypeProvider>();
 
   // The composition root plugs the modules' guards into http (http imports no module).

@@ -53,6 +53,9 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     url = await app.listen({ port: config.PORT, host: config.HOST });
     await printSetupUrlIfNeeded(app.ctx, { info: (line: string) => console.log(line) });
   }
+  // Start-up's queries are done: its connection's backend (caches of the migrations and queue
+  // declarations) is closed rather than kept by the pollers for the process's life (issue #9).
+  await queue.closeIdleConnections();
   if (role !== 'api') {
     await startWorkers(queue, config, bindJobHandlers(context));
   }

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { frugalExecutor } from '../src/db/frugal-pool.ts';
+import { closeIdleConnections, frugalExecutor } from '../src/db/frugal-pool.ts';
 import { TEST_DATABASE_URL } from './helpers/database.ts';
 
 /**
@@ -95,3 +95,48 @@ describe('frugalExecutor', () => {
     expect(pool.totalCount).toBe(1);
   });
 });
+
+describe('closeIdleConnections', () => {
+  const backendPid = async (pool: pg.Pool) =>
+    (await pool.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+
+  it("closes the idle connections (their backends end) and leaves a busy one's query to finish", async () => {
+    const { pool } = testPool(60_000);
+    // Two connections, both idle afterwards.
+    const clients = await Promise.all([pool.connect(), pool.connect()]);
+    const idlePids = clients.map((client) => (client as unknown as { processID: number }).processID);
+    for (const client of clients) client.release();
+    const busy = pool.query<{ pid: number }>('select pg_backend_pid() as pid, pg_sleep(0.3)');
+    // The busy query took one of the two idle connections (pg-pool hands it over asynchronously).
+    await sleep(50);
+    expect(pool.idleCount).toBe(1);
+
+    expect(await closeIdleConnections(pool)).toBe(1);
+    const busyPid = (await busy).rows[0]!.pid;
+    expect(idlePids).toContain(busyPid);
+    // The closed connection's backend is gone from the server; the busy one's stays (now idle).
+    const observer = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await observer.connect();
+    try {
+      const closedPid = idlePids.find((pid) => pid !== busyPid)!;
+      await waitUntilGone(observer, closedPid);
+      expect(pool.totalCount).toBe(1);
+      // The next query runs on the connection that stayed, then on a fresh one once that closed too.
+      expect(await backendPid(pool)).toBe(busyPid);
+      expect(await closeIdleConnections(pool)).toBe(1);
+      expect(idlePids).not.toContain(await backendPid(pool));
+    } finally {
+      await observer.end();
+    }
+  });
+});
+
+/** Waits (up to 5 s) until no server process has `pid` (a backend ends shortly after its client). */
+async function waitUntilGone(observer: pg.Client, pid: number): Promise<void> {
+  for (let tries = 0; tries < 50; tries++) {
+    const { rowCount } = await observer.query('select 1 from pg_stat_activity where pid = $1', [pid]);
+    if (rowCount === 0) return;
+    await sleep(100);
+  }
+  throw new Error(`backend ${pid} still running`);
+}

@@ -1,9 +1,14 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { APIError } from 'better-auth/api';
 import { describe, expect, it } from 'vitest';
 import { isAPIError } from '../src/modules/auth/index.ts';
+import { createTestDatabase } from './helpers/database.ts';
 
 /**
  * Issue #9, idle memory: what an idle server never uses is not loaded at start. better-auth (its
@@ -65,7 +70,60 @@ async function builtinsLoadedAtStart(): Promise<string[]> {
   return JSON.parse(stdout) as string[];
 }
 
+/**
+ * Every module file (ESM and CommonJS) a fresh Node process has loaded once `startPostwright` (role
+ * all: API and workers) is up on `databaseUrl`, stopped again before it reports.
+ */
+async function filesLoadedByRunningServer(databaseUrl: string): Promise<string[]> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-idle-imports-'));
+  const script = `
+    import { registerHooks } from 'node:module';
+    const seen = [];
+    registerHooks({ load(url, context, next) { seen.push(url); return next(url, context); } });
+    const { loadConfig } = await import(${JSON.stringify(fileURLToPath(new URL('../src/config.ts', import.meta.url)))});
+    const { startPostwright } = await import(${JSON.stringify(runtime)});
+    const running = await startPostwright(loadConfig(), 'all');
+    await running.stop();
+    console.log(JSON.stringify(seen));`;
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+      env: {
+        ...process.env,
+        NODE_ENV: 'production',
+        LOG_LEVEL: 'warn',
+        DATABASE_URL: databaseUrl,
+        ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+        DATA_DIR: dataDir,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        BASE_URL: 'http://localhost:3000',
+      },
+      maxBuffer: 64 << 20,
+    });
+    return JSON.parse(stdout.slice(stdout.lastIndexOf('\n[') + 1)) as string[];
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
 describe('modules loaded at start', () => {
+  it("leaves out Fastify's default schema compilers (Ajv, fast-json-stringify): every route uses zod's", async () => {
+    const database = await createTestDatabase();
+    try {
+      const files = await filesLoadedByRunningServer(database.url);
+      expect(files.some((url) => url.includes('/node_modules/fastify/'))).toBe(true);
+      expect(
+        files.filter((url) =>
+          /\/node_modules\/(ajv|ajv-formats|@fastify\/ajv-compiler|@fastify\/fast-json-stringify-compiler)\/|\/node_modules\/fast-json-stringify\/(?!lib\/(serializer|v8)\.js)/.test(
+            url,
+          ),
+        ),
+      ).toEqual([]);
+    } finally {
+      await database.drop();
+    }
+  });
+
   it("leaves out Node.js's bundled undici (an ESM import of node:http loads it through its WebSocket getter)", async () => {
     expect((await builtinsLoadedAtStart()).filter((name) => name.includes('undici'))).toEqual([]);
   });

@@ -71,3 +71,25 @@ export function frugalExecutor(
     },
   };
 }
+
+/**
+ * Closes the connections of `pool` that are idle now (busy ones are left alone): each is checked
+ * out and released as broken, which pg-pool ends instead of keeping. Returns how many it closed.
+ *
+ * Why (issue #9, idle memory): a PostgreSQL backend keeps the catalog and plan caches of everything
+ * it ran, and those never shrink. The connection that ran start-up (migrations, pg-boss's schema
+ * and queue declarations) stays open while the process idles, because pg-boss's polls every
+ * 500 ms keep using it: measured 11.8 MB of distinct pages for that backend against 9.1 MB for one
+ * that only ever polled. Called once start-up is done, the next query opens a fresh connection.
+ * A connection a query takes between the count and the checkout is replaced by a new one, which
+ * is then closed: harmless.
+ */
+export async function closeIdleConnections(pool: pg.Pool): Promise<number> {
+  let closed = 0;
+  for (let idle = pool.idleCount; idle > 0; idle--) {
+    const client = await pool.connect();
+    client.release(true);
+    closed++;
+  }
+  return closed;
+}

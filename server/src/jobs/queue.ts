@@ -2,7 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import pg from 'pg';
 import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
-import { frugalExecutor } from '../db/frugal-pool.ts';
+import { closeIdleConnections, frugalExecutor } from '../db/frugal-pool.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -105,6 +105,15 @@ export class JobQueue {
   async start(): Promise<void> {
     await this.boss.start();
     this.#started = true;
+  }
+
+  /**
+   * Closes pg-boss's idle connections (see closeIdleConnections): called once start-up's queries are
+   * done, so the polls that follow run on a fresh PostgreSQL backend without start-up's caches
+   * (issue #9, idle memory). Returns how many it closed.
+   */
+  closeIdleConnections(): Promise<number> {
+    return closeIdleConnections(this.#pool);
   }
 
   /** Creates (or updates) a queue with its retry policy, expiry and heartbeat; idempotent. */
