@@ -150,7 +150,14 @@ export const JOB_DEFINITIONS = {
      * webhook's freed slots idled up to the loop's 20 ms refetch gap, most of an attempt's time
      * (issue #11 bench: ~0.3× the raw POST loop).
      */
-    refetchAfter: 10,
+    refetchAfter: 30,
+    /**
+     * The claim loop fetches these jobs without pg-boss's metadata (ClaimLoopOptions.retryLimit:
+     * a quarter of the columns to read per job): they are all enqueued with the queue's retry
+     * policy (outbox and recorder: enqueueMany, no per-job policy), so each job's retry limit is
+     * the queue's.
+     */
+    fetchWithoutMetadata: true,
   },
 } as const;
 

@@ -178,25 +178,36 @@ export class JobQueue {
   }
 
   /**
-   * The statement that completes `jobs` (claimed from queue `name` by this process's claim loop) as
-   * an `update … returning id` to run as a data-modifying CTE of the caller's own statement, so a
-   * handler can record its outcome and complete its jobs in ONE statement, without a transaction
-   * around two (issue #11: each round trip counts while a job holds its slot). It is the update
-   * pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only active jobs,
-   * fenced to the claimed attempt like the settler's); pg-boss does no other work on complete.
+   * The statement that completes claimed jobs of queue `name` (claimed by this process's claim
+   * loop) as an `update … returning id` to run as a data-modifying CTE of the caller's own
+   * statement, so a handler can record its outcome and complete its jobs in ONE statement, without
+   * a transaction around two (issue #11: each round trip counts while a job holds its slot). It is
+   * the update pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only
+   * active jobs, fenced to the claimed attempt like the settler's); pg-boss does no other work on
+   * complete. The jobs are the placeholders `completeIds` and `completeAttempts`, filled with
+   * {@link JobQueue.completionValues} (one text for every group: it can be a named statement).
    * Undefined when the queue's table is not known (not consumed here): use the settler then.
    */
-  completionSql(name: string, jobs: readonly ClaimedJob<unknown>[]): SQL | undefined {
+  completionSql(name: string): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
-    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
-    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
-    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
     return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
         state = 'completed', output = null
-      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${attempts}::text[])
+      where name = ${name} and id = any(${sql.placeholder('completeIds')}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${sql.placeholder('completeAttempts')}::text[])
       returning id`;
+  }
+
+  /** The placeholder values of {@link JobQueue.completionSql} for `jobs`. */
+  static completionValues(jobs: readonly ClaimedJob<unknown>[]): {
+    completeIds: string;
+    completeAttempts: string;
+  } {
+    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
+    return {
+      completeIds: `{${jobs.map((job) => job.id).join(',')}}`,
+      completeAttempts: `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`,
+    };
   }
 
   /** The pg-boss job table of queue `name` (a partitioned queue has its own), or undefined. */
