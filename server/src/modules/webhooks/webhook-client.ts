@@ -57,6 +57,8 @@ class DeadlineSignals {
   readonly #timeoutMs: number;
   readonly #windowMs: number;
   #current: { signal: AbortSignal; closes: number } | undefined;
+  /** Timers started so far (one per window with attempts; for tests and diagnostics). */
+  timers = 0;
 
   constructor(timeoutMs: number) {
     this.#timeoutMs = timeoutMs;
@@ -69,6 +71,7 @@ class DeadlineSignals {
     const now = performance.now();
     if (this.#current && now <= this.#current.closes) return this.#current.signal;
     const controller = new AbortController();
+    this.timers++;
     // Every attempt of the window listens to it; none of them leaks (undici removes its listener).
     setMaxListeners(0, controller.signal);
     const seconds = this.#timeoutMs / 1000;
@@ -95,6 +98,15 @@ export class WebhookClient {
   readonly #timeoutMs: number;
   readonly #deadlines: DeadlineSignals;
   readonly #targets = new Map<string, Target>();
+
+  /**
+   * For tests and diagnostics: URLs parsed and judged so far ({@link WebhookClient.post} does it
+   * once per URL), and deadline timers started (one per 100 ms window with attempts).
+   */
+  get stats(): { targetsParsed: number; deadlineTimers: number } {
+    return { targetsParsed: this.#targetsParsed, deadlineTimers: this.#deadlines.timers };
+  }
+  #targetsParsed = 0;
 
   constructor(options: { policy: OutboundPolicy; timeoutSeconds: number; resolve?: Resolver }) {
     this.#policy = options.policy;
@@ -124,6 +136,7 @@ export class WebhookClient {
   #target(url: string): Target {
     let target = this.#targets.get(url);
     if (target) return target;
+    this.#targetsParsed++;
     const problem = [webhookUrlProblem(url, false), webhookUrlProblem(url, true)] as const;
     let parsed: URL | undefined;
     let literalRefusal: string | null | undefined;
