@@ -1,4 +1,4 @@
-import { setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Agent } from 'undici';
@@ -48,15 +48,38 @@ interface Target {
 }
 
 /**
+ * The abort signal of attempts: an EventEmitter with `aborted` and `reason`, which undici's
+ * `request` takes like an AbortSignal (its `signal` option: AbortSignal or EventEmitter). Adding
+ * and removing a listener costs an EventEmitter a push and a splice; an AbortSignal (an
+ * EventTarget) several times that (issue #11 bench profile).
+ */
+class DeadlineSignal extends EventEmitter {
+  aborted = false;
+  reason: unknown;
+
+  constructor() {
+    super();
+    // Every attempt of a window listens to it; none of them leaks (undici removes its listener).
+    this.setMaxListeners(0);
+  }
+
+  abort(reason: unknown): void {
+    this.aborted = true;
+    this.reason = reason;
+    this.emit('abort');
+  }
+}
+
+/**
  * The signals that end attempts at their deadline: attempts starting within one window share one
- * AbortController and one timer (an AbortSignal.timeout per attempt cost a timer, a signal and its
+ * signal and one timer (an AbortSignal.timeout per attempt cost a timer, a signal and its
  * bookkeeping each, issue #11 bench profile). A window's signal aborts `timeoutMs` after the window
  * closes: every attempt gets at least its `timeoutMs`, and at most one window more.
  */
 class DeadlineSignals {
   readonly #timeoutMs: number;
   readonly #windowMs: number;
-  #current: { signal: AbortSignal; closes: number } | undefined;
+  #current: { signal: DeadlineSignal; closes: number } | undefined;
   /** Timers started so far (one per window with attempts; for tests and diagnostics). */
   timers = 0;
 
@@ -67,20 +90,18 @@ class DeadlineSignals {
   }
 
   /** The signal of an attempt starting now. */
-  next(): AbortSignal {
+  next(): DeadlineSignal {
     const now = performance.now();
     if (this.#current && now <= this.#current.closes) return this.#current.signal;
-    const controller = new AbortController();
+    const signal = new DeadlineSignal();
     this.timers++;
-    // Every attempt of the window listens to it; none of them leaks (undici removes its listener).
-    setMaxListeners(0, controller.signal);
     const seconds = this.#timeoutMs / 1000;
     setTimeout(
-      () => controller.abort(new DOMException(`No answer within ${seconds} s`, 'TimeoutError')),
+      () => signal.abort(new DOMException(`No answer within ${seconds} s`, 'TimeoutError')),
       this.#timeoutMs + this.#windowMs,
     ).unref();
-    this.#current = { signal: controller.signal, closes: now + this.#windowMs };
-    return controller.signal;
+    this.#current = { signal, closes: now + this.#windowMs };
+    return signal;
   }
 }
 
