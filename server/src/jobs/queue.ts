@@ -178,17 +178,34 @@ export class JobQueue {
   }
 
   /**
-   * The statement that completes claimed jobs of queue `name` (claimed by this process's claim
-   * loop) as an `update … returning id` to run as a data-modifying CTE of the caller's own
-   * statement, so a handler can record its outcome and complete its jobs in ONE statement, without
-   * a transaction around two (issue #11: each round trip counts while a job holds its slot). It is
-   * the update pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only
-   * active jobs, fenced to the claimed attempt like the settler's); pg-boss does no other work on
-   * complete. The jobs are the placeholders `completeIds` and `completeAttempts`, filled with
-   * {@link JobQueue.completionValues} (one text for every group: it can be a named statement).
+   * The statement that completes `jobs` (claimed from queue `name` by this process's claim loop) as
+   * an `update … returning id` to run as a data-modifying CTE of the caller's own statement, so a
+   * handler can record its outcome and complete its jobs in ONE statement, without a transaction
+   * around two (issue #11: each round trip counts while a job holds its slot). It is the update
+   * pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only active jobs,
+   * fenced to the claimed attempt like the settler's); pg-boss does no other work on complete.
    * Undefined when the queue's table is not known (not consumed here): use the settler then.
    */
-  completionSql(name: string): SQL | undefined {
+  completionSql(name: string, jobs: readonly ClaimedJob<unknown>[]): SQL | undefined {
+    const table = this.#tables.get(name);
+    if (!table) return undefined;
+    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
+    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
+    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
+    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+        state = 'completed', output = null
+      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${attempts}::text[])
+      returning id`;
+  }
+
+  /**
+   * {@link JobQueue.completionSql} with the jobs as the placeholders `completeIds` and
+   * `completeAttempts` (filled with {@link JobQueue.completionValues}): one text for every group,
+   * so the caller's statement can be built once and run as a named statement (issue #11 bench:
+   * the webhook recorder's). Undefined when the queue's table is not known (not consumed here).
+   */
+  completionStatement(name: string): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
     return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
@@ -198,7 +215,7 @@ export class JobQueue {
       returning id`;
   }
 
-  /** The placeholder values of {@link JobQueue.completionSql} for `jobs`. */
+  /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */
   static completionValues(jobs: readonly ClaimedJob<unknown>[]): {
     completeIds: string;
     completeAttempts: string;

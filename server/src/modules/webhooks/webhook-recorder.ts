@@ -36,7 +36,7 @@ export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
  * one `complete` of their claimed jobs (JobSettler): an attempt costs no commit of its own, and up
  * to two such transactions run at once. A group without retries to schedule (the usual one: every
  * attempt succeeded, or failed for good) is ONE statement instead, no transaction around it:
- * records, webhooks and the jobs' completion (JobQueue.completionSql) in one round trip, not four
+ * records, webhooks and the jobs' completion (JobQueue.completionStatement) in one round trip, not four
  * (begin, complete, record, commit) — the time an attempt holds its slot of the webhook's cap.
  */
 export class WebhookAttemptRecorder {
@@ -87,14 +87,14 @@ async function writeAttemptsAlone(
   );
 }
 
-/** Each queue's completion statement of `webhook.deliver` jobs (JobQueue.completionSql), once known. */
+/** Each queue's completion statement of `webhook.deliver` jobs (JobQueue.completionStatement), once known. */
 const completions = new WeakMap<JobQueue, SQL>();
 
 /** `queue`'s completion statement of `webhook.deliver` jobs, built once (undefined until it can be). */
 function completionOf(queue: JobQueue): SQL | undefined {
   let complete = completions.get(queue);
   if (!complete) {
-    complete = queue.completionSql(WEBHOOK_DELIVER_JOB);
+    complete = queue.completionStatement(WEBHOOK_DELIVER_JOB);
     if (complete) completions.set(queue, complete);
   }
   return complete;
@@ -102,7 +102,7 @@ function completionOf(queue: JobQueue): SQL | undefined {
 
 /**
  * Writes attempts in `tx`; exported for the synchronous test and redeliver endpoints. With
- * `complete` (JobQueue.completionSql and its values for the items' jobs; `tx` must then be the
+ * `complete` (JobQueue.completionStatement and its values for the items' jobs; `tx` must then be the
  * database itself, not a transaction) the jobs are completed by the records'
  * statement instead of the settler's own.
  */

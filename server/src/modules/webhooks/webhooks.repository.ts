@@ -127,7 +127,7 @@ export const webhookRepository = {
    * failed without a success since `disableBefore` or earlier (issue #11: 5 days). With
    * `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of the
    * transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
-   * With `complete` (JobQueue.completionSql: an `update … returning id` completing the attempts'
+   * With `complete` (JobQueue.completionStatement: an `update … returning id` completing the attempts'
    * jobs, `completeValues` its placeholders' values; outside a transaction only), the statement
    * completes them too: it is then the whole recording, atomic, in one round trip. Outside a
    * transaction it runs as a named statement built once (NamedStatement: parsed and planned once
@@ -141,7 +141,7 @@ export const webhookRepository = {
     disableBefore: Date,
     options: {
       asyncCommit?: boolean;
-      /** JobQueue.completionSql of the jobs' queue, with `completeValues` its placeholders' values. */
+      /** JobQueue.completionStatement of the jobs' queue, with `completeValues` its placeholders' values. */
       complete?: SQL | undefined;
       completeValues?: Record<string, unknown>;
     } = {},
