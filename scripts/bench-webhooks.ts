@@ -267,7 +267,7 @@ async function main(): Promise<void> {
     if (profiler) {
       profiler.connect();
       await profiler.post('Profiler.enable');
-      await profiler.post('Profiler.setSamplingInterval', { interval: 200 });
+      await profiler.post('Profiler.setSamplingInterval', { interval: 250 });
       await profiler.post('Profiler.start');
     }
     const statementCounts = new Map<string, number>();

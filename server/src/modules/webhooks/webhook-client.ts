@@ -240,7 +240,9 @@ function readCapped(stream: Readable, limit: number): Promise<string> {
     const finish = () => {
       if (settled) return;
       settled = true;
-      resolve(Buffer.concat(chunks).subarray(0, limit).toString('utf8'));
+      // The usual short answer comes in one chunk: decoded in place, not copied first.
+      const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      resolve(all.toString('utf8', 0, Math.min(all.length, limit)));
     };
     stream.on('data', (chunk: Buffer) => {
       if (settled) return;
