@@ -12,12 +12,18 @@
  * before and once after the worker's run, and the ratio is to their mean (a shared machine's load
  * drifts within a run; both passes are printed).
  * Also printed: CPU time per delivery of the worker's run (this process, i.e. the worker; the
- * PostgreSQL backends of the benchmark's database, from /proc) next to this process's CPU per raw
- * POST, and the load average — on a shared machine the rates drift, CPU per delivery much less.
+ * PostgreSQL backends of the benchmark's database, from /proc, with the queue's own connections
+ * apart; the kernel's share of this process's) next to this process's CPU per raw POST, the
+ * receiver's CPU per request in both, and the load average — on a shared machine the rates drift,
+ * CPU per delivery much less.
  * Settings: BENCH_WEBHOOKS (deliveries per throughput run, default 5000), BENCH_LATENCY_RATE
  * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10),
- * BENCH_CPU_PROFILE (a file: a V8 CPU profile of this process during the worker's run);
- * the process's environment sets Postwright's own variables (WORKER_CONCURRENCY, …).
+ * BENCH_CPU_PROFILE (a file: a V8 CPU profile of this process during the worker's run, sampled
+ * every 250 µs), BENCH_STATEMENTS=1 (the statements the worker's run sent, counted by text, fetches
+ * by size), BENCH_PG_STATS=1 (the benchmark's database logs each statement's PostgreSQL CPU,
+ * log_statement_stats, to the server log, and the worker run's window is printed: per-statement
+ * parse / bind / execute costs); the process's environment sets Postwright's own variables
+ * (WORKER_CONCURRENCY, …).
  */
 
 import { fork } from 'node:child_process';
