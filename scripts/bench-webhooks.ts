@@ -12,12 +12,18 @@
  * before and once after the worker's run, and the ratio is to their mean (a shared machine's load
  * drifts within a run; both passes are printed).
  * Also printed: CPU time per delivery of the worker's run (this process, i.e. the worker; the
- * PostgreSQL backends of the benchmark's database, from /proc) next to this process's CPU per raw
- * POST, and the load average — on a shared machine the rates drift, CPU per delivery much less.
+ * PostgreSQL backends of the benchmark's database, from /proc, with the queue's own connections
+ * apart; the kernel's share of this process's) next to this process's CPU per raw POST, the
+ * receiver's CPU per request in both, and the load average — on a shared machine the rates drift,
+ * CPU per delivery much less.
  * Settings: BENCH_WEBHOOKS (deliveries per throughput run, default 5000), BENCH_LATENCY_RATE
  * (status changes per second in the latency run, default 100), BENCH_LATENCY_SECONDS (default 10),
- * BENCH_CPU_PROFILE (a file: a V8 CPU profile of this process during the worker's run);
- * the process's environment sets Postwright's own variables (WORKER_CONCURRENCY, …).
+ * BENCH_CPU_PROFILE (a file: a V8 CPU profile of this process during the worker's run, sampled
+ * every 250 µs), BENCH_STATEMENTS=1 (the statements the worker's run sent, counted by text, fetches
+ * by size), BENCH_PG_STATS=1 (the benchmark's database logs each statement's PostgreSQL CPU,
+ * log_statement_stats, to the server log, and the worker run's window is printed: per-statement
+ * parse / bind / execute costs); the process's environment sets Postwright's own variables
+ * (WORKER_CONCURRENCY, …).
  */
 
 import { fork } from 'node:child_process';
@@ -76,6 +82,8 @@ async function startReceiver() {
       child.send({ type, id, n });
     });
   return {
+    /** CPU seconds the receiver process used so far (/proc, 10 ms ticks). */
+    cpu: () => cpuSeconds(child.pid!),
     url: `http://127.0.0.1:${port}/hook`,
     count: () => ask<number>('count'),
     /** Resolves once the receiver has counted `n` requests since its last reset. */
@@ -97,17 +105,23 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what:
   }
 }
 
-/** CPU seconds used so far by the PostgreSQL backends connected to `database` (Linux /proc). */
-function postgresCpu(database: string): number {
-  return pidsNamed('postgres')
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `);
-      } catch {
-        return false;
-      }
-    })
-    .reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+/** CPU seconds used so far by each PostgreSQL backend connected to `database` (Linux /proc), by pid. */
+function postgresCpu(database: string): Map<number, number> {
+  const byPid = new Map<number, number>();
+  for (const pid of pidsNamed('postgres')) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `))
+        byPid.set(pid, cpuSeconds(pid));
+    } catch {
+      // the backend exited meanwhile
+    }
+  }
+  return byPid;
+}
+
+/** CPU seconds each backend used between two {@link postgresCpu} readings (a new backend from 0). */
+function postgresCpuBetween(before: Map<number, number>, after: Map<number, number>): Map<number, number> {
+  return new Map([...after].map(([pid, seconds]) => [pid, seconds - (before.get(pid) ?? 0)]));
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -119,6 +133,11 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: ADMIN_URL });
   await admin.connect();
   await admin.query(`create database ${name}`);
+  if (process.env.BENCH_PG_STATS) {
+    await admin.query(`alter database ${name} set log_statement_stats = on`);
+    await admin.query(`alter database ${name} set log_min_error_statement = log`);
+    console.log('PGSTATS_START', new Date().toISOString());
+  }
   await admin.end();
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
@@ -207,9 +226,12 @@ async function main(): Promise<void> {
     );
     /** One raw pass over `bodies`: deliveries per second. */
     let rawCpuMicros = 0;
+    let rawSystemMicros = 0;
+    let rawReceiverSeconds = 0;
     const rawPass = async (): Promise<number> => {
       await receiver.reset();
       const cpuBefore = process.cpuUsage();
+      const receiverBefore = receiver.cpu();
       let next = 0;
       const rawStarted = performance.now();
       await Promise.all(
@@ -235,6 +257,8 @@ async function main(): Promise<void> {
       );
       const cpu = process.cpuUsage(cpuBefore);
       rawCpuMicros += cpu.user + cpu.system;
+      rawSystemMicros += cpu.system;
+      rawReceiverSeconds += receiver.cpu() - receiverBefore;
       return DELIVERIES / ((performance.now() - rawStarted) / 1000);
     };
     // Before and after the worker's run (the machine's load drifts): the baseline is their mean.
@@ -249,10 +273,28 @@ async function main(): Promise<void> {
     if (profiler) {
       profiler.connect();
       await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.setSamplingInterval', { interval: 250 });
       await profiler.post('Profiler.start');
     }
-    const nodeCpuBefore = process.cpuUsage();
+    const statementCounts = new Map<string, number>();
+    const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const originalQuery = clientProto.query;
+    if (process.env.BENCH_STATEMENTS) {
+      clientProto.query = function (this: unknown, ...args: unknown[]) {
+        const first = args[0] as string | { text?: string };
+        const text = (typeof first === 'string' ? first : (first?.text ?? ''))
+          .replace(/\s+/g, ' ')
+          .replace(/^.*active_group_count_map.*(LIMIT \d+).*$/, 'fetch $1')
+          .slice(0, 70);
+        statementCounts.set(text, (statementCounts.get(text) ?? 0) + 1);
+        return originalQuery.apply(this, args);
+      };
+    }
+    // /proc is read before this process's CPU count starts and after it ends (a scan of every
+    // process's cmdline costs ~25 ms of this process's CPU, not the worker's).
     const postgresCpuBefore = postgresCpu(name);
+    const nodeCpuBefore = process.cpuUsage();
+    const receiverCpuBefore = receiver.cpu();
     const workerStarted = performance.now();
     await Promise.race([
       receiver.reach(DELIVERIES),
@@ -265,13 +307,32 @@ async function main(): Promise<void> {
     ]);
     const workerSeconds = (performance.now() - workerStarted) / 1000;
     const nodeCpu = process.cpuUsage(nodeCpuBefore);
-    const postgresCpuSeconds = postgresCpu(name) - postgresCpuBefore;
+    const receiverSeconds = receiver.cpu() - receiverCpuBefore;
+    const postgresCpuByPid = postgresCpuBetween(postgresCpuBefore, postgresCpu(name));
+    const postgresCpuSeconds = [...postgresCpuByPid.values()].reduce((sum, s) => sum + s, 0);
+    // Which of those backends are the queue's (pg-boss: fetch, its maintenance) and which the
+    // app's pool (the webhooks' rows, the delivery records and the jobs' completion).
+    const { rows: backends } = await database.pool.query<{ pid: number; application_name: string }>(
+      'select pid, application_name from pg_stat_activity where datname = current_database()',
+    );
+    const queueBackends = new Set(backends.filter((b) => b.application_name === 'pgboss').map((b) => b.pid));
+    const queuePostgresSeconds = [...postgresCpuByPid]
+      .filter(([pid]) => queueBackends.has(pid))
+      .reduce((sum, [, s]) => sum + s, 0);
     if (profiler && CPU_PROFILE) {
       const { profile } = await profiler.post('Profiler.stop');
       writeFileSync(CPU_PROFILE, JSON.stringify(profile));
       profiler.disconnect();
     }
     const workerRate = DELIVERIES / workerSeconds;
+    if (process.env.BENCH_PG_STATS)
+      console.log(
+        'PGSTATS_WINDOW',
+        new Date(Date.now() - workerSeconds * 1000).toISOString(),
+        new Date().toISOString(),
+      );
+    clientProto.query = originalQuery;
+    for (const [text, n] of [...statementCounts].sort((a, b) => b[1] - a[1])) say(`${n}\t${text}`);
     const sample = await receiver.sample();
     const verified = sample ? Boolean(new Webhook(hook.secret).verify(sample.body, sample.headers)) : false;
     const rawAfter = await rawPass();
@@ -318,7 +379,13 @@ async function main(): Promise<void> {
       `| status change committed → delivered, ${LATENCY_RATE}/s for ${LATENCY_SECONDS} s: p50 / p99 | ${percentile(delays, 50).toFixed(0)} / ${percentile(delays, 99).toFixed(0)} ms |`,
     );
     say(
-      `| CPU per delivery: worker process / its PostgreSQL backends; raw loop's process | ${((nodeCpu.user + nodeCpu.system) / DELIVERIES).toFixed(0)} / ${((postgresCpuSeconds * 1e6) / DELIVERIES).toFixed(0)} µs; ${(rawCpuMicros / (2 * DELIVERIES)).toFixed(0)} µs |`,
+      `| CPU per delivery: worker process / its PostgreSQL backends; raw loop's process | ${((nodeCpu.user + nodeCpu.system) / DELIVERIES).toFixed(0)} / ${((postgresCpuSeconds * 1e6) / DELIVERIES).toFixed(0)} µs (queue's connections ${((queuePostgresSeconds * 1e6) / DELIVERIES).toFixed(0)} µs); ${(rawCpuMicros / (2 * DELIVERIES)).toFixed(0)} µs |`,
+    );
+    say(
+      `| of which in the kernel (system CPU): worker / raw loop | ${(nodeCpu.system / DELIVERIES).toFixed(0)} µs / ${(rawSystemMicros / (2 * DELIVERIES)).toFixed(0)} µs |`,
+    );
+    say(
+      `| the receiver's CPU per request: worker's run / raw loop's | ${((receiverSeconds * 1e6) / DELIVERIES).toFixed(0)} µs / ${((rawReceiverSeconds * 1e6) / (2 * DELIVERIES)).toFixed(0)} µs |`,
     );
     say(`| load average (1 min) at the end | ${loadavg()[0]!.toFixed(2)} |`);
     say(`| a delivery verifies with standardwebhooks | ${verified ? 'yes' : 'NO'} |`);

@@ -44,26 +44,56 @@ describe('webhook attempt recorder', () => {
     await database?.drop();
   });
 
-  it('records a group of successful attempts and completes their jobs in one statement', async () => {
-    const { db, pool } = database.handle;
-    const data = (n: number): JobPayload<'webhook.deliver'> => ({
+  /** Enqueues `n` jobs of the webhook, claims them with the app's claim loop, hands them over unsettled. */
+  const claimJobs = async (n: number, first: number) => {
+    const data = (i: number): JobPayload<'webhook.deliver'> => ({
       webhookId,
       teamId,
-      messageId: `msg_${n}`,
+      messageId: `msg_${i}`,
       event: 'email.sent',
-      payload: { type: 'email.sent', n },
+      payload: { type: 'email.sent', i },
       attempt: 1,
     });
-    await db.transaction((tx) =>
+    const ids = Array.from({ length: n }, () => newJobId().uuid);
+    await database.handle.db.transaction((tx) =>
       queue.enqueueMany(
         tx,
         WEBHOOK_DELIVER_JOB,
-        [1, 2, 3].map((n) => ({ id: newJobId().uuid, data: data(n) })),
+        ids.map((id, i) => ({ id, data: data(first + i) })),
       ),
     );
-    // Claim the three jobs with the app's claim loop; the handler hands them over unsettled.
-    const claimed: ClaimedJob<JobPayload<'webhook.deliver'>>[] = [];
-    const release: (() => void)[] = [];
+    await waitFor(
+      async () => (ids.every((id) => claimed.some((job) => job.id === id)) ? true : undefined),
+      10_000,
+      'the claimed jobs',
+    );
+    return claimed.filter((job) => ids.includes(job.id));
+  };
+  const claimed: ClaimedJob<JobPayload<'webhook.deliver'>>[] = [];
+  const release: (() => void)[] = [];
+  const outcome = (job: ClaimedJob<JobPayload<'webhook.deliver'>>, at: Date): AttemptOutcome => ({
+    result: { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 3 },
+    body: JSON.stringify(job.data.payload),
+    delivery: {
+      id: newId('webhookDelivery'),
+      teamId,
+      webhookId,
+      messageId: job.data.messageId,
+      event: job.data.event,
+      payload: job.data.payload,
+      responseStatus: 200,
+      responseBody: 'ok',
+      success: true,
+      attemptCount: 1,
+      durationMs: 3,
+      error: null,
+      createdAt: at,
+    },
+  });
+
+  it('records a group of successful attempts and completes their jobs in one statement', async () => {
+    const { db, pool } = database.handle;
+    // The app's claim loop claims the jobs; the handler hands them over unsettled.
     await queue.consume<JobPayload<'webhook.deliver'>>(
       WEBHOOK_DELIVER_JOB,
       { maxInFlight: 10, batchSize: 10, pollingIntervalMs: 50 },
@@ -73,30 +103,12 @@ describe('webhook attempt recorder', () => {
           return new Promise<typeof SETTLED>((resolve) => release.push(() => resolve(SETTLED)));
         }),
     );
-    await waitFor(async () => (claimed.length === 3 ? true : undefined), 10_000, 'three claimed jobs');
+    const jobs = await claimJobs(3, 1);
 
     const recorder = new WebhookAttemptRecorder(db, queue);
     const at = new Date();
-    const outcome = (job: ClaimedJob<JobPayload<'webhook.deliver'>>): AttemptOutcome => ({
-      result: { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 3 },
-      delivery: {
-        id: newId('webhookDelivery'),
-        teamId,
-        webhookId,
-        messageId: job.data.messageId,
-        event: job.data.event,
-        payload: job.data.payload,
-        responseStatus: 200,
-        responseBody: 'ok',
-        success: true,
-        attemptCount: 1,
-        durationMs: 3,
-        error: null,
-        createdAt: at,
-      },
-    });
     const statements = await statementsDuring(pool, () =>
-      Promise.all(claimed.map((job) => recorder.record({ outcome: outcome(job), job }))),
+      Promise.all(jobs.map((job) => recorder.record({ outcome: outcome(job, at), job }))),
     );
     for (const done of release) done();
 
@@ -108,11 +120,44 @@ describe('webhook attempt recorder', () => {
       .from(webhookDeliveries)
       .where(eq(webhookDeliveries.webhookId, webhookId));
     expect(records.map((row) => row.messageId).sort()).toEqual(['msg_1', 'msg_2', 'msg_3']);
+    // The body sent is stored as the payload (spliced in, not serialised a second time).
+    expect(records.find((row) => row.messageId === 'msg_2')?.payload).toEqual({ type: 'email.sent', i: 2 });
     const [hook] = await db.select().from(webhooks).where(eq(webhooks.id, webhookId));
     expect(hook).toMatchObject({ consecutiveFailures: 0, lastSuccessAt: at, lastTriggeredAt: at });
-    for (const job of claimed) {
+    for (const job of jobs) {
       const stored = await queue.boss.getJobById(WEBHOOK_DELIVER_JOB, job.id);
       expect(stored?.state).toBe('completed');
     }
+  }, 30_000);
+
+  it('sends every group as the same named statement, whatever its size (parsed once per connection)', async () => {
+    const { db, pool } = database.handle;
+    const recorder = new WebhookAttemptRecorder(db, queue);
+    const sent: { name?: string; text?: string }[] = [];
+    const query = pool.query;
+    pool.query = function (this: typeof pool, ...args: unknown[]) {
+      if (typeof args[0] === 'object') sent.push(args[0] as { name?: string; text?: string });
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof pool.query;
+    try {
+      for (const size of [1, 2]) {
+        const jobs = await claimJobs(size, 10 * size);
+        await Promise.all(jobs.map((job) => recorder.record({ outcome: outcome(job, new Date()), job })));
+      }
+    } finally {
+      pool.query = query;
+      for (const done of release) done();
+    }
+    const recordings = sent.filter((statement) => /completed as \(update/i.test(statement.text ?? ''));
+    expect(recordings).toHaveLength(2);
+    expect(recordings[0]?.name).toMatch(/^pw_[0-9a-f]{32}$/);
+    expect(recordings[1]?.name).toBe(recordings[0]?.name);
+    const records = await db
+      .select()
+      .from(webhookDeliveries)
+      .where(eq(webhookDeliveries.webhookId, webhookId));
+    expect(records.map((row) => row.messageId)).toEqual(
+      expect.arrayContaining(['msg_10', 'msg_20', 'msg_21']),
+    );
   }, 30_000);
 });

@@ -1,5 +1,8 @@
-import type { JobWithMetadata, PgBoss } from 'pg-boss';
+import type { Job, JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
+
+/** A fetched job: with pg-boss's metadata, or without it (then no `retryLimit`, see ClaimLoopOptions). */
+type FetchedJob<T> = Job<T> & Partial<Pick<JobWithMetadata<T>, 'retryLimit'>>;
 
 /**
  * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its
@@ -69,6 +72,12 @@ export interface ClaimLoopOptions {
    * freed slot of a capped group otherwise idles up to the gap).
    */
   refetchAfter?: number;
+  /**
+   * The retry limit of every job of the queue, when none is enqueued with its own: jobs are then
+   * fetched without pg-boss's metadata (id, data and retry count: a quarter of the columns to read
+   * and parse, issue #11 bench) and get this as their `retryLimit`. Unset: fetched with metadata.
+   */
+  retryLimit?: number;
   /** How often held jobs' heartbeats are refreshed (ms); unset when the queue has no heartbeat. */
   heartbeatRefreshMs?: number;
   /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
@@ -224,7 +233,7 @@ export class ClaimLoop<T> {
         const freedSince = this.#freed - limited.freed;
         wanted = Math.min(wanted, Math.max(limited.floor, 2 * Math.max(freedSince, this.#refetchAfter)));
       }
-      let jobs: JobWithMetadata<T>[];
+      let jobs: FetchedJob<T>[];
       try {
         lastFetch = Date.now();
         jobs = await this.#fetch(wanted);
@@ -259,16 +268,16 @@ export class ClaimLoop<T> {
     }
   }
 
-  #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
+  #fetch(batchSize: number): Promise<FetchedJob<T>[]> {
     const { groupConcurrency } = this.#options;
     return this.#boss.fetch<T>(this.#name, {
       batchSize,
-      includeMetadata: true,
+      includeMetadata: this.#options.retryLimit === undefined,
       ...(groupConcurrency ? { groupConcurrency } : {}),
     });
   }
 
-  #dispatch(jobs: JobWithMetadata<T>[]): void {
+  #dispatch(jobs: FetchedJob<T>[]): void {
     const claimed = jobs.map((job) => {
       const abort = new AbortController();
       const held: Held = {
@@ -276,7 +285,7 @@ export class ClaimLoop<T> {
           id: job.id,
           data: job.data,
           retryCount: job.retryCount,
-          retryLimit: job.retryLimit,
+          retryLimit: job.retryLimit ?? this.#options.retryLimit ?? 0,
           signal: abort.signal,
           settler: this.#options.settler,
         },

@@ -208,6 +208,34 @@ export class JobQueue {
       returning id`;
   }
 
+  /**
+   * {@link JobQueue.completionSql} with the jobs as the placeholders `completeIds` and
+   * `completeAttempts` (filled with {@link JobQueue.completionValues}): one text for every group,
+   * so the caller's statement can be built once and run as a named statement (issue #11 bench:
+   * the webhook recorder's). Undefined when the queue's table is not known (not consumed here).
+   */
+  completionStatement(name: string): SQL | undefined {
+    const table = this.#tables.get(name);
+    if (!table) return undefined;
+    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+        state = 'completed', output = null
+      where name = ${name} and id = any(${sql.placeholder('completeIds')}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${sql.placeholder('completeAttempts')}::text[])
+      returning id`;
+  }
+
+  /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */
+  static completionValues(jobs: readonly ClaimedJob<unknown>[]): {
+    completeIds: string;
+    completeAttempts: string;
+  } {
+    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
+    return {
+      completeIds: `{${jobs.map((job) => job.id).join(',')}}`,
+      completeAttempts: `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`,
+    };
+  }
+
   /** The pg-boss job table of queue `name` (a partitioned queue has its own), or undefined. */
   async #tableOf(name: string): Promise<string | undefined> {
     const { rows } = await this.#database.pool.query<{ table_name: string }>(

@@ -1,7 +1,13 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
 import type { ProviderCache } from '../providers/index.ts';
-import { JOB_DEFINITIONS, type JobName, type JobPayload, teamSendsInFlight } from './definitions.ts';
+import {
+  JOB_DEFINITIONS,
+  type JobName,
+  type JobPayload,
+  type RetryPolicy,
+  teamSendsInFlight,
+} from './definitions.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -86,6 +92,9 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
             ? { busyPollingIntervalMs: definition.busyPollingIntervalMs }
             : {}),
           ...('refetchAfter' in definition ? { refetchAfter: definition.refetchAfter } : {}),
+          ...('fetchWithoutMetadata' in definition && definition.fetchWithoutMetadata
+            ? { retryLimit: (definition.retry as (config: Config) => RetryPolicy)(config).retryLimit }
+            : {}),
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,
         },

@@ -16,10 +16,15 @@ export interface AttemptRequest {
   attempt: number;
 }
 
-/** What an attempt did: its delivery record (to insert) and the HTTP result. */
+/** What an attempt did: its delivery record (to insert), the HTTP result and the body it sent. */
 export interface AttemptOutcome {
   delivery: NewWebhookDeliveryRow & { id: string; createdAt: Date };
   result: AttemptResult;
+  /**
+   * `delivery.payload` as the JSON text sent, when known (the record then stores it without
+   * serialising it again).
+   */
+  body?: string;
 }
 
 /** Decrypted signing keys kept per ENCRYPTION_KEY (a process may hold several contexts). */
@@ -106,6 +111,7 @@ export async function attemptDelivery(
   }
   return {
     result,
+    body,
     delivery: {
       id: newId('webhookDelivery'),
       teamId: webhook.teamId,

@@ -1,11 +1,13 @@
+import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Agent } from 'undici';
 import type { OutboundPolicy } from '../../outbound/index.ts';
 import {
+  checkWebhookAddresses,
   httpsRequired,
   type Resolver,
-  resolveWebhookHost,
+  WebhookDestinationRefusedError,
   webhookLookup,
   webhookUrlProblem,
 } from './webhook-destination.ts';
@@ -29,24 +31,108 @@ export const RESPONSE_BODY_LIMIT_BYTES = 2048;
 /** Connections to one receiver at once (per process); keep-alive reuses them. */
 const CONNECTIONS_PER_ORIGIN = 64;
 
+/** Webhook URLs whose parsed form a client keeps (all of them are dropped past it). */
+const TARGETS_KEPT = 1_000;
+
+/** A webhook URL as the client uses it, worked out once per URL (see WebhookClient.post). */
+interface Target {
+  /** The parsed URL (undici takes it as is), when it is one. */
+  url: URL | undefined;
+  /** webhookUrlProblem's answer without and with the https requirement. */
+  problem: readonly [string | undefined, string | undefined];
+  /**
+   * For an IP-literal host (Node connects to it without calling the lookup), the policy's refusal
+   * of it, null when allowed; undefined for a name (the lookup checks what it resolves to).
+   */
+  literalRefusal: string | null | undefined;
+}
+
+/**
+ * The abort signal of attempts: an EventEmitter with `aborted` and `reason`, which undici's
+ * `request` takes like an AbortSignal (its `signal` option: AbortSignal or EventEmitter). Adding
+ * and removing a listener costs an EventEmitter a push and a splice; an AbortSignal (an
+ * EventTarget) several times that (issue #11 bench profile).
+ */
+class DeadlineSignal extends EventEmitter {
+  aborted = false;
+  reason: unknown;
+
+  constructor() {
+    super();
+    // Every attempt of a window listens to it; none of them leaks (undici removes its listener).
+    this.setMaxListeners(0);
+  }
+
+  abort(reason: unknown): void {
+    this.aborted = true;
+    this.reason = reason;
+    this.emit('abort');
+  }
+}
+
+/**
+ * The signals that end attempts at their deadline: attempts starting within one window share one
+ * signal and one timer (an AbortSignal.timeout per attempt cost a timer, a signal and its
+ * bookkeeping each, issue #11 bench profile). A window's signal aborts `timeoutMs` after the window
+ * closes: every attempt gets at least its `timeoutMs`, and at most one window more.
+ */
+class DeadlineSignals {
+  readonly #timeoutMs: number;
+  readonly #windowMs: number;
+  #current: { signal: DeadlineSignal; closes: number } | undefined;
+  /** Timers started so far (one per window with attempts; for tests and diagnostics). */
+  timers = 0;
+
+  constructor(timeoutMs: number) {
+    this.#timeoutMs = timeoutMs;
+    // 100 ms at the usual 30 s; a twentieth of a short test timeout.
+    this.#windowMs = Math.max(1, Math.min(100, Math.floor(timeoutMs / 20)));
+  }
+
+  /** The signal of an attempt starting now. */
+  next(): DeadlineSignal {
+    const now = performance.now();
+    if (this.#current && now <= this.#current.closes) return this.#current.signal;
+    const signal = new DeadlineSignal();
+    this.timers++;
+    const seconds = this.#timeoutMs / 1000;
+    setTimeout(
+      () => signal.abort(new DOMException(`No answer within ${seconds} s`, 'TimeoutError')),
+      this.#timeoutMs + this.#windowMs,
+    ).unref();
+    this.#current = { signal, closes: now + this.#windowMs };
+    return signal;
+  }
+}
+
 /**
  * The HTTP client of webhook deliveries (issue #11): POSTs a signed JSON body, with an overall
  * deadline, no redirects followed (undici's `request` follows none: a 3xx is a failed attempt),
- * https only in production, the SSRF guard on every connection's resolved address, and the
- * response body read up to 2 KB only.
+ * https only in production, the SSRF guard on every connection's resolved address (an IP-literal
+ * host on every request), and the response body read up to 2 KB only.
  */
 export class WebhookClient {
   /** undici, imported on the first delivery: an idle server never loads it (issue #9 idle memory). */
   #agent: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
   readonly #lookup: ReturnType<typeof webhookLookup>;
   readonly #policy: OutboundPolicy;
-  readonly #resolve: Resolver | undefined;
   readonly #timeoutMs: number;
+  readonly #deadlines: DeadlineSignals;
+  readonly #targets = new Map<string, Target>();
+
+  /**
+   * For tests and diagnostics: URLs parsed and judged so far ({@link WebhookClient.post} does it
+   * once per URL), and deadline timers started (one per 100 ms window with attempts).
+   */
+  get stats(): { targetsParsed: number; deadlineTimers: number } {
+    return { targetsParsed: this.#targetsParsed, deadlineTimers: this.#deadlines.timers };
+  }
+  #targetsParsed = 0;
 
   constructor(options: { policy: OutboundPolicy; timeoutSeconds: number; resolve?: Resolver }) {
     this.#policy = options.policy;
-    this.#resolve = options.resolve;
     this.#timeoutMs = options.timeoutSeconds * 1000;
+    this.#deadlines = new DeadlineSignals(this.#timeoutMs);
     this.#lookup = webhookLookup(options.policy, options.resolve);
   }
 
@@ -64,6 +150,37 @@ export class WebhookClient {
   }
 
   /**
+   * `url` parsed and judged once (the URL's own problems, an IP-literal host's refusal): the same
+   * answers on every request, only worked out on the first. A literal's verdict is a function of
+   * the address and this client's policy alone; a name is checked at each connection instead.
+   */
+  #target(url: string): Target {
+    let target = this.#targets.get(url);
+    if (target) return target;
+    this.#targetsParsed++;
+    const problem = [webhookUrlProblem(url, false), webhookUrlProblem(url, true)] as const;
+    let parsed: URL | undefined;
+    let literalRefusal: string | null | undefined;
+    if (problem[0] === undefined) {
+      parsed = new URL(url);
+      const host = parsed.hostname.replace(/^\[|\]$/g, '');
+      const family = isIP(host);
+      if (family) {
+        try {
+          checkWebhookAddresses(host, [{ address: host, family }], this.#policy);
+          literalRefusal = null;
+        } catch (error) {
+          literalRefusal = (error as Error).message;
+        }
+      }
+    }
+    target = { url: parsed, problem, literalRefusal };
+    if (this.#targets.size >= TARGETS_KEPT) this.#targets.clear();
+    this.#targets.set(url, target);
+    return target;
+  }
+
+  /**
    * POSTs `body` to `url` with `headers`; never throws: every failure is an unsuccessful result.
    * Success = a 2xx answer (spec "Events", receiver contract).
    */
@@ -71,19 +188,18 @@ export class WebhookClient {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     try {
-      const problem = webhookUrlProblem(url, httpsRequired());
-      if (problem) throw new Error(`Webhook URL ${problem}`);
-      const target = new URL(url);
-      const host = target.hostname.replace(/^\[|\]$/g, '');
-      // Node connects to an IP literal without calling the lookup: check it here.
-      if (isIP(host)) await resolveWebhookHost(host, this.#policy, this.#resolve);
+      const target = this.#target(url);
+      const problem = target.problem[httpsRequired() ? 1 : 0];
+      if (problem || !target.url) throw new Error(`Webhook URL ${problem}`);
+      // Node connects to an IP literal without calling the lookup: its verdict is checked here.
+      if (target.literalRefusal) throw new WebhookDestinationRefusedError(target.literalRefusal);
       const { agent, request } = await this.#undici();
-      const response = await request(target, {
+      const response = await request(target.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'user-agent': 'Postwright-Webhooks/1', ...headers },
         body,
         dispatcher: agent,
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        signal: this.#deadlines.next(),
       });
       const responseBody = await readCapped(response.body, RESPONSE_BODY_LIMIT_BYTES);
       const status = response.statusCode;
@@ -124,7 +240,9 @@ function readCapped(stream: Readable, limit: number): Promise<string> {
     const finish = () => {
       if (settled) return;
       settled = true;
-      resolve(Buffer.concat(chunks).subarray(0, limit).toString('utf8'));
+      // The usual short answer comes in one chunk: decoded in place, not copied first.
+      const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      resolve(all.toString('utf8', 0, Math.min(all.length, limit)));
     };
     stream.on('data', (chunk: Buffer) => {
       if (settled) return;

@@ -25,23 +25,17 @@ export class WebhookDestinationRefusedError extends Error {
 }
 
 /**
- * Resolves `host` (a name or an IP literal, IPv6 without brackets) and checks every address; one
- * refused address refuses the host (whoever controls its DNS picks the address a client uses).
- * @returns the checked addresses, at least one.
+ * Throws when the policy refuses one of `addresses` of `host` (one refused address refuses the
+ * host: whoever controls its DNS picks the address a client uses).
  * @throws WebhookDestinationRefusedError naming the host and kind of address (not the address a
- *   name resolved to); the resolver's errors (ENOTFOUND, …) unchanged.
+ *   name resolved to).
  */
-export async function resolveWebhookHost(
+export function checkWebhookAddresses(
   host: string,
+  addresses: readonly LookupAddress[],
   policy: OutboundPolicy,
-  resolve: Resolver = systemResolver,
-  family: 0 | 4 | 6 = 0,
-): Promise<LookupAddress[]> {
-  const literal = isIP(host);
-  const addresses = literal ? [{ address: host, family: literal }] : await resolve(host, family);
-  if (addresses.length === 0) {
-    throw Object.assign(new Error(`No address found for ${host}`), { code: 'ENOTFOUND' });
-  }
+): void {
+  const literal = isIP(host) !== 0;
   for (const { address } of addresses) {
     const refused = refusalOf(address, policy);
     if (!refused) continue;
@@ -56,22 +50,78 @@ export async function resolveWebhookHost(
         `Set ${WEBHOOKS_ALLOW_PRIVATE_VARIABLE}=true to allow private receivers`,
     );
   }
+}
+
+/**
+ * Resolves `host` (a name or an IP literal, IPv6 without brackets) and checks every address
+ * ({@link checkWebhookAddresses}).
+ * @returns the checked addresses, at least one.
+ * @throws WebhookDestinationRefusedError; the resolver's errors (ENOTFOUND, …) unchanged.
+ */
+export async function resolveWebhookHost(
+  host: string,
+  policy: OutboundPolicy,
+  resolve: Resolver = systemResolver,
+  family: 0 | 4 | 6 = 0,
+): Promise<LookupAddress[]> {
+  const literal = isIP(host);
+  const addresses = literal ? [{ address: host, family: literal }] : await resolve(host, family);
+  if (addresses.length === 0) {
+    throw Object.assign(new Error(`No address found for ${host}`), { code: 'ENOTFOUND' });
+  }
+  checkWebhookAddresses(host, addresses, policy);
   return addresses;
 }
 
 /**
+ * How long (ms) the webhook lookup reuses a name's DNS answer for new connections (issue #11
+ * throughput: a burst to one receiver opens up to its connection cap at once, each asking the
+ * resolver). Short, so a receiver that moves is followed within seconds; the addresses of a reused
+ * answer are checked again on every use, so only addresses the policy allows are ever connected to.
+ */
+export const WEBHOOK_DNS_CACHE_MS = 5_000;
+/** Names whose answers are kept at most (the oldest is dropped past it). */
+const WEBHOOK_DNS_CACHE_ENTRIES = 1_000;
+
+/**
  * A `lookup` for the webhook HTTP agent (undici `connect.lookup`): connections go only to checked
  * addresses, so a DNS answer changed after any earlier check (rebinding) cannot slip through.
- * Node skips `lookup` for IP literals: the client checks those with {@link resolveWebhookHost}.
+ * Successful answers are reused for `cacheMs` per name and family (failures are not kept), their
+ * addresses checked again at each connection. Node skips `lookup` for IP literals: the client
+ * checks those itself.
+ * @param options.cacheMs how long an answer is reused (ms; default {@link WEBHOOK_DNS_CACHE_MS};
+ *   0 = ask the resolver for every connection).
  */
-export function webhookLookup(policy: OutboundPolicy, resolve: Resolver = systemResolver): LookupFunction {
-  return (hostname, options, callback) => {
-    const requested = options.family;
+export function webhookLookup(
+  policy: OutboundPolicy,
+  resolve: Resolver = systemResolver,
+  options: { cacheMs?: number } = {},
+): LookupFunction {
+  const cacheMs = options.cacheMs ?? WEBHOOK_DNS_CACHE_MS;
+  const answers = new Map<string, { addresses: LookupAddress[]; until: number }>();
+  /** The name's addresses: a fresh cached answer, else the resolver's (kept when it succeeded). */
+  const addressesOf = async (hostname: string, family: 0 | 4 | 6): Promise<LookupAddress[]> => {
+    const key = `${family}:${hostname}`;
+    const cached = answers.get(key);
+    if (cached && cached.until > Date.now()) {
+      checkWebhookAddresses(hostname, cached.addresses, policy);
+      return cached.addresses;
+    }
+    answers.delete(key);
+    const addresses = await resolveWebhookHost(hostname, policy, resolve, family);
+    if (cacheMs > 0 && !isIP(hostname)) {
+      if (answers.size >= WEBHOOK_DNS_CACHE_ENTRIES) answers.delete(answers.keys().next().value!);
+      answers.set(key, { addresses, until: Date.now() + cacheMs });
+    }
+    return addresses;
+  };
+  return (hostname, lookupOptions, callback) => {
+    const requested = lookupOptions.family;
     const family =
       requested === 4 || requested === 'IPv4' ? 4 : requested === 6 || requested === 'IPv6' ? 6 : 0;
-    resolveWebhookHost(hostname, policy, resolve, family).then(
+    addressesOf(hostname, family).then(
       (addresses) => {
-        if (options.all) return callback(null, addresses);
+        if (lookupOptions.all) return callback(null, addresses);
         const [first] = addresses as [LookupAddress];
         callback(null, first.address, first.family);
       },

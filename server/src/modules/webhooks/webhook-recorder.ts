@@ -3,7 +3,7 @@ import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
 import { newJobId } from '../../ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
-import { type ClaimedJob, type JobQueue, SETTLED } from '../../jobs/queue.ts';
+import { type ClaimedJob, JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { AttemptOutcome } from './webhook-attempt.ts';
 import { type WebhookAttemptSummary, webhookRepository } from './webhooks.repository.ts';
 
@@ -36,7 +36,7 @@ export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
  * one `complete` of their claimed jobs (JobSettler): an attempt costs no commit of its own, and up
  * to two such transactions run at once. A group without retries to schedule (the usual one: every
  * attempt succeeded, or failed for good) is ONE statement instead, no transaction around it:
- * records, webhooks and the jobs' completion (JobQueue.completionSql) in one round trip, not four
+ * records, webhooks and the jobs' completion (JobQueue.completionStatement) in one round trip, not four
  * (begin, complete, record, commit) — the time an attempt holds its slot of the webhook's cap.
  */
 export class WebhookAttemptRecorder {
@@ -74,24 +74,43 @@ async function writeAttemptsAlone(
   items: readonly RecordedAttempt[],
 ): Promise<void> {
   const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
-  const complete = jobs.length > 0 ? queue.completionSql(WEBHOOK_DELIVER_JOB, jobs) : undefined;
+  const complete = jobs.length > 0 ? completionOf(queue) : undefined;
   if (items.some((item) => item.next) || (jobs.length > 0 && !complete)) {
     await db.transaction((tx) => writeAttempts(queue, tx, items));
     return;
   }
-  await writeAttempts(queue, db, items, complete);
+  await writeAttempts(
+    queue,
+    db,
+    items,
+    complete && { sql: complete, values: JobQueue.completionValues(jobs) },
+  );
+}
+
+/** Each queue's completion statement of `webhook.deliver` jobs (JobQueue.completionStatement), once known. */
+const completions = new WeakMap<JobQueue, SQL>();
+
+/** `queue`'s completion statement of `webhook.deliver` jobs, built once (undefined until it can be). */
+function completionOf(queue: JobQueue): SQL | undefined {
+  let complete = completions.get(queue);
+  if (!complete) {
+    complete = queue.completionStatement(WEBHOOK_DELIVER_JOB);
+    if (complete) completions.set(queue, complete);
+  }
+  return complete;
 }
 
 /**
  * Writes attempts in `tx`; exported for the synchronous test and redeliver endpoints. With
- * `complete` (JobQueue.completionSql of the items' jobs) the jobs are completed by the records'
+ * `complete` (JobQueue.completionStatement and its values for the items' jobs; `tx` must then be the
+ * database itself, not a transaction) the jobs are completed by the records'
  * statement instead of the settler's own.
  */
 export async function writeAttempts(
   queue: JobQueue | undefined,
   tx: Executor,
   items: readonly RecordedAttempt[],
-  complete?: SQL,
+  complete?: { sql: SQL; values: Record<string, unknown> },
 ): Promise<void> {
   const attempts = items.flatMap((item) => (item.outcome ? [{ ...item, outcome: item.outcome }] : []));
   const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
@@ -107,10 +126,10 @@ export async function writeAttempts(
   const now = new Date();
   const active = await webhookRepository.recordAttempts(
     tx,
-    attempts.map((item) => item.outcome.delivery),
+    attempts.map((item) => ({ ...item.outcome.delivery, payloadJson: item.outcome.body })),
     summarize(attempts),
     new Date(now.getTime() - DISABLE_AFTER_FAILING_MS),
-    { asyncCommit: true, complete },
+    { asyncCommit: true, complete: complete?.sql, completeValues: complete?.values },
   );
   const retries = attempts.flatMap((item) =>
     item.next && active.get(item.next.data.webhookId)

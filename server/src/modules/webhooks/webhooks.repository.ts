@@ -1,5 +1,6 @@
 import { and, desc, eq, inArray, max, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { NamedStatement, poolOf } from '../../db/named-statement.ts';
 import { webhookDeliveries, webhooks } from '../../db/schema/index.ts';
 
 export type WebhookRow = typeof webhooks.$inferSelect;
@@ -38,6 +39,12 @@ export interface WebhookAttemptSummary {
   gone: boolean;
 }
 
+/** findMany's prepared statement per database (or transaction) it ran on. */
+const findManyStatements = new WeakMap<
+  Executor,
+  { execute(values: { ids: string[] }): Promise<WebhookRow[]> }
+>();
+
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
 export const webhookRepository = {
   async insert(db: Executor, row: NewWebhookRow): Promise<WebhookRow> {
@@ -57,13 +64,23 @@ export const webhookRepository = {
     return row;
   },
 
-  /** The webhooks with these ids (any team: job payloads name their own), in no order. */
+  /**
+   * The webhooks with these ids (any team: job payloads name their own), in no order. A named
+   * statement (the delivery worker runs it once per claimed batch): parsed and planned once per
+   * connection.
+   */
   findMany(db: Executor, ids: readonly string[]): Promise<WebhookRow[]> {
     if (ids.length === 0) return Promise.resolve([]);
-    return db
-      .select()
-      .from(webhooks)
-      .where(inArray(webhooks.id, [...ids]));
+    let prepared = findManyStatements.get(db);
+    if (!prepared) {
+      prepared = db
+        .select()
+        .from(webhooks)
+        .where(sql`${webhooks.id} = any(${sql.placeholder('ids')}::text[])`)
+        .prepare('webhooks_find_many');
+      findManyStatements.set(db, prepared);
+    }
+    return prepared.execute({ ids: [...ids] });
   },
 
   async update(
@@ -102,92 +119,63 @@ export const webhookRepository = {
   /**
    * Records attempts with ONE statement (one round trip, issue #11 throughput): inserts the
    * delivery records `rows` (they travel as one JSON parameter, `jsonb_to_recordset`: far cheaper
-   * to build than Drizzle's bound parameter per value) and applies the attempt `summaries` to their
-   * webhooks: success resets `consecutiveFailures` and `failingSince`; failures add up and keep the
-   * first failure's time; the webhook is disabled (`isActive=false`, `disabledReason`) on a 410
-   * Gone, or when it has failed without a success since `disableBefore` or earlier (issue #11: 5
-   * days). With `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of
-   * the transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
-   * With `complete` (an `update … returning id` completing the attempts' jobs, see
-   * JobQueue.completionSql), the statement completes them too: run outside a transaction it is
-   * then the whole recording, atomic, in one round trip.
+   * to build than Drizzle's bound parameter per value; a row's `payloadJson`, when given, is its
+   * payload already serialised — the request body — and is spliced in rather than serialised
+   * again) and applies the attempt `summaries` to their webhooks: success resets
+   * `consecutiveFailures` and `failingSince`; failures add up and keep the first failure's time;
+   * the webhook is disabled (`isActive=false`, `disabledReason`) on a 410 Gone, or when it has
+   * failed without a success since `disableBefore` or earlier (issue #11: 5 days). With
+   * `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of the
+   * transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
+   * With `complete` (JobQueue.completionStatement: an `update … returning id` completing the attempts'
+   * jobs, `completeValues` its placeholders' values; outside a transaction only), the statement
+   * completes them too: it is then the whole recording, atomic, in one round trip. Outside a
+   * transaction it runs as a named statement built once (NamedStatement: parsed and planned once
+   * per connection, not on every group).
    * @returns each updated webhook's id and whether it is still active afterwards.
    */
   async recordAttempts(
     db: Executor,
-    rows: readonly (NewWebhookDeliveryRow & { createdAt: Date })[],
+    rows: readonly (NewWebhookDeliveryRow & { createdAt: Date; payloadJson?: string | undefined })[],
     summaries: readonly WebhookAttemptSummary[],
     disableBefore: Date,
-    options: { asyncCommit?: boolean; complete?: SQL | undefined } = {},
+    options: {
+      asyncCommit?: boolean;
+      /** JobQueue.completionStatement of the jobs' queue, with `completeValues` its placeholders' values. */
+      complete?: SQL | undefined;
+      completeValues?: Record<string, unknown>;
+    } = {},
   ): Promise<Map<string, boolean>> {
     if (rows.length === 0 && summaries.length === 0 && !options.complete) return new Map();
-    const deliveries = JSON.stringify(
-      rows.map((r) => ({
-        id: r.id,
-        team_id: r.teamId,
-        webhook_id: r.webhookId,
-        message_id: r.messageId,
-        event: r.event,
-        payload: r.payload,
-        response_status: r.responseStatus ?? null,
-        response_body: r.responseBody ?? null,
-        success: r.success ?? false,
-        attempt_count: r.attemptCount ?? 0,
-        duration_ms: r.durationMs ?? null,
-        error: r.error ?? null,
-        created_at: r.createdAt.toISOString(),
-      })),
-    );
-    const source = JSON.stringify(
-      summaries.map((s) => ({
-        id: s.webhookId,
-        last_triggered_at: s.lastTriggeredAt.toISOString(),
-        last_success_at: s.lastSuccessAt?.toISOString() ?? null,
-        failures_after: s.failuresAfter,
-        first_failure_at: s.firstFailureAt?.toISOString() ?? null,
-        gone: s.gone,
-      })),
-    );
-    const failures = sql`case when v.last_success_at is not null then v.failures_after
-      else ${webhooks.consecutiveFailures} + v.failures_after end`;
-    const failingSince = sql`case when v.last_success_at is not null then v.first_failure_at
-      else coalesce(${webhooks.failingSince}, v.first_failure_at) end`;
-    const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${disableBefore.toISOString()}::timestamptz))`;
-    const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
-      else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
-    // The insert and the completion are data-modifying CTEs (always run, whatever the update
-    // reads); the setting is a plain CTE, run because the insert reads it.
-    const result = (await db.execute(sql`
-      with setting as (
-        ${options.asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
+    const values: RecordValues = {
+      deliveries: `[${rows.map(deliveryJson).join(',')}]`,
+      summaries: JSON.stringify(
+        summaries.map((s) => ({
+          id: s.webhookId,
+          last_triggered_at: s.lastTriggeredAt.toISOString(),
+          last_success_at: s.lastSuccessAt?.toISOString() ?? null,
+          failures_after: s.failuresAfter,
+          first_failure_at: s.firstFailureAt?.toISOString() ?? null,
+          gone: s.gone,
+        })),
       ),
-      ${options.complete ? sql`completed as (${options.complete}),` : sql``}
-      inserted as (
-        insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
-          response_status, response_body, success, attempt_count, duration_ms, error, created_at)
-        select x.id, x.team_id, x.webhook_id, x.message_id, x.event, x.payload, x.response_status,
-          x.response_body, x.success, x.attempt_count, x.duration_ms, x.error, x.created_at
-        from setting, jsonb_to_recordset(${deliveries}::jsonb) as x(id text, team_id text,
-          webhook_id text, message_id text, event text, payload jsonb, response_status integer,
-          response_body text, success boolean, attempt_count integer, duration_ms integer,
-          error text, created_at timestamptz)
-      )
-      update ${webhooks} set
-        consecutive_failures = ${failures},
-        failing_since = ${failingSince},
-        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
-        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
-        is_active = case when ${disable} then false else ${webhooks.isActive} end,
-        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
-          else ${webhooks.disabledReason} end
-      from jsonb_to_recordset(${source}::jsonb) as v(id text, last_triggered_at timestamptz,
-        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
-        gone boolean)
-      where ${webhooks.id} = v.id
-      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`)) as unknown as {
-      rows: { id: string; is_active: boolean }[];
+      disableBefore: disableBefore.toISOString(),
+      ...options.completeValues,
     };
-    return new Map(result.rows.map((row) => [row.id, row.is_active]));
+    const asyncCommit = options.asyncCommit ?? false;
+    const pool = poolOf(db);
+    let result: { id: string; is_active: boolean }[];
+    if (pool) {
+      const statement = recordStatementFor(asyncCommit, options.complete);
+      result = await statement.run(pool, values);
+    } else {
+      if (options.complete) throw new Error('recordAttempts: a completion runs outside a transaction only');
+      // In a transaction (a group with retries, the test and redeliver endpoints): Drizzle on the
+      // transaction's connection, the values in place of the placeholders.
+      const query = recordAttemptsSql(asyncCommit, options.complete, (key) => values[key]);
+      result = ((await db.execute(query)) as unknown as { rows: typeof result }).rows;
+    }
+    return new Map(result.map((row) => [row.id, row.is_active]));
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
@@ -238,3 +226,102 @@ export const webhookRepository = {
     return row?.n ?? 0;
   },
 };
+
+/**
+ * One delivery record as the JSON object `recordAttempts` reads (snake_case columns), with
+ * `payloadJson` spliced in as the payload when the row has it (the exact body sent).
+ */
+function deliveryJson(
+  r: NewWebhookDeliveryRow & { createdAt: Date; payloadJson?: string | undefined },
+): string {
+  const fields = JSON.stringify({
+    id: r.id,
+    team_id: r.teamId,
+    webhook_id: r.webhookId,
+    message_id: r.messageId,
+    event: r.event,
+    response_status: r.responseStatus ?? null,
+    response_body: r.responseBody ?? null,
+    success: r.success ?? false,
+    attempt_count: r.attemptCount ?? 0,
+    duration_ms: r.durationMs ?? null,
+    error: r.error ?? null,
+    created_at: r.createdAt.toISOString(),
+  });
+  return `${fields.slice(0, -1)},"payload":${r.payloadJson ?? JSON.stringify(r.payload)}}`;
+}
+
+/** The values of recordAttempts' statement: its placeholders (and the completion's, if any). */
+type RecordValues = { deliveries: string; summaries: string; disableBefore: string } & Record<
+  string,
+  unknown
+>;
+
+/**
+ * recordAttempts' statement, with `value(key)` where each value goes (a placeholder for a named
+ * statement, the value itself in a transaction). The insert and the completion are
+ * data-modifying CTEs (always run, whatever the update reads); the setting is a plain CTE, run
+ * because the insert reads it.
+ */
+function recordAttemptsSql(
+  asyncCommit: boolean,
+  complete: SQL | undefined,
+  value: (key: 'deliveries' | 'summaries' | 'disableBefore') => unknown,
+): SQL {
+  const failures = sql`case when v.last_success_at is not null then v.failures_after
+      else ${webhooks.consecutiveFailures} + v.failures_after end`;
+  const failingSince = sql`case when v.last_success_at is not null then v.first_failure_at
+      else coalesce(${webhooks.failingSince}, v.first_failure_at) end`;
+  const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${value('disableBefore')}::timestamptz))`;
+  const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
+      else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
+  return sql`
+      with setting as (
+        ${asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
+      ),
+      ${complete ? sql`completed as (${complete}),` : sql``}
+      inserted as (
+        insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
+          response_status, response_body, success, attempt_count, duration_ms, error, created_at)
+        select x.id, x.team_id, x.webhook_id, x.message_id, x.event, x.payload, x.response_status,
+          x.response_body, x.success, x.attempt_count, x.duration_ms, x.error, x.created_at
+        from setting, jsonb_to_recordset(${value('deliveries')}::jsonb) as x(id text, team_id text,
+          webhook_id text, message_id text, event text, payload jsonb, response_status integer,
+          response_body text, success boolean, attempt_count integer, duration_ms integer,
+          error text, created_at timestamptz)
+      )
+      update ${webhooks} set
+        consecutive_failures = ${failures},
+        failing_since = ${failingSince},
+        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
+        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
+        is_active = case when ${disable} then false else ${webhooks.isActive} end,
+        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
+          else ${webhooks.disabledReason} end
+      from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
+        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
+        gone boolean)
+      where ${webhooks.id} = v.id
+      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`;
+}
+
+/** recordAttempts' named statements, per asyncCommit: without a completion, and per completion. */
+const plainRecordStatements = new Map<boolean, NamedStatement<RecordValues>>();
+const completingRecordStatements = new WeakMap<SQL, Map<boolean, NamedStatement<RecordValues>>>();
+
+/** The named statement of recordAttempts for these options, built on first use. */
+function recordStatementFor(asyncCommit: boolean, complete: SQL | undefined): NamedStatement<RecordValues> {
+  let statements = plainRecordStatements;
+  if (complete) {
+    statements = completingRecordStatements.get(complete) ?? new Map();
+    completingRecordStatements.set(complete, statements);
+  }
+  let statement = statements.get(asyncCommit);
+  if (!statement) {
+    statement = new NamedStatement<RecordValues>(
+      recordAttemptsSql(asyncCommit, complete, (name) => sql.placeholder(name)),
+    );
+    statements.set(asyncCommit, statement);
+  }
+  return statement;
+}
