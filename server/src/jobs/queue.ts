@@ -195,9 +195,15 @@ export class JobQueue {
    * around two (issue #11: each round trip counts while a job holds its slot). It is the update
    * pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only active jobs,
    * fenced to the claimed attempt like the settler's); pg-boss does no other work on complete.
+   * `onlyIf` (an SQL condition, default true) gates the completion: the caller's statement can make
+   * every part of itself conditional on one same condition.
    * Undefined when the queue's table is not known (not consumed here): use the settler then.
    */
-  completionSql(name: string, jobs: readonly ClaimedJob<unknown>[]): SQL | undefined {
+  completionSql(
+    name: string,
+    jobs: readonly ClaimedJob<unknown>[],
+    onlyIf: SQL = sql`true`,
+  ): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
     // Array literals (uuids and `uuid:n` have no comma, quote or brace).
@@ -206,7 +212,7 @@ export class JobQueue {
     return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
         state = 'completed', output = null
       where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${attempts}::text[])
+        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
       returning id`;
   }
 
@@ -232,6 +238,7 @@ export class JobQueue {
       fail: async (tx, jobs, message) => {
         if (jobs.length > 0) await this.boss.fail(name, attempts(jobs), { message }, db(tx));
       },
+      completionSql: (jobs, onlyIf) => this.completionSql(name, jobs, onlyIf),
     };
   }
 

@@ -27,8 +27,9 @@ export type NewEmailLog = Pick<
   | 'hasPdfAttachment'
 >;
 
-/** A history row to append (`detail` defaults to {}, `occurredAt` to now). */
+/** A history row to append (`detail` defaults to {}, `occurredAt` to now, `id` to a new one). */
 export interface NewEmailEvent {
+  id?: string;
   teamId: string;
   emailId: string;
   status: EmailStatus;
@@ -67,9 +68,9 @@ function byIds(ids: readonly string[]): SQL {
  * The statement of {@link emailRepository.insertEvents}: the rows travel as one JSON parameter; a
  * row whose email is not in its stated team is left out.
  */
-function eventsInsert(rows: readonly NewEmailEvent[]): SQL {
+function eventsInsert(rows: readonly NewEmailEvent[], onlyIf: SQL = sql`true`): SQL {
   const source = rows.map((row) => ({
-    id: newId('emailEvent'),
+    id: row.id ?? newId('emailEvent'),
     team_id: row.teamId,
     email_id: row.emailId,
     status: row.status,
@@ -83,6 +84,7 @@ function eventsInsert(rows: readonly NewEmailEvent[]): SQL {
       as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
     join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
       and ${byIds(rows.map((row) => row.emailId))}
+    where ${onlyIf}
     returning 1 as one`;
 }
 
@@ -245,13 +247,20 @@ export const emailRepository = {
    * At most one row per email per call (UPDATE … FROM uses one source row per target).
    * `events`, when given, are appended as by {@link insertEvents} in the same statement (one round
    * trip instead of two; the batched worker records every group of outcomes this way).
+   * `options.complete`, a data-modifying statement (`update … returning id`, e.g.
+   * JobQueue.completionSql), runs as a CTE of the same statement; `options.onlyIf`, an SQL
+   * condition, gates the history rows and the moves (give `complete` the same condition): the
+   * statement then does everything or nothing, atomic even outside a transaction (issue #9: the
+   * worker records a group of outcomes and completes its jobs in ONE round trip).
    */
   async applyTransitions(
     db: Executor,
     rows: readonly TransitionRow[],
     events: readonly NewEmailEvent[] = [],
+    options: { complete?: SQL | undefined; onlyIf?: SQL | undefined } = {},
   ): Promise<EmailLogRow[]> {
-    if (rows.length === 0) {
+    const onlyIf = options.onlyIf ?? sql`true`;
+    if (rows.length === 0 && !options.complete && !options.onlyIf) {
       await this.insertEvents(db, events);
       return [];
     }
@@ -277,8 +286,10 @@ export const emailRepository = {
       }).filter(([name]) => name !== 'createdAt'),
     );
     // A data-modifying CTE runs whether or not the main statement reads it.
-    const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events));
-    return (events.length > 0 ? db.with(history) : db)
+    const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events, onlyIf));
+    const done = options.complete && db.$with('done', { id: sql<string>`id` }).as(options.complete);
+    const ctes = [...(events.length > 0 ? [history] : []), ...(done ? [done] : [])];
+    return (ctes.length > 0 ? db.with(...ctes) : db)
       .update(emailLogs)
       .set({
         status: sql`v.status::email_status`,
@@ -297,9 +308,21 @@ export const emailRepository = {
           eq(emailLogs.teamId, sql`v.team_id`),
           byIds(rows.map((row) => row.id)),
           sql`${emailLogs.status}::text = any(v."from")`,
+          onlyIf,
         ),
       )
       .returning();
+  },
+
+  /** Whether any of the history rows `ids` exists (one index lookup per id). */
+  async eventsExist(db: Executor, ids: readonly string[]): Promise<boolean> {
+    if (ids.length === 0) return false;
+    const [row] = await db
+      .select({ id: emailEvents.id })
+      .from(emailEvents)
+      .where(sql`${emailEvents.id} = any(${sql.param([...ids])}::text[])`)
+      .limit(1);
+    return row !== undefined;
   },
 
   /**
