@@ -86,6 +86,31 @@ describe('SendOutcomeRecorder', () => {
     expect(await jobStates(ids)).toEqual(['completed', 'completed', 'completed']);
   });
 
+  it('one statement: a late sent (the email already delivered) keeps the status and fills sentAt', async () => {
+    const { team, ids } = await claimedEmails(1);
+    const [id] = ids as [string];
+    // A provider's delivery event got there first (README "Delivery events": a status never moves back).
+    await ctx.app.ctx.database.db.execute(
+      sql`update email_logs set status = 'delivered', delivered_at = now() where id = ${id}`,
+    );
+    const recorder = new SendOutcomeRecorder(ctx.app.ctx.database.db);
+    const statements = await statementsDuring(pg.Client.prototype, () =>
+      recorder.record({ id, teamId: team.owner.teamId }, sent(id), claimed.get(id)),
+    );
+    expect(statements.filter((text) => /^\s*begin/i.test(text))).toEqual([]);
+    const [row] = await ctx.app.ctx.database.db
+      .select({ status: emailLogs.status, sentAt: emailLogs.sentAt })
+      .from(emailLogs)
+      .where(eq(emailLogs.id, id));
+    expect(row?.status).toBe('delivered');
+    expect(row?.sentAt).toBeInstanceOf(Date);
+    const events = (await ctx.app.ctx.database.db.execute(
+      sql`select count(*)::int as n from email_events where email_id = ${id} and status = 'sent'`,
+    )) as unknown as { rows: { n: number }[] };
+    expect(events.rows[0]?.n).toBe(1);
+    expect(await jobStates(ids)).toEqual(['completed']);
+  });
+
   it('records in a transaction with the webhook outbox when a webhook of the team is subscribed', async () => {
     const { team, ids } = await claimedEmails(2);
     // Subscribed after the emails were queued, so only `email.sent` can reach it.

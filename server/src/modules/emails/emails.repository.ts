@@ -88,6 +88,66 @@ function eventsInsert(rows: readonly NewEmailEvent[], onlyIf: SQL = sql`true`): 
     returning 1 as one`;
 }
 
+/**
+ * The UPDATE of {@link emailRepository.applyTransitions} before its RETURNING clause (see there for
+ * `rows`, `events` and `options`).
+ */
+function transitionsUpdate(
+  db: Executor,
+  rows: readonly TransitionRow[],
+  events: readonly NewEmailEvent[],
+  options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+) {
+  const onlyIf = options.onlyIf ?? sql`true`;
+  const source = rows.map((row) => ({
+    id: row.id,
+    team_id: row.teamId,
+    status: row.status,
+    from: row.from,
+    at: row.at.toISOString(),
+    set_provider_message_id: row.providerMessageId !== undefined,
+    provider_message_id: row.providerMessageId ?? null,
+    set_error_message: row.errorMessage !== undefined,
+    error_message: row.errorMessage ?? null,
+    attempt_count: row.attemptCount ?? null,
+  }));
+  const timestamps = Object.fromEntries(
+    EMAIL_STATUSES.map((status) => {
+      const column = emailLogs[STATUS_TIMESTAMP[status]];
+      return [
+        STATUS_TIMESTAMP[status],
+        sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
+      ];
+    }).filter(([name]) => name !== 'createdAt'),
+  );
+  // A data-modifying CTE runs whether or not the main statement reads it.
+  const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events, onlyIf));
+  const done = options.complete && db.$with('done', { id: sql<string>`id` }).as(options.complete);
+  const ctes = [...(events.length > 0 ? [history] : []), ...(done ? [done] : [])];
+  return (ctes.length > 0 ? db.with(...ctes) : db)
+    .update(emailLogs)
+    .set({
+      status: sql`v.status::email_status`,
+      ...timestamps,
+      providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
+      errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
+      attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
+      updatedAt: sql`v.at`,
+    })
+    .from(
+      sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
+    )
+    .where(
+      and(
+        eq(emailLogs.id, sql`v.id`),
+        eq(emailLogs.teamId, sql`v.team_id`),
+        byIds(rows.map((row) => row.id)),
+        sql`${emailLogs.status}::text = any(v."from")`,
+        onlyIf,
+      ),
+    );
+}
+
 /** SQL for email logs and their status history; every query is scoped by team. */
 export const emailRepository = {
   /**
@@ -259,59 +319,26 @@ export const emailRepository = {
     events: readonly NewEmailEvent[] = [],
     options: { complete?: SQL | undefined; onlyIf?: SQL | undefined } = {},
   ): Promise<EmailLogRow[]> {
-    const onlyIf = options.onlyIf ?? sql`true`;
     if (rows.length === 0 && !options.complete && !options.onlyIf) {
       await this.insertEvents(db, events);
       return [];
     }
-    const source = rows.map((row) => ({
-      id: row.id,
-      team_id: row.teamId,
-      status: row.status,
-      from: row.from,
-      at: row.at.toISOString(),
-      set_provider_message_id: row.providerMessageId !== undefined,
-      provider_message_id: row.providerMessageId ?? null,
-      set_error_message: row.errorMessage !== undefined,
-      error_message: row.errorMessage ?? null,
-      attempt_count: row.attemptCount ?? null,
-    }));
-    const timestamps = Object.fromEntries(
-      EMAIL_STATUSES.map((status) => {
-        const column = emailLogs[STATUS_TIMESTAMP[status]];
-        return [
-          STATUS_TIMESTAMP[status],
-          sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
-        ];
-      }).filter(([name]) => name !== 'createdAt'),
-    );
-    // A data-modifying CTE runs whether or not the main statement reads it.
-    const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events, onlyIf));
-    const done = options.complete && db.$with('done', { id: sql<string>`id` }).as(options.complete);
-    const ctes = [...(events.length > 0 ? [history] : []), ...(done ? [done] : [])];
-    return (ctes.length > 0 ? db.with(...ctes) : db)
-      .update(emailLogs)
-      .set({
-        status: sql`v.status::email_status`,
-        ...timestamps,
-        providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
-        errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
-        attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
-        updatedAt: sql`v.at`,
-      })
-      .from(
-        sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
-      )
-      .where(
-        and(
-          eq(emailLogs.id, sql`v.id`),
-          eq(emailLogs.teamId, sql`v.team_id`),
-          byIds(rows.map((row) => row.id)),
-          sql`${emailLogs.status}::text = any(v."from")`,
-          onlyIf,
-        ),
-      )
-      .returning();
+    return transitionsUpdate(db, rows, events, options).returning();
+  },
+
+  /**
+   * {@link applyTransitions} that returns only the ids of the rows that moved (the worker's
+   * one-statement recording reads nothing else: PostgreSQL sends, and the client parses, one
+   * column instead of every column of every moved row).
+   */
+  async applyTransitionsReturningIds(
+    db: Executor,
+    rows: readonly TransitionRow[],
+    events: readonly NewEmailEvent[],
+    options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+  ): Promise<string[]> {
+    const moved = await transitionsUpdate(db, rows, events, options).returning({ id: emailLogs.id });
+    return moved.map((row) => row.id);
   },
 
   /** Whether any of the history rows `ids` exists (one index lookup per id). */
