@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobQueue, STALE_BACKLOG_MIN_JOBS } from '../src/jobs/queue.ts';
+import { BACKLOG_BATCH, JobQueue, STALE_BACKLOG_MIN_JOBS } from '../src/jobs/queue.ts';
 import { createTestDatabase } from './helpers/database.ts';
 
 /**
@@ -28,6 +28,7 @@ describe('job queue statistics refresh', () => {
     await database.handle.pool.query('alter table pgboss.job_common set (autovacuum_enabled = false)');
     await queue.boss.createQueue('test.small');
     await queue.boss.createQueue('test.backlog');
+    await queue.boss.createQueue('test.consumed');
   });
   afterAll(async () => {
     await queue?.stop(2_000);
@@ -56,5 +57,39 @@ describe('job queue statistics refresh', () => {
     // Another process (its own JobQueue) checks, finds the estimate right and leaves it.
     const other = new JobQueue(database.handle);
     expect(await other.refreshStatistics('test.backlog')).toBe(false);
+  });
+
+  it('is refreshed by a claim loop that claims a big batch (email.send and webhook.deliver run in one)', async () => {
+    // Issue #9: without it, every fetch of the worker's backlog read and sorted all waiting jobs
+    // (the larger half of the PostgreSQL CPU per delivered email).
+    const jobs = 2 * STALE_BACKLOG_MIN_JOBS;
+    await queue.boss.insert(
+      'test.consumed',
+      Array.from({ length: jobs }, (_, n) => ({ data: { n } })),
+    );
+    expect(await estimate('test.consumed')).toBeLessThan(jobs / 10);
+    let release: () => void = () => {};
+    const held = new Promise<undefined>((resolve) => {
+      release = () => resolve(undefined);
+    });
+    let claimed = 0;
+    await queue.consume<{ n: number }>(
+      'test.consumed',
+      { maxInFlight: BACKLOG_BATCH, batchSize: BACKLOG_BATCH, pollingIntervalMs: 50 },
+      (batch) => {
+        claimed += batch.length;
+        return batch.map(() => held);
+      },
+    );
+    try {
+      const deadline = Date.now() + 10_000;
+      while ((await estimate('test.consumed')) < jobs / 2 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(claimed).toBe(BACKLOG_BATCH);
+      expect(await estimate('test.consumed')).toBeGreaterThan(jobs / 2);
+    } finally {
+      release();
+    }
   });
 });

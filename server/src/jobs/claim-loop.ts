@@ -1,3 +1,4 @@
+import type { SQL } from 'drizzle-orm';
 import type { Job, JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
 
@@ -17,6 +18,12 @@ export interface JobSettler {
   complete(tx: Executor, jobs: readonly ClaimedJob<unknown>[]): Promise<void>;
   /** Fails `jobs` in `tx` with `message`: the queue retries them per its policy, or dead-letters them. */
   fail(tx: Executor, jobs: readonly ClaimedJob<unknown>[], message: string): Promise<void>;
+  /**
+   * The completion of `jobs` as an `update … returning id` to run as a data-modifying CTE of the
+   * caller's own statement (see JobQueue.completionSql), completing them only where `onlyIf` (an
+   * SQL condition; default true) holds; undefined when this queue cannot give one (use `complete`).
+   */
+  completionSql(jobs: readonly ClaimedJob<unknown>[], onlyIf?: SQL): SQL | undefined;
 }
 
 /** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */

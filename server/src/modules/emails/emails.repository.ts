@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gte, ilike, inArray, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, ilike, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
@@ -27,8 +27,9 @@ export type NewEmailLog = Pick<
   | 'hasPdfAttachment'
 >;
 
-/** A history row to append (`detail` defaults to {}, `occurredAt` to now). */
+/** A history row to append (`detail` defaults to {}, `occurredAt` to now, `id` to a new one). */
 export interface NewEmailEvent {
+  id?: string;
   teamId: string;
   emailId: string;
   status: EmailStatus;
@@ -67,9 +68,9 @@ function byIds(ids: readonly string[]): SQL {
  * The statement of {@link emailRepository.insertEvents}: the rows travel as one JSON parameter; a
  * row whose email is not in its stated team is left out.
  */
-function eventsInsert(rows: readonly NewEmailEvent[]): SQL {
+function eventsInsert(rows: readonly NewEmailEvent[], onlyIf: SQL = sql`true`): SQL {
   const source = rows.map((row) => ({
-    id: newId('emailEvent'),
+    id: row.id ?? newId('emailEvent'),
     team_id: row.teamId,
     email_id: row.emailId,
     status: row.status,
@@ -83,7 +84,68 @@ function eventsInsert(rows: readonly NewEmailEvent[]): SQL {
       as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
     join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
       and ${byIds(rows.map((row) => row.emailId))}
+    where ${onlyIf}
     returning 1 as one`;
+}
+
+/**
+ * The UPDATE of {@link emailRepository.applyTransitions} before its RETURNING clause (see there for
+ * `rows`, `events` and `options`).
+ */
+function transitionsUpdate(
+  db: Executor,
+  rows: readonly TransitionRow[],
+  events: readonly NewEmailEvent[],
+  options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+) {
+  const onlyIf = options.onlyIf ?? sql`true`;
+  const source = rows.map((row) => ({
+    id: row.id,
+    team_id: row.teamId,
+    status: row.status,
+    from: row.from,
+    at: row.at.toISOString(),
+    set_provider_message_id: row.providerMessageId !== undefined,
+    provider_message_id: row.providerMessageId ?? null,
+    set_error_message: row.errorMessage !== undefined,
+    error_message: row.errorMessage ?? null,
+    attempt_count: row.attemptCount ?? null,
+  }));
+  const timestamps = Object.fromEntries(
+    EMAIL_STATUSES.map((status) => {
+      const column = emailLogs[STATUS_TIMESTAMP[status]];
+      return [
+        STATUS_TIMESTAMP[status],
+        sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
+      ];
+    }).filter(([name]) => name !== 'createdAt'),
+  );
+  // A data-modifying CTE runs whether or not the main statement reads it.
+  const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events, onlyIf));
+  const done = options.complete && db.$with('done', { id: sql<string>`id` }).as(options.complete);
+  const ctes = [...(events.length > 0 ? [history] : []), ...(done ? [done] : [])];
+  return (ctes.length > 0 ? db.with(...ctes) : db)
+    .update(emailLogs)
+    .set({
+      status: sql`v.status::email_status`,
+      ...timestamps,
+      providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
+      errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
+      attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
+      updatedAt: sql`v.at`,
+    })
+    .from(
+      sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
+    )
+    .where(
+      and(
+        eq(emailLogs.id, sql`v.id`),
+        eq(emailLogs.teamId, sql`v.team_id`),
+        byIds(rows.map((row) => row.id)),
+        sql`${emailLogs.status}::text = any(v."from")`,
+        onlyIf,
+      ),
+    );
 }
 
 /** SQL for email logs and their status history; every query is scoped by team. */
@@ -206,22 +268,19 @@ export const emailRepository = {
     return new Map(rows.map((r) => [r.status, r.n]));
   },
 
-  /** The logs of `refs` that exist in their stated team (others are left out), in no order. */
+  /**
+   * The logs of `refs` that exist in their stated team (others are left out), in no order. Read by
+   * primary key only (one array parameter), the team checked on each row: with a team condition
+   * in the SQL and statistics older than the team's backlog (a burst newer than autovacuum's last
+   * analyze), PostgreSQL read the team's whole range of `email_logs_team_status_idx` for every
+   * batch (issue #9, bench:send: ~12,000 index entries per batch of ~14).
+   */
   async findLogs(db: Executor, refs: readonly { teamId: string; id: string }[]): Promise<EmailLogRow[]> {
     if (refs.length === 0) return [];
-    const teams = [...new Set(refs.map((ref) => ref.teamId))];
     const rows = await db
       .select()
       .from(emailLogs)
-      .where(
-        and(
-          inArray(
-            emailLogs.id,
-            refs.map((ref) => ref.id),
-          ),
-          inArray(emailLogs.teamId, teams),
-        ),
-      );
+      .where(byIds(refs.map((ref) => ref.id)));
     const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
     return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },
@@ -245,61 +304,49 @@ export const emailRepository = {
    * At most one row per email per call (UPDATE … FROM uses one source row per target).
    * `events`, when given, are appended as by {@link insertEvents} in the same statement (one round
    * trip instead of two; the batched worker records every group of outcomes this way).
+   * `options.complete`, a data-modifying statement (`update … returning id`, e.g.
+   * JobQueue.completionSql), runs as a CTE of the same statement; `options.onlyIf`, an SQL
+   * condition, gates the history rows and the moves (give `complete` the same condition): the
+   * statement then does everything or nothing, atomic even outside a transaction (issue #9: the
+   * worker records a group of outcomes and completes its jobs in ONE round trip).
    */
   async applyTransitions(
     db: Executor,
     rows: readonly TransitionRow[],
     events: readonly NewEmailEvent[] = [],
+    options: { complete?: SQL | undefined; onlyIf?: SQL | undefined } = {},
   ): Promise<EmailLogRow[]> {
-    if (rows.length === 0) {
+    if (rows.length === 0 && !options.complete && !options.onlyIf) {
       await this.insertEvents(db, events);
       return [];
     }
-    const source = rows.map((row) => ({
-      id: row.id,
-      team_id: row.teamId,
-      status: row.status,
-      from: row.from,
-      at: row.at.toISOString(),
-      set_provider_message_id: row.providerMessageId !== undefined,
-      provider_message_id: row.providerMessageId ?? null,
-      set_error_message: row.errorMessage !== undefined,
-      error_message: row.errorMessage ?? null,
-      attempt_count: row.attemptCount ?? null,
-    }));
-    const timestamps = Object.fromEntries(
-      EMAIL_STATUSES.map((status) => {
-        const column = emailLogs[STATUS_TIMESTAMP[status]];
-        return [
-          STATUS_TIMESTAMP[status],
-          sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
-        ];
-      }).filter(([name]) => name !== 'createdAt'),
-    );
-    // A data-modifying CTE runs whether or not the main statement reads it.
-    const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events));
-    return (events.length > 0 ? db.with(history) : db)
-      .update(emailLogs)
-      .set({
-        status: sql`v.status::email_status`,
-        ...timestamps,
-        providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
-        errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
-        attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
-        updatedAt: sql`v.at`,
-      })
-      .from(
-        sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
-      )
-      .where(
-        and(
-          eq(emailLogs.id, sql`v.id`),
-          eq(emailLogs.teamId, sql`v.team_id`),
-          byIds(rows.map((row) => row.id)),
-          sql`${emailLogs.status}::text = any(v."from")`,
-        ),
-      )
-      .returning();
+    return transitionsUpdate(db, rows, events, options).returning();
+  },
+
+  /**
+   * {@link applyTransitions} that returns only the ids of the rows that moved (the worker's
+   * one-statement recording reads nothing else: PostgreSQL sends, and the client parses, one
+   * column instead of every column of every moved row).
+   */
+  async applyTransitionsReturningIds(
+    db: Executor,
+    rows: readonly TransitionRow[],
+    events: readonly NewEmailEvent[],
+    options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+  ): Promise<string[]> {
+    const moved = await transitionsUpdate(db, rows, events, options).returning({ id: emailLogs.id });
+    return moved.map((row) => row.id);
+  },
+
+  /** Whether any of the history rows `ids` exists (one index lookup per id). */
+  async eventsExist(db: Executor, ids: readonly string[]): Promise<boolean> {
+    if (ids.length === 0) return false;
+    const [row] = await db
+      .select({ id: emailEvents.id })
+      .from(emailEvents)
+      .where(sql`${emailEvents.id} = any(${sql.param([...ids])}::text[])`)
+      .limit(1);
+    return row !== undefined;
   },
 
   /**

@@ -1,4 +1,6 @@
+import type { SQL } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { newId } from '../../ids.ts';
 import { type EmailStatus, statusesBefore, statusesPast } from './email-status.ts';
 import { type EmailLogRow, emailRepository, type TransitionRow } from './emails.repository.ts';
 import { notifyStatusChange } from './status-listeners.ts';
@@ -73,7 +75,65 @@ export async function transitionMany(
     const byId = new Map(moved.map((row) => [row.id, row]));
     for (const index of round) results[index] = byId.get(events[index]!.email.id);
   }
-  await emailRepository.fillLateTimestamps(tx, lateSteps(events, results, now));
+  await emailRepository.fillLateTimestamps(
+    tx,
+    lateSteps(
+      events,
+      results.map((row) => row !== undefined),
+      now,
+    ),
+  );
+  return results;
+}
+
+/**
+ * {@link transitionMany} in ONE statement, outside any transaction (issue #9: the worker records a
+ * group of delivery outcomes in one round trip instead of five), for events of distinct emails,
+ * with `options.complete` (a data-modifying `update … returning id`, e.g. the completion of the
+ * jobs that produced the events, gated by the same condition) in that statement. Every part of the
+ * statement is conditional on `options.onlyIf`, which must be true exactly when the status listener
+ * has nothing to write for these moves (statusChangeIdleCondition): the listener is not called.
+ * A late step (an email already past the event's status) fills its timestamp in a second statement.
+ * Returns, per event, whether it moved its email's status; or undefined when `onlyIf` was false —
+ * then nothing was written and the caller records the events the usual way, in a transaction.
+ * @throws Error when two events name one email (use transitionMany).
+ */
+export async function transitionAtOnce(
+  db: Executor,
+  events: readonly { email: EmailRef; event: StatusEvent }[],
+  options: { complete: SQL; onlyIf: SQL },
+): Promise<boolean[] | undefined> {
+  const now = new Date();
+  const moves = rounds(events);
+  if (moves.length > 1) throw new Error('transitionAtOnce: one event per email');
+  const history = events.map(({ email, event }) => ({
+    id: newId('emailEvent'),
+    teamId: email.teamId,
+    emailId: email.id,
+    status: event.status,
+    detail: event.detail ?? {},
+    occurredAt: event.at ?? now,
+  }));
+  const moved = new Set(
+    await emailRepository.applyTransitionsReturningIds(
+      db,
+      (moves[0] ?? []).map((index) => toTransitionRow(events[index]!, now)),
+      history,
+      options,
+    ),
+  );
+  // Nothing moved: either `onlyIf` was false, or no email was still where its event moves from —
+  // the history rows tell which (they are written whenever the condition held).
+  if (
+    moved.size === 0 &&
+    !(await emailRepository.eventsExist(
+      db,
+      history.map((row) => row.id),
+    ))
+  )
+    return undefined;
+  const results = events.map(({ email, event }) => !event.historyOnly && moved.has(email.id));
+  await emailRepository.fillLateTimestamps(db, lateSteps(events, results, now));
   return results;
 }
 
@@ -114,14 +174,17 @@ function toTransitionRow(item: { email: EmailRef; event: StatusEvent }, now: Dat
   };
 }
 
-/** The events that did not move their email but may still set their timestamp (statusesPast). */
+/**
+ * The events that did not move their email (`moved[i]` false) but may still set their timestamp
+ * (statusesPast).
+ */
 function lateSteps(
   events: readonly { email: EmailRef; event: StatusEvent }[],
-  results: readonly TransitionResult[],
+  moved: readonly boolean[],
   now: Date,
 ) {
   return events.flatMap(({ email, event }, index) => {
-    const past = event.historyOnly || results[index] ? [] : statusesPast(event.status);
+    const past = event.historyOnly || moved[index] ? [] : statusesPast(event.status);
     return past.length > 0
       ? [{ id: email.id, teamId: email.teamId, status: event.status, past, at: event.at ?? now }]
       : [];

@@ -2,8 +2,9 @@ import type { Database, Executor } from '../../db/client.ts';
 import { type ClaimedJob, SETTLED } from '../../jobs/queue.ts';
 import type { EmailLogRow } from './emails.repository.ts';
 import { emailRepository } from './emails.repository.ts';
-import { type StatusEvent, transitionMany } from './emails.status.service.ts';
+import { type StatusEvent, transitionAtOnce, transitionMany } from './emails.status.service.ts';
 import { type RefusedOutcome, recordRefusedRecipients } from './recipient-outcomes.ts';
+import { statusChangeIdleCondition } from './status-listeners.ts';
 
 /** What one delivery attempt ended with, as the worker records it. */
 export type SendOutcome =
@@ -34,6 +35,12 @@ const LINGER_MS = 5;
  * rather than wait for it (the groups' rows never overlap: one outcome per claimed attempt).
  */
 const MAX_CONCURRENT_WRITES = 2;
+/**
+ * How long (ms) after a one-statement recording found a status listener with work to do (e.g. a
+ * webhook subscribed) the teams of its group are recorded in a transaction straight away. A hint
+ * only: the one-statement path checks the listener's condition itself whenever it is tried.
+ */
+const LISTENED_TEAM_MS = 5_000;
 
 /**
  * Records delivery outcomes by group commit: outcomes that arrive within a few ms share one
@@ -47,6 +54,11 @@ const MAX_CONCURRENT_WRITES = 2;
  * `sent` and `failed`, failed (the queue retries it) for `retry`; `record` then resolves with
  * SETTLED once committed, and the caller has nothing left to do for the job.
  *
+ * A group whose outcomes are all final and whose teams' status changes the listener has nothing to
+ * write for (no webhook subscribed to them) is recorded in ONE statement outside a transaction:
+ * history, status moves and the jobs' completion, all conditional on the listener's condition
+ * (see #writeInOneStatement); any other group in a transaction as above.
+ *
  * Failures. The "never send twice after a hand-off" rule: a `sent` outcome never rejects — when the
  * database stays unreachable after the retries, the loss of its status is logged and it resolves
  * (without SETTLED), so its job is completed the usual way instead of sending again. A `failed` or
@@ -57,6 +69,8 @@ export class SendOutcomeRecorder {
   #pending: Pending[] = [];
   #timer: NodeJS.Timeout | undefined;
   #writing = 0;
+  /** Teams whose status changes the listener recently had work for, until when (ms since the epoch). */
+  readonly #listenedTeams = new Map<string, number>();
 
   constructor(db: Database) {
     this.#db = db;
@@ -104,6 +118,10 @@ export class SendOutcomeRecorder {
   async #write(group: Pending[]): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
+        if (await this.#writeInOneStatement(group)) {
+          for (const item of group) item.resolve(SETTLED);
+          return;
+        }
         await this.#db.transaction(async (tx) => {
           const moves = group.flatMap((item) => {
             const event = statusEventOf(item.outcome);
@@ -158,6 +176,48 @@ export class SendOutcomeRecorder {
         return;
       }
     }
+  }
+
+  /**
+   * Records `group` in ONE statement outside a transaction when it can (issue #9: one round trip
+   * instead of begin, status + history, the listener's query, the jobs' completion and commit):
+   * every outcome is final (`sent` without refused recipients, or `failed`), every one has its
+   * claimed job from a queue that gives its completion as SQL, and the status listener (webhook
+   * outbox) has nothing to write for these teams and statuses — checked in that same statement
+   * (transitionAtOnce), so a group it has work for is written by nothing and returns false.
+   * @returns whether the group was recorded and its jobs completed.
+   */
+  async #writeInOneStatement(group: readonly Pending[]): Promise<boolean> {
+    const now = Date.now();
+    const teamIds = [...new Set(group.map((item) => item.log.teamId))];
+    const settler = group[0]?.job?.settler;
+    if (
+      !settler ||
+      teamIds.some((teamId) => (this.#listenedTeams.get(teamId) ?? 0) > now) ||
+      group.some(
+        ({ outcome, job }) =>
+          job?.settler !== settler ||
+          outcome.kind === 'retry' ||
+          (outcome.kind === 'sent' && (outcome.refused?.length ?? 0) > 0),
+      )
+    )
+      return false;
+    const moves = group.flatMap((item) => {
+      const event = statusEventOf(item.outcome);
+      return event ? [{ email: item.log, event }] : [];
+    });
+    const onlyIf = statusChangeIdleCondition(teamIds, [...new Set(moves.map((move) => move.event.status))]);
+    const complete =
+      onlyIf &&
+      settler.completionSql(
+        group.map((item) => item.job!),
+        onlyIf,
+      );
+    if (!onlyIf || !complete) return false;
+    if (await transitionAtOnce(this.#db, moves, { complete, onlyIf })) return true;
+    for (const teamId of teamIds) this.#listenedTeams.set(teamId, now + LISTENED_TEAM_MS);
+    if (this.#listenedTeams.size > 10_000) this.#listenedTeams.clear();
+    return false;
   }
 }
 

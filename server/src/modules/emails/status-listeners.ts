@@ -1,3 +1,4 @@
+import { type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import type { EmailStatus } from './email-status.ts';
 
@@ -24,7 +25,19 @@ export interface StatusChangedEmail {
  * Called inside the transaction that changes the statuses (an outbox: whatever it writes commits or
  * rolls back with them). It must not commit anything on its own.
  */
-export type StatusChangeListener = (tx: Executor, emails: readonly StatusChangedEmail[]) => Promise<void>;
+export type StatusChangeListener = ((
+  tx: Executor,
+  emails: readonly StatusChangedEmail[],
+) => Promise<void>) & {
+  /**
+   * Optional: an SQL condition that is true exactly when moving emails of `teamIds` to `statuses`
+   * would make the listener write nothing (e.g. no webhook subscribed). A writer may then record
+   * the moves in one statement outside a transaction, every part of it conditional on this
+   * condition, and not call the listener — the condition and the moves read one snapshot, as the
+   * listener's own query in the writer's transaction would.
+   */
+  idleWhen?: (teamIds: readonly string[], statuses: readonly EmailStatus[]) => SQL;
+};
 
 let listener: StatusChangeListener | undefined;
 
@@ -44,4 +57,17 @@ export function onStatusChange(next: StatusChangeListener | undefined): void {
  */
 export async function notifyStatusChange(tx: Executor, emails: readonly StatusChangedEmail[]): Promise<void> {
   if (listener && emails.length > 0) await listener(tx, emails);
+}
+
+/**
+ * The condition under which moving emails of `teamIds` to `statuses` leaves the registered listener
+ * nothing to write (see StatusChangeListener.idleWhen): `true` when nothing listens; undefined when
+ * the listener cannot tell, so the writer must run it inside its transaction.
+ */
+export function statusChangeIdleCondition(
+  teamIds: readonly string[],
+  statuses: readonly EmailStatus[],
+): SQL | undefined {
+  if (!listener) return sql`true`;
+  return listener.idleWhen?.(teamIds, statuses);
 }

@@ -1,15 +1,12 @@
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
-import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
+import type { JobPayload } from '../../jobs/definitions.ts';
 import type { BatchHandler, JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
 import { WebhookAttemptRecorder } from './webhook-recorder.ts';
 import { webhookRepository } from './webhooks.repository.ts';
-
-/** A batch of at least this many attempts means deliveries are waiting (see the handler). */
-const BACKLOG_BATCH = 10;
 
 /** What the `webhook.deliver` handler needs. */
 export interface DeliverWebhookDeps {
@@ -40,9 +37,6 @@ export function createDeliverWebhookHandler(
   const client = deps.client ?? webhookClientFor(deps.config);
   const schedule = deps.config.WEBHOOK_RETRY_SCHEDULE;
   return (jobs) => {
-    // A batch this big means a backlog: make sure the queue's statistics know of it (see
-    // JobQueue.refreshStatistics; at most one check a minute, off the delivery's path).
-    if (jobs.length >= BACKLOG_BATCH) void deps.queue.refreshStatistics(WEBHOOK_DELIVER_JOB);
     const loaded = webhookRepository
       .findMany(deps.db, [...new Set(jobs.map((job) => job.data.webhookId))])
       .then((rows) => new Map(rows.map((row) => [row.id, row])));

@@ -2,7 +2,12 @@ import type { Executor } from '../../db/client.ts';
 import { newId, newJobId } from '../../ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
-import { onStatusChange, type StatusChangedEmail, type StatusChangeListener } from '../emails/index.ts';
+import {
+  type EmailStatus,
+  onStatusChange,
+  type StatusChangedEmail,
+  type StatusChangeListener,
+} from '../emails/index.ts';
 import { eventPayload } from './webhook-events.ts';
 import { COMPLETED_JOB_RETENTION_SECONDS } from './webhook-recorder.ts';
 import { webhookRepository } from './webhooks.repository.ts';
@@ -11,10 +16,11 @@ import { webhookRepository } from './webhooks.repository.ts';
  * The webhook outbox (issue #11): for each email whose status changed in `tx`, one
  * `webhook.deliver` job per active webhook of its team subscribed to `email.<status>`, inserted in
  * `tx` (one query for the subscribers, one multi-row insert for the jobs). A status change that
- * commits always has its deliveries queued; one that rolls back has none.
+ * commits always has its deliveries queued; one that rolls back has none. Its `idleWhen` gives the
+ * SQL condition "no such webhook" (the worker's one-statement recording, issue #9).
  */
 export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
-  return async (tx: Executor, emails: readonly StatusChangedEmail[]) => {
+  const outbox = async (tx: Executor, emails: readonly StatusChangedEmail[]) => {
     const teamIds = [...new Set(emails.map((email) => email.teamId))];
     const subscribers = await webhookRepository.activeSubscribers(tx, teamIds);
     if (subscribers.length === 0) return;
@@ -42,6 +48,15 @@ export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
     }
     await queue.enqueueMany(tx, WEBHOOK_DELIVER_JOB, jobs);
   };
+  // Nothing to enqueue exactly when no active webhook of these teams subscribes to these events
+  // (the same rows activeSubscribers and the filter above would find).
+  return Object.assign(outbox, {
+    idleWhen: (teamIds: readonly string[], statuses: readonly EmailStatus[]) =>
+      webhookRepository.noActiveSubscriber(
+        teamIds,
+        statuses.map((status) => `email.${status}`),
+      ),
+  });
 }
 
 /**

@@ -117,6 +117,16 @@ export const webhookRepository = {
   },
 
   /**
+   * An SQL condition, true when no active webhook of `teamIds` subscribes to any of `events` (the
+   * rows {@link activeSubscribers} would find with one of those events): evaluated in the caller's
+   * statement and snapshot.
+   */
+  noActiveSubscriber(teamIds: readonly string[], events: readonly string[]): SQL {
+    return sql`not exists (select 1 from ${webhooks} where ${webhooks.teamId} = any(${sql.param([...teamIds])}::text[])
+      and ${webhooks.isActive} and ${webhooks.events} && ${sql.param([...events])}::text[])`;
+  },
+
+  /**
    * Records attempts with ONE statement (one round trip, issue #11 throughput): inserts the
    * delivery records `rows` (they travel as one JSON parameter, `jsonb_to_recordset`: far cheaper
    * to build than Drizzle's bound parameter per value; a row's `payloadJson`, when given, is its
