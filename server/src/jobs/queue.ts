@@ -58,6 +58,21 @@ export const STATISTICS_CHECK_INTERVAL_MS = 60_000;
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
 /**
+ * The update pg-boss 12's complete() makes (state `completed`, `completed_on`, no output), for the
+ * active jobs of queue `name` in pg-boss table `table` whose ids are in the uuid-array literal
+ * `ids` and whose `id:retry_count` pairs are in the text-array literal `attempts` (values or
+ * placeholders), gated by `onlyIf`; `returning id`. The one text behind
+ * {@link JobQueue.completionSql} and {@link JobQueue.completionStatement}.
+ */
+function completionUpdate(table: string, name: string, ids: unknown, attempts: unknown, onlyIf: SQL): SQL {
+  return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+        state = 'completed', output = null
+      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
+      returning id`;
+}
+
+/**
  * The durable job queue: pg-boss on the system-of-record database (ARCHITECTURE.md "Runtime shape"),
  * with its own connections. Jobs are enqueued inside the caller's transaction so a row and its job
  * commit together or not at all.
@@ -215,14 +230,8 @@ export class JobQueue {
   ): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
-    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
-    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
-    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
-    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
-        state = 'completed', output = null
-      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
-      returning id`;
+    const { completeIds, completeAttempts } = JobQueue.completionValues(jobs);
+    return completionUpdate(table, name, completeIds, completeAttempts, onlyIf);
   }
 
   /**
@@ -234,11 +243,13 @@ export class JobQueue {
   completionStatement(name: string): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
-    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
-        state = 'completed', output = null
-      where name = ${name} and id = any(${sql.placeholder('completeIds')}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${sql.placeholder('completeAttempts')}::text[])
-      returning id`;
+    return completionUpdate(
+      table,
+      name,
+      sql.placeholder('completeIds'),
+      sql.placeholder('completeAttempts'),
+      sql`true`,
+    );
   }
 
   /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */
