@@ -65,11 +65,11 @@ export async function embeddedPhase(o: {
   await new Promise((resolve) => setTimeout(resolve, 10_000));
   const idle = memoryOf(child.process.pid!);
   o.say(`  idle memory (fresh start)      ${idle.text}`);
-  targets.push({
-    name: 'embedded idle ≤ 150 MB (node + PostgreSQL: no npm parent here)',
-    ok: idle.judged <= 150e6,
-    value: megabytes(idle.judged),
-  });
+  // Not the issue's target: that one counts `npm start`'s whole tree, npm included, which only
+  // `npm run bench:idle-memory` starts as a user does.
+  o.say(
+    `  (node + PostgreSQL only, ${megabytes(idle.judged)}; the ≤ 150 MB target is judged on the whole \`npm start\` tree by \`npm run bench:idle-memory\`)`,
+  );
   const instance = await setUpInstance({
     baseUrl,
     setupToken: o.setupToken,
