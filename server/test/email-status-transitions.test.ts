@@ -7,6 +7,7 @@ import { transition, transitionMany } from '../src/modules/emails/emails.status.
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
+import { queriesDuring } from './helpers/pool-statements.ts';
 import { closedPort } from './helpers/smtp-server.ts';
 
 /** The one status writer (transition / transitionMany) against real PostgreSQL. */
@@ -152,24 +153,14 @@ describe('email status transitions', () => {
       where email_logs.id = ${emails[0]!.id}`);
     await db().execute(sql`analyze email_logs`);
 
-    const sent: { text: string; values: unknown[] }[] = [];
-    const query = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const [first, values] = args as [string | { text: string; values?: unknown[] }, unknown[]?];
-      if (typeof first === 'string') sent.push({ text: first, values: values ?? [] });
-      else sent.push({ text: first.text, values: first.values ?? values ?? [] });
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof query;
-    try {
+    const sent = await queriesDuring(pg.Client.prototype, async () => {
       await db().transaction((tx) =>
         transitionMany(
           tx,
           emails.map((email) => ({ email, event: { status: 'sent' as const, at: at(1) } })),
         ),
       );
-    } finally {
-      pg.Client.prototype.query = query;
-    }
+    });
     // History rows and status moves together (the webhook outbox's lookup follows on its own).
     const statements = sent.filter((s) => /email_logs|email_events/.test(s.text));
     expect(statements).toHaveLength(1);

@@ -6,7 +6,7 @@ import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
 import { send } from './helpers/factories.ts';
-import { statementsDuring } from './helpers/pool-statements.ts';
+import { queriesDuring, statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -221,23 +221,13 @@ describe('the send batch loader', () => {
       select 'pk_filler_' || g, ${list} from email_logs, generate_series(1, 5000) g
       where email_logs.id = ${logs[0]!.id}`);
     // The lookup's text and values as sent (to EXPLAIN it as it ran).
-    const sent: { text: string; values: unknown[] }[] = [];
-    const query = pg.Client.prototype.query;
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-      const [first, values] = args as [string | { text: string; values?: unknown[] }, unknown[]?];
-      if (typeof first === 'string') sent.push({ text: first, values: values ?? [] });
-      else sent.push({ text: first.text, values: first.values ?? values ?? [] });
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof query;
-    try {
+    const sent = await queriesDuring(pg.Client.prototype, async () => {
       const prepared = await new SendBatchLoader().load(
         database.db,
         logs.map((log) => ({ teamId: log.teamId, emailId: log.id })),
       );
       expect(prepared.map((item) => item.kind)).toEqual(logs.map(() => 'ready'));
-    } finally {
-      pg.Client.prototype.query = query;
-    }
+    });
     const lookup = sent.find((statement) => statement.text.includes('from "email_logs"'));
     expect(lookup).toBeDefined();
     const client = await database.pool.connect();

@@ -1,27 +1,14 @@
-import type { LookupAddress } from 'node:dns';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { WebhookClient } from '../src/modules/webhooks/webhook-client.ts';
 import {
-  type Resolver,
   resolveWebhookHost,
   WebhookDestinationRefusedError,
 } from '../src/modules/webhooks/webhook-destination.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { dashboardCall, dataOf, expectError } from './helpers/factories.ts';
+import { fakeDns } from './helpers/fake-dns.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-receiver.ts';
-
-/** A resolver that answers from a table (what a DNS server under someone else's control could say). */
-function fakeDns(table: Record<string, string[]>): Resolver & { asked: string[] } {
-  const asked: string[] = [];
-  const resolve = async (host: string): Promise<LookupAddress[]> => {
-    asked.push(host);
-    const addresses = table[host];
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-    return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-  };
-  return Object.assign(resolve, { asked });
-}
 
 describe('webhook SSRF guard: the policy on resolved addresses (injected resolver)', () => {
   const dns = fakeDns({

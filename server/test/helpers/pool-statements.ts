@@ -1,9 +1,17 @@
 import type pg from 'pg';
 
+/** A statement as sent: its text and its parameter values. */
+export interface SentQuery {
+  text: string;
+  values: unknown[];
+}
+
 /** The SQL texts sent through a pool while a {@link recordPoolStatements} recorder runs. */
 export interface PoolStatements {
   /** The statements' texts, in order, since the start or the last clear(). */
   readonly texts: string[];
+  /** The same statements with the values they were sent with (to EXPLAIN one as it ran). */
+  readonly queries: SentQuery[];
   /** Forgets what was recorded so far. */
   clear(): void;
   /** Puts the pool's own `query` back. */
@@ -19,15 +27,21 @@ export function recordPoolStatements(pool: pg.Pool | typeof pg.Client.prototype)
   const target = pool as unknown as { query: (...args: unknown[]) => unknown };
   const query = target.query;
   const texts: string[] = [];
+  const queries: SentQuery[] = [];
   target.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string } | undefined;
-    texts.push(typeof first === 'string' ? first : (first?.text ?? ''));
+    const [first, values] = args as [string | { text?: string; values?: unknown[] } | undefined, unknown];
+    const text = typeof first === 'string' ? first : (first?.text ?? '');
+    texts.push(text);
+    const sentValues = typeof first === 'string' ? values : (first?.values ?? values);
+    queries.push({ text, values: Array.isArray(sentValues) ? sentValues : [] });
     return query.apply(this, args);
   };
   return {
     texts,
+    queries,
     clear: () => {
       texts.length = 0;
+      queries.length = 0;
     },
     stop: () => {
       target.query = query;
@@ -51,4 +65,21 @@ export async function statementsDuring(
     recorder.stop();
   }
   return recorder.texts;
+}
+
+/**
+ * Runs `action` and returns the statements `pool` (or, given `pg.Client.prototype`, every client)
+ * sent meanwhile, with their values: for tests that EXPLAIN a statement exactly as it ran.
+ */
+export async function queriesDuring(
+  pool: pg.Pool | typeof pg.Client.prototype,
+  action: () => Promise<unknown>,
+): Promise<SentQuery[]> {
+  const recorder = recordPoolStatements(pool);
+  try {
+    await action();
+  } finally {
+    recorder.stop();
+  }
+  return recorder.queries;
 }

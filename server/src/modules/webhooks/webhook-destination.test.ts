@@ -1,19 +1,8 @@
 import type { LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { type Resolver, webhookLookup } from './webhook-destination.ts';
-
-/** A resolver answering from a table that the test may change (DNS under someone else's control). */
-function fakeDns(table: Record<string, string[]>): Resolver & { asked: string[] } {
-  const asked: string[] = [];
-  const resolve = async (host: string): Promise<LookupAddress[]> => {
-    asked.push(host);
-    const addresses = table[host];
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-    return addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
-  };
-  return Object.assign(resolve, { asked });
-}
+import { fakeDns } from '../../../test/helpers/fake-dns.ts';
+import { webhookLookup } from './webhook-destination.ts';
 
 /** What the lookup answers for `host` (all addresses), or its error. */
 function lookUp(lookup: LookupFunction, host: string): Promise<LookupAddress[] | NodeJS.ErrnoException> {
