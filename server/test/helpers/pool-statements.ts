@@ -58,13 +58,7 @@ export async function statementsDuring(
   pool: pg.Pool | typeof pg.Client.prototype,
   action: () => Promise<unknown>,
 ): Promise<string[]> {
-  const recorder = recordPoolStatements(pool);
-  try {
-    await action();
-  } finally {
-    recorder.stop();
-  }
-  return recorder.texts;
+  return (await queriesDuring(pool, action)).map((query) => query.text);
 }
 
 /**
