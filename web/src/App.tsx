@@ -1,23 +1,12 @@
-import {
-  AppShell,
-  Burger,
-  Button,
-  Group,
-  Modal,
-  NavLink,
-  Select,
-  Stack,
-  Text,
-  TextInput,
-} from '@mantine/core';
+import { AppShell, Burger, Button, Group, Modal, NavLink, Select, Text, TextInput } from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, lazy, Suspense, useState } from 'react';
+import { lazy, Suspense, useState } from 'react';
 import { Link, Navigate, Outlet, Route, Routes, useLocation, useNavigate } from 'react-router';
 import { api, rawJson, unwrap } from './api/client';
 import { InvitePage, LoginPage, SetupPage } from './pages/Auth';
 import { useMe } from './session';
-import { ErrorAlert, fieldErrors, Loading, notifyError } from './ui';
+import { ErrorAlert, fieldErrors, Loading, MutationForm, notifyError } from './ui';
 
 // The signed-in pages load on first visit: the sign-in and setup pages need neither them nor the charts.
 const named = <K extends string>(load: () => Promise<Record<K, React.ComponentType>>, name: K) =>
@@ -166,27 +155,17 @@ function CreateTeamModal({ opened, onClose }: { opened: boolean; onClose: () => 
       queryClient.resetQueries();
     },
   });
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    create.mutate();
-  };
   return (
     <Modal opened={opened} onClose={onClose} title="Create a team">
-      <form onSubmit={submit}>
-        <Stack>
-          <ErrorAlert error={create.error} />
-          <TextInput
-            label="Team name"
-            required
-            value={name}
-            onChange={(e) => setName(e.currentTarget.value)}
-            error={fieldErrors(create.error).name}
-          />
-          <Button type="submit" loading={create.isPending}>
-            Create and switch
-          </Button>
-        </Stack>
-      </form>
+      <MutationForm mutation={create} submitLabel="Create and switch">
+        <TextInput
+          label="Team name"
+          required
+          value={name}
+          onChange={(e) => setName(e.currentTarget.value)}
+          error={fieldErrors(create.error).name}
+        />
+      </MutationForm>
     </Modal>
   );
 }

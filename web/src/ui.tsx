@@ -114,3 +114,37 @@ export function ConfirmButton({
     </Button>
   );
 }
+
+/**
+ * The dashboard's form shape: submitting runs `mutation` (no page reload); its error (or `error`,
+ * when the form also depends on a load) shows above the fields, and the submit button labelled
+ * `submitLabel` shows the mutation's pending state.
+ */
+export function MutationForm({
+  mutation,
+  submitLabel,
+  error,
+  children,
+}: {
+  mutation: { mutate: () => void; isPending: boolean; error: unknown };
+  submitLabel: ReactNode;
+  error?: unknown;
+  children: ReactNode;
+}) {
+  return (
+    <form
+      onSubmit={(event) => {
+        event.preventDefault();
+        mutation.mutate();
+      }}
+    >
+      <Stack>
+        <ErrorAlert error={error ?? mutation.error} />
+        {children}
+        <Button type="submit" loading={mutation.isPending}>
+          {submitLabel}
+        </Button>
+      </Stack>
+    </form>
+  );
+}

@@ -14,7 +14,7 @@ import {
   TextInput,
 } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
@@ -25,6 +25,7 @@ import {
   ErrorAlert,
   fieldErrors,
   Loading,
+  MutationForm,
   notifyError,
   notifyOk,
   PageTitle,
@@ -216,132 +217,126 @@ function AdapterForm({
   const errors = fieldErrors(save.error);
   const descriptor = types.find((t) => t.type === type);
   const setField = (key: string, value: unknown) => setConfig({ ...(current ?? {}), [key]: value });
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    save.mutate();
-  };
   return (
     <Modal opened onClose={onClose} title={adapter ? `Edit ${adapter.name}` : 'New adapter'} size="lg">
       {adapter && detail.isPending ? (
         <Loading />
       ) : (
-        <form onSubmit={submit}>
-          <Stack>
-            <ErrorAlert error={detail.error ?? save.error} />
-            <Select
-              label="Type"
-              data={types.map((t) => ({ value: t.type, label: t.name }))}
-              value={type}
-              onChange={(v) => {
-                if (v) setType(v);
-                setConfig({});
-              }}
-              disabled={adapter !== null}
-              allowDeselect={false}
-              description={descriptor?.description}
-            />
-            <TextInput
-              label="Name"
-              required
-              value={name}
-              onChange={(e) => setName(e.currentTarget.value)}
-              error={errors.name}
-            />
-            <TextInput
-              label="Default sender"
-              placeholder="Acme <hello@example.com>"
-              value={defaultFrom}
-              onChange={(e) => setDefaultFrom(e.currentTarget.value)}
-              error={errors.defaultFrom}
-            />
-            {descriptor?.configFields.map((f) => {
-              const value = current?.[f.name];
-              const common = {
-                label: f.label,
-                required: f.required,
-                placeholder: f.placeholder,
-                error: errors[`config.${f.name}`],
-              };
-              if (f.type === 'password')
-                return (
-                  <PasswordInput
-                    key={f.name}
-                    {...common}
-                    autoComplete="new-password"
-                    value={(value as string | undefined) ?? ''}
-                    onChange={(e) => setField(f.name, e.currentTarget.value || undefined)}
-                  />
-                );
-              if (f.type === 'number')
-                return (
-                  <NumberInput
-                    key={f.name}
-                    {...common}
-                    value={(value as number | undefined) ?? ''}
-                    onChange={(v) => setField(f.name, typeof v === 'number' ? v : undefined)}
-                  />
-                );
-              if (f.type === 'boolean')
-                return (
-                  <Checkbox
-                    key={f.name}
-                    label={f.label}
-                    checked={value === true}
-                    onChange={(e) => setField(f.name, e.currentTarget.checked)}
-                    error={errors[`config.${f.name}`]}
-                  />
-                );
-              if (f.type === 'select')
-                return (
-                  <Select
-                    key={f.name}
-                    {...common}
-                    data={f.options ?? []}
-                    value={(value as string | undefined) ?? null}
-                    onChange={(v) => setField(f.name, v ?? undefined)}
-                    clearable={!f.required}
-                  />
-                );
+        <MutationForm
+          mutation={save}
+          submitLabel={adapter ? 'Save' : 'Create adapter'}
+          error={detail.error ?? save.error}
+        >
+          <Select
+            label="Type"
+            data={types.map((t) => ({ value: t.type, label: t.name }))}
+            value={type}
+            onChange={(v) => {
+              if (v) setType(v);
+              setConfig({});
+            }}
+            disabled={adapter !== null}
+            allowDeselect={false}
+            description={descriptor?.description}
+          />
+          <TextInput
+            label="Name"
+            required
+            value={name}
+            onChange={(e) => setName(e.currentTarget.value)}
+            error={errors.name}
+          />
+          <TextInput
+            label="Default sender"
+            placeholder="Acme <hello@example.com>"
+            value={defaultFrom}
+            onChange={(e) => setDefaultFrom(e.currentTarget.value)}
+            error={errors.defaultFrom}
+          />
+          {descriptor?.configFields.map((f) => {
+            const value = current?.[f.name];
+            const common = {
+              label: f.label,
+              required: f.required,
+              placeholder: f.placeholder,
+              error: errors[`config.${f.name}`],
+            };
+            if (f.type === 'password')
               return (
-                <TextInput
+                <PasswordInput
                   key={f.name}
                   {...common}
+                  autoComplete="new-password"
                   value={(value as string | undefined) ?? ''}
                   onChange={(e) => setField(f.name, e.currentTarget.value || undefined)}
                 />
               );
-            })}
-            {adapter ? (
-              <Switch
-                label="Active"
-                checked={isActive}
-                onChange={(e) => setIsActive(e.currentTarget.checked)}
+            if (f.type === 'number')
+              return (
+                <NumberInput
+                  key={f.name}
+                  {...common}
+                  value={(value as number | undefined) ?? ''}
+                  onChange={(v) => setField(f.name, typeof v === 'number' ? v : undefined)}
+                />
+              );
+            if (f.type === 'boolean')
+              return (
+                <Checkbox
+                  key={f.name}
+                  label={f.label}
+                  checked={value === true}
+                  onChange={(e) => setField(f.name, e.currentTarget.checked)}
+                  error={errors[`config.${f.name}`]}
+                />
+              );
+            if (f.type === 'select')
+              return (
+                <Select
+                  key={f.name}
+                  {...common}
+                  data={f.options ?? []}
+                  value={(value as string | undefined) ?? null}
+                  onChange={(v) => setField(f.name, v ?? undefined)}
+                  clearable={!f.required}
+                />
+              );
+            return (
+              <TextInput
+                key={f.name}
+                {...common}
+                value={(value as string | undefined) ?? ''}
+                onChange={(e) => setField(f.name, e.currentTarget.value || undefined)}
               />
-            ) : (
-              <Switch
-                label="Default adapter of the team"
-                checked={isDefault}
-                onChange={(e) => setIsDefault(e.currentTarget.checked)}
-              />
-            )}
-            {detail.data?.eventsUrl && (
-              <Stack gap={4}>
-                <Text size="sm" fw={500}>
-                  Provider events URL (paste it in the provider's webhook settings)
+            );
+          })}
+          {adapter ? (
+            <Switch
+              label="Active"
+              checked={isActive}
+              onChange={(e) => setIsActive(e.currentTarget.checked)}
+            />
+          ) : (
+            <Switch
+              label="Default adapter of the team"
+              checked={isDefault}
+              onChange={(e) => setIsDefault(e.currentTarget.checked)}
+            />
+          )}
+          {detail.data?.eventsUrl && (
+            <Stack gap={4}>
+              <Text size="sm" fw={500}>
+                Provider events URL (paste it in the provider's webhook settings)
+              </Text>
+              <Group>
+                <Text size="xs" style={{ wordBreak: 'break-all' }} data-testid="events-url">
+                  {detail.data.eventsUrl}
                 </Text>
-                <Group>
-                  <Text size="xs" style={{ wordBreak: 'break-all' }} data-testid="events-url">
-                    {detail.data.eventsUrl}
-                  </Text>
-                  <Copy value={detail.data.eventsUrl} />
-                </Group>
-              </Stack>
-            )}
-            <Button type="submit" loading={save.isPending}>
-              {adapter ? 'Save' : 'Create adapter'}
-            </Button>
-          </Stack>
-        </form>
+                <Copy value={detail.data.eventsUrl} />
+              </Group>
+            </Stack>
+          )}
+        </MutationForm>
       )}
     </Modal>
   );

@@ -13,7 +13,7 @@ import {
   TextInput,
 } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
@@ -25,6 +25,7 @@ import {
   fieldErrors,
   formatDate,
   Loading,
+  MutationForm,
   notifyError,
   notifyOk,
   PageTitle,
@@ -201,57 +202,37 @@ function ApiKeyForm({
     onSuccess: onSaved,
   });
   const errors = fieldErrors(save.error);
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    save.mutate();
-  };
   return (
     <Modal opened onClose={onClose} title={apiKey ? `Edit ${apiKey.name}` : 'New API key'}>
-      <form onSubmit={submit}>
-        <Stack>
-          <ErrorAlert error={save.error} />
+      <MutationForm mutation={save} submitLabel={apiKey ? 'Save' : 'Create key'}>
+        <TextInput
+          label="Name"
+          required
+          value={name}
+          onChange={(e) => setName(e.currentTarget.value)}
+          error={errors.name}
+        />
+        <MultiSelect label="Scopes" data={SCOPES} value={scopes} onChange={setScopes} error={errors.scopes} />
+        <NumberInput
+          label="Rate limit (requests per minute)"
+          placeholder="server default"
+          min={1}
+          value={rateLimit}
+          onChange={(v) => setRateLimit(typeof v === 'number' ? v : '')}
+          error={errors.rateLimit}
+        />
+        {apiKey ? (
+          <Switch label="Active" checked={isActive} onChange={(e) => setIsActive(e.currentTarget.checked)} />
+        ) : (
           <TextInput
-            label="Name"
-            required
-            value={name}
-            onChange={(e) => setName(e.currentTarget.value)}
-            error={errors.name}
+            label="Expires at (optional)"
+            type="datetime-local"
+            value={expiresAt}
+            onChange={(e) => setExpiresAt(e.currentTarget.value)}
+            error={errors.expiresAt}
           />
-          <MultiSelect
-            label="Scopes"
-            data={SCOPES}
-            value={scopes}
-            onChange={setScopes}
-            error={errors.scopes}
-          />
-          <NumberInput
-            label="Rate limit (requests per minute)"
-            placeholder="server default"
-            min={1}
-            value={rateLimit}
-            onChange={(v) => setRateLimit(typeof v === 'number' ? v : '')}
-            error={errors.rateLimit}
-          />
-          {apiKey ? (
-            <Switch
-              label="Active"
-              checked={isActive}
-              onChange={(e) => setIsActive(e.currentTarget.checked)}
-            />
-          ) : (
-            <TextInput
-              label="Expires at (optional)"
-              type="datetime-local"
-              value={expiresAt}
-              onChange={(e) => setExpiresAt(e.currentTarget.value)}
-              error={errors.expiresAt}
-            />
-          )}
-          <Button type="submit" loading={save.isPending}>
-            {apiKey ? 'Save' : 'Create key'}
-          </Button>
-        </Stack>
-      </form>
+        )}
+      </MutationForm>
     </Modal>
   );
 }

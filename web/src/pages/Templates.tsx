@@ -18,7 +18,7 @@ import {
   Title,
 } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import { Link, useSearchParams } from 'react-router';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
@@ -30,6 +30,7 @@ import {
   fieldErrors,
   formatDate,
   Loading,
+  MutationForm,
   notifyError,
   notifyOk,
   PageTitle,
@@ -201,40 +202,30 @@ function CreateTemplate({ onClose, onCreated }: { onClose: () => void; onCreated
     onSuccess: onCreated,
   });
   const errors = fieldErrors(create.error);
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    create.mutate();
-  };
   return (
     <Modal opened onClose={onClose} title="New template">
-      <form onSubmit={submit}>
-        <Stack>
-          <ErrorAlert error={create.error} />
-          <TextInput
-            label="Name"
-            required
-            value={name}
-            onChange={(e) => setName(e.currentTarget.value)}
-            error={errors.name}
-          />
-          <TextInput
-            label="Subject"
-            required
-            placeholder="Welcome, {{ first_name }}!"
-            value={subject}
-            onChange={(e) => setSubject(e.currentTarget.value)}
-            error={errors.subject}
-          />
-          <Switch
-            label="Attach a PDF of the email"
-            checked={generatePdf}
-            onChange={(e) => setGeneratePdf(e.currentTarget.checked)}
-          />
-          <Button type="submit" loading={create.isPending}>
-            Create template
-          </Button>
-        </Stack>
-      </form>
+      <MutationForm mutation={create} submitLabel="Create template">
+        <TextInput
+          label="Name"
+          required
+          value={name}
+          onChange={(e) => setName(e.currentTarget.value)}
+          error={errors.name}
+        />
+        <TextInput
+          label="Subject"
+          required
+          placeholder="Welcome, {{ first_name }}!"
+          value={subject}
+          onChange={(e) => setSubject(e.currentTarget.value)}
+          error={errors.subject}
+        />
+        <Switch
+          label="Attach a PDF of the email"
+          checked={generatePdf}
+          onChange={(e) => setGeneratePdf(e.currentTarget.checked)}
+        />
+      </MutationForm>
     </Modal>
   );
 }

@@ -14,7 +14,7 @@ import {
   Title,
 } from '@mantine/core';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import { api, unwrap } from '../api/client';
 import type { paths } from '../api/schema';
 import { useCan } from '../session';
@@ -26,6 +26,7 @@ import {
   fieldErrors,
   formatDate,
   Loading,
+  MutationForm,
   notifyError,
   notifyOk,
   PageTitle,
@@ -194,42 +195,32 @@ function CreateWebhook({ onClose, onCreated }: { onClose: () => void; onCreated:
     onSuccess: (w) => onCreated(w.secret),
   });
   const errors = fieldErrors(create.error);
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    create.mutate();
-  };
   return (
     <Modal opened onClose={onClose} title="New webhook">
-      <form onSubmit={submit}>
-        <Stack>
-          <ErrorAlert error={create.error} />
-          <TextInput
-            label="Name"
-            required
-            value={name}
-            onChange={(e) => setName(e.currentTarget.value)}
-            error={errors.name}
-          />
-          <TextInput
-            label="URL"
-            required
-            placeholder="https://example.com/hooks/postwright"
-            value={url}
-            onChange={(e) => setUrl(e.currentTarget.value)}
-            error={errors.url}
-          />
-          <Checkbox.Group label="Events" value={events} onChange={setEvents} error={errors.events}>
-            <Stack gap={4} mt={4}>
-              {EVENTS.map((e) => (
-                <Checkbox key={e} value={e} label={e} />
-              ))}
-            </Stack>
-          </Checkbox.Group>
-          <Button type="submit" loading={create.isPending}>
-            Create webhook
-          </Button>
-        </Stack>
-      </form>
+      <MutationForm mutation={create} submitLabel="Create webhook">
+        <TextInput
+          label="Name"
+          required
+          value={name}
+          onChange={(e) => setName(e.currentTarget.value)}
+          error={errors.name}
+        />
+        <TextInput
+          label="URL"
+          required
+          placeholder="https://example.com/hooks/postwright"
+          value={url}
+          onChange={(e) => setUrl(e.currentTarget.value)}
+          error={errors.url}
+        />
+        <Checkbox.Group label="Events" value={events} onChange={setEvents} error={errors.events}>
+          <Stack gap={4} mt={4}>
+            {EVENTS.map((e) => (
+              <Checkbox key={e} value={e} label={e} />
+            ))}
+          </Stack>
+        </Checkbox.Group>
+      </MutationForm>
     </Modal>
   );
 }
