@@ -26,6 +26,9 @@ export interface JobSettler {
   completionSql(jobs: readonly ClaimedJob<unknown>[], onlyIf?: SQL): SQL | undefined;
 }
 
+/** A claimed job as the loop runs it: a fetched one, or one handed to {@link ClaimLoop.adopt}. */
+type AdoptedJob<T> = Pick<FetchedJob<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
+
 /** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */
 export interface ClaimedJob<T> {
   id: string;
@@ -132,15 +135,20 @@ export class ClaimLoop<T> {
   readonly #handler: BatchHandler<T>;
   readonly #held = new Map<string, Held>();
   #settled: Held[] = [];
+  /** The last {@link #flush} started; it runs while {@link #flushActive}. */
   #flushing: Promise<void> | undefined;
+  /** Set when a flush starts, cleared in the same step as its last look at `#settled`. */
+  #flushActive = false;
   #stopping = false;
   #running: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
   #wakePending = false;
   #heartbeat: NodeJS.Timeout | undefined;
-  /** Slots freed so far (settled jobs whose settle was written). */
+  /** Slots freed so far (settled jobs whose settle was written), less those adopted jobs took. */
   #freed = 0;
+  /** {@link #freed} when the last fetch started. */
+  #freedAtFetch = 0;
   /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
   #lastFound = Number.NEGATIVE_INFINITY;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
@@ -180,6 +188,23 @@ export class ClaimLoop<T> {
     if (wasIdle) this.#wakeUp();
   }
 
+  /**
+   * Runs jobs that a statement of this process claimed for this loop's queue in the place of jobs it
+   * completed (JobQueue.handoffStatement), as if a fetch had returned them. They fill the slots
+   * their completed jobs leave, so they do not count as freed slots (no fetch is made for those).
+   */
+  adopt(jobs: AdoptedJob<T>[]): void {
+    if (jobs.length === 0) return;
+    this.#freed -= jobs.length;
+    this.#lastFound = Date.now();
+    this.#dispatch(jobs);
+  }
+
+  /** Whether the loop takes new jobs (started and not stopping): see {@link adopt}. */
+  get accepting(): boolean {
+    return this.#running !== undefined && !this.#stopping;
+  }
+
   /** Jobs claimed and not yet settled. */
   get inFlight(): number {
     return this.#held.size;
@@ -206,7 +231,7 @@ export class ClaimLoop<T> {
       }
     }
     clearInterval(this.#heartbeat);
-    while (this.#flushing) await this.#flushing;
+    while (this.#flushActive) await this.#flushing;
   }
 
   async #run(): Promise<void> {
@@ -243,6 +268,7 @@ export class ClaimLoop<T> {
       let jobs: FetchedJob<T>[];
       try {
         lastFetch = Date.now();
+        this.#freedAtFetch = this.#freed;
         jobs = await this.#fetch(wanted);
       } catch (error) {
         this.#options.onError(error);
@@ -284,7 +310,7 @@ export class ClaimLoop<T> {
     });
   }
 
-  #dispatch(jobs: FetchedJob<T>[]): void {
+  #dispatch(jobs: AdoptedJob<T>[]): void {
     const claimed = jobs.map((job) => {
       const abort = new AbortController();
       const held: Held = {
@@ -330,9 +356,9 @@ export class ClaimLoop<T> {
     if (held.settlement || this.#held.get(held.job.id) !== held) return;
     held.settlement = settlement;
     this.#settled.push(held);
-    this.#flushing ??= this.#flush().finally(() => {
-      this.#flushing = undefined;
-    });
+    if (this.#flushActive) return; // the running flush takes it before it ends
+    this.#flushActive = true;
+    this.#flushing = this.#flush();
   }
 
   /**
@@ -340,29 +366,37 @@ export class ClaimLoop<T> {
    * settled itself only frees its slot).
    */
   async #flush(): Promise<void> {
-    while (this.#settled.length > 0) {
-      const group = this.#settled;
-      this.#settled = [];
-      const attempt = (held: Held) => ({ id: held.job.id, retryCount: held.job.retryCount });
-      const completed = group.filter((held) => held.settlement?.status === 'completed');
-      const failed = group.filter((held) => held.settlement?.status === 'failed');
-      const deadLettered = group.filter((held) => held.settlement?.status === 'deadletter');
-      try {
-        if (completed.length > 0) await this.#boss.complete(this.#name, completed.map(attempt));
-        for (const [message, jobs] of byMessage(failed)) {
-          await this.#boss.fail(this.#name, jobs.map(attempt), { message });
+    try {
+      while (this.#settled.length > 0) {
+        const group = this.#settled;
+        this.#settled = [];
+        const attempt = (held: Held) => ({ id: held.job.id, retryCount: held.job.retryCount });
+        const completed = group.filter((held) => held.settlement?.status === 'completed');
+        const failed = group.filter((held) => held.settlement?.status === 'failed');
+        const deadLettered = group.filter((held) => held.settlement?.status === 'deadletter');
+        try {
+          if (completed.length > 0) await this.#boss.complete(this.#name, completed.map(attempt));
+          for (const [message, jobs] of byMessage(failed)) {
+            await this.#boss.fail(this.#name, jobs.map(attempt), { message });
+          }
+          for (const held of deadLettered) {
+            await this.#options.deadLetter(held.job, messageOf(held));
+          }
+        } catch (error) {
+          // The jobs stay active in pg-boss; their heartbeat lapses and the queue retries them (a
+          // retried email already recorded is skipped by its handler).
+          this.#options.onError(error);
         }
-        for (const held of deadLettered) {
-          await this.#options.deadLetter(held.job, messageOf(held));
-        }
-      } catch (error) {
-        // The jobs stay active in pg-boss; their heartbeat lapses and the queue retries them (a
-        // retried email already recorded is skipped by its handler).
-        this.#options.onError(error);
+        for (const held of group) this.#held.delete(held.job.id);
+        this.#freed += group.length;
+        // Slots that jobs handed over in the settled ones' place (adopt) filled again are no
+        // reason to fetch.
+        if (this.#freed > this.#freedAtFetch) this.#wakeUp();
       }
-      for (const held of group) this.#held.delete(held.job.id);
-      this.#freed += group.length;
-      this.#wakeUp();
+    } finally {
+      // In the same step as the loop's last look at #settled (not a microtask later, as a
+      // `.finally()` would be): a settle after this starts a flush of its own.
+      this.#flushActive = false;
     }
   }
 

@@ -73,6 +73,38 @@ function completionUpdate(table: string, name: string, ids: unknown, attempts: u
 }
 
 /**
+ * The claim pg-boss 12's fetch makes (state `active`, `started_on` and `heartbeat_on` now, the
+ * retry count up on a job claimed before), for the jobs of queue `name` in pg-boss table `table`
+ * that a statement hands on (see {@link JobQueue.handoffStatement}): of the first `limit` waiting
+ * jobs in the fetch's order (priority, then creation; due, not blocked; locked rows skipped),
+ * those of the groups named in the JSON object `quotas` (group id → most jobs), at most their
+ * quota each, in that order; `returning id, data, retry_count`. `limit` and `quotas` are values
+ * or placeholders.
+ */
+function handoffUpdate(table: string, name: string, limit: unknown, quotas: unknown): SQL {
+  const jobs = sql.raw(`pgboss.${table}`);
+  return sql`update ${jobs} h set state = 'active', started_on = pgboss.job_now(),
+        heartbeat_on = pgboss.job_now(),
+        retry_count = case when h.started_on is not null then h.retry_count + 1 else h.retry_count end
+      where h.name = ${name} and h.id = any(array(
+        select ranked.id from (
+          select waiting.id, row_number() over (partition by waiting.group_id
+              order by waiting.priority desc, waiting.created_on) as position,
+            (${quotas}::jsonb ->> waiting.group_id)::int as quota
+          from (
+            select w.id, w.group_id, w.priority, w.created_on from ${jobs} w
+            where w.name = ${name} and w.state < 'active' and not w.blocked
+              and w.start_after <= pgboss.job_now()
+            order by w.priority desc, w.created_on
+            limit ${limit}
+            for update skip locked
+          ) waiting
+        ) ranked
+        where ranked.position <= ranked.quota))
+      returning h.id, h.data, h.retry_count`;
+}
+
+/**
  * The durable job queue: pg-boss on the system-of-record database (ARCHITECTURE.md "Runtime shape"),
  * with its own connections. Jobs are enqueued inside the caller's transaction so a row and its job
  * commit together or not at all.
@@ -84,7 +116,14 @@ export class JobQueue {
   readonly #pool: pg.Pool;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
   /** This process's claim loops by queue, nudged when this process enqueues (ClaimLoop.nudge). */
-  readonly #loopsByName = new Map<string, { nudge(): void }>();
+  readonly #loopsByName = new Map<
+    string,
+    {
+      readonly accepting: boolean;
+      nudge(): void;
+      adopt(jobs: { id: string; data: object; retryCount: number }[]): void;
+    }
+  >();
   #started = false;
   /** When refreshStatistics last checked each queue (ms since the epoch). */
   readonly #statisticsCheckedAt = new Map<string, number>();
@@ -250,6 +289,54 @@ export class JobQueue {
       sql.placeholder('completeAttempts'),
       sql`true`,
     );
+  }
+
+  /**
+   * The hand-off of queue `name` (issue #11 bench: a slot freed by a completion is refilled by the
+   * completing statement itself, not by a fetch a round trip or more later): an `update … returning
+   * id, data, retry_count` to run as a data-modifying CTE beside {@link completionStatement}, which
+   * claims, among the first `handoffLimit` waiting jobs in pg-boss's fetch order, at most
+   * `handoffQuotas[group]` jobs of each group (placeholders, see {@link handoffValues}: the
+   * completed jobs' count, per group). A group then never has more jobs active than before the
+   * statement, so its cap (groupConcurrency) holds, and no job is taken out of its turn in the
+   * queue: only jobs that a fetch of `handoffLimit` would have met come. The claimed jobs are this
+   * process's to run: hand them to {@link adopt}. Undefined when the queue's table is not known.
+   */
+  handoffStatement(name: string): SQL | undefined {
+    const table = this.#tables.get(name);
+    if (!table) return undefined;
+    return handoffUpdate(table, name, sql.placeholder('handoffLimit'), sql.placeholder('handoffQuotas'));
+  }
+
+  /**
+   * The placeholder values of {@link handoffStatement} that replace `jobs` of queue `name` (being
+   * completed by the same statement) with as many of their groups' waiting jobs; `groupOf` names a
+   * job's group. None are claimed while this process's loop of `name` stops (it takes no new jobs).
+   */
+  handoffValues(
+    name: string,
+    jobs: readonly ClaimedJob<unknown>[],
+    groupOf: (job: ClaimedJob<unknown>) => string,
+  ): { handoffLimit: number; handoffQuotas: string } {
+    if (this.#loopsByName.get(name)?.accepting !== true) return { handoffLimit: 0, handoffQuotas: '{}' };
+    const quotas: Record<string, number> = {};
+    for (const job of jobs) {
+      const group = groupOf(job);
+      quotas[group] = (quotas[group] ?? 0) + 1;
+    }
+    return { handoffLimit: jobs.length, handoffQuotas: JSON.stringify(quotas) };
+  }
+
+  /**
+   * Runs jobs of `name` that a statement of this process claimed ({@link handoffStatement}) in
+   * this process's claim loop of `name`, as if its fetch had returned them.
+   * @throws Error when this process has no claim loop of `name` (nothing would run them).
+   */
+  adopt(name: string, jobs: readonly { id: string; data: unknown; retry_count: number }[]): void {
+    if (jobs.length === 0) return;
+    const loop = this.#loopsByName.get(name);
+    if (!loop) throw new Error(`adopt: no claim loop of ${name} in this process`);
+    loop.adopt(jobs.map((job) => ({ id: job.id, data: job.data as object, retryCount: job.retry_count })));
   }
 
   /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */

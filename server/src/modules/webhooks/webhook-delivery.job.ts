@@ -1,12 +1,17 @@
+import { LRUCache } from 'lru-cache';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import type { JobPayload } from '../../jobs/definitions.ts';
+import { WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
 import type { BatchHandler, JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
 import { WebhookAttemptRecorder } from './webhook-recorder.ts';
-import { webhookRepository } from './webhooks.repository.ts';
+import { type HandedJob, type WebhookRow, webhookRepository } from './webhooks.repository.ts';
+
+/** Webhook rows a delivery handler keeps for jobs handed over (see createDeliverWebhookHandler). */
+const WEBHOOK_ROWS_KEPT = 1_000;
 
 /** What the `webhook.deliver` handler needs. */
 export interface DeliverWebhookDeps {
@@ -20,7 +25,10 @@ export interface DeliverWebhookDeps {
 
 /**
  * The `webhook.deliver` batch handler, run in the claim loop (issue #11: deliveries go through the
- * batched worker). Per batch: ONE query loads the batch's webhooks; then per job, concurrently:
+ * batched worker). Per batch: ONE query loads the batch's webhooks — none for jobs the recorder's
+ * statement handed over (JobQueue.handoffStatement) when that statement saw the same version
+ * (`updatedAt`) of their webhook as the row kept from an earlier lookup, with its `isActive` as
+ * the statement left it (deleted: as gone); then per job, concurrently:
  * a deleted or inactive webhook's attempt is dropped (completed without a request); otherwise one
  * signed POST ({@link attemptDelivery}), recorded through the group-commit recorder together with
  * its successor when it failed: attempt n+1 after WEBHOOK_RETRY_SCHEDULE[n-1] seconds, up to
@@ -33,13 +41,46 @@ export interface DeliverWebhookDeps {
 export function createDeliverWebhookHandler(
   deps: DeliverWebhookDeps,
 ): BatchHandler<JobPayload<'webhook.deliver'>> {
-  const recorder = new WebhookAttemptRecorder(deps.db, deps.queue);
+  // The webhooks' rows as last read, reused for jobs a record statement handed over when that
+  // statement saw the same row version (updatedAt) — no lookup, and never staler than one.
+  const rows = new LRUCache<string, WebhookRow>({ max: WEBHOOK_ROWS_KEPT });
+  /** While the recorder hands jobs over: what its statement saw of their webhooks (null: gone). */
+  let seen: Map<string, HandedJob['webhook']> | undefined;
+  const recorder = new WebhookAttemptRecorder(deps.db, deps.queue, (handed) => {
+    seen = new Map(handed.map((job) => [(job.data as JobPayload<'webhook.deliver'>).webhookId, job.webhook]));
+    try {
+      // The loop runs this handler on them at once, while `seen` is set.
+      deps.queue.adopt(WEBHOOK_DELIVER_JOB, handed);
+    } finally {
+      seen = undefined;
+    }
+  });
   const client = deps.client ?? webhookClientFor(deps.config);
   const schedule = deps.config.WEBHOOK_RETRY_SCHEDULE;
   return (jobs) => {
-    const loaded = webhookRepository
-      .findMany(deps.db, [...new Set(jobs.map((job) => job.data.webhookId))])
-      .then((rows) => new Map(rows.map((row) => [row.id, row])));
+    const known = new Map<string, WebhookRow | undefined>();
+    const unknown: string[] = [];
+    for (const webhookId of new Set(jobs.map((job) => job.data.webhookId))) {
+      const confirmed = seen?.get(webhookId);
+      const row = rows.get(webhookId);
+      if (confirmed === null) known.set(webhookId, undefined);
+      else if (confirmed && row && row.updatedAt.getTime() === confirmed.updatedAt.getTime())
+        known.set(
+          webhookId,
+          row.isActive === confirmed.isActive ? row : { ...row, isActive: confirmed.isActive },
+        );
+      else unknown.push(webhookId);
+    }
+    const loaded =
+      unknown.length === 0
+        ? Promise.resolve(known)
+        : webhookRepository.findMany(deps.db, unknown).then((found) => {
+            for (const row of found) {
+              rows.set(row.id, row);
+              known.set(row.id, row);
+            }
+            return known;
+          });
     return jobs.map(async (job): Promise<undefined | typeof SETTLED> => {
       const { data } = job;
       const webhook = (await loaded).get(data.webhookId);

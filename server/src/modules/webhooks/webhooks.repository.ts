@@ -28,7 +28,8 @@ export type WebhookChanges = Partial<
 /**
  * What a group of attempts did to one webhook, folded in order (see webhook-delivery.job.ts):
  * `lastSuccessAt` when one succeeded; `failuresAfter` the failures after the last success (or all);
- * `firstFailureAt` the first of those; `gone` when one got 410.
+ * `firstFailureAt` the first of those; `gone` when one got 410; `failed` when any attempt failed
+ * (the row is then always updated and returned, see recordAttempts).
  */
 export interface WebhookAttemptSummary {
   webhookId: string;
@@ -37,6 +38,7 @@ export interface WebhookAttemptSummary {
   failuresAfter: number;
   firstFailureAt: Date | null;
   gone: boolean;
+  failed: boolean;
 }
 
 /** findMany's prepared statement per database (or transaction) it ran on. */
@@ -44,6 +46,17 @@ const findManyStatements = new WeakMap<
   Executor,
   { execute(values: { ids: string[] }): Promise<WebhookRow[]> }
 >();
+
+/**
+ * A job claimed by recordAttempts' hand-off (JobQueue.handoffStatement), for JobQueue.adopt, with
+ * its webhook's `updatedAt` and `isActive` as that statement saw them (null: the webhook is gone).
+ */
+export interface HandedJob {
+  id: string;
+  data: unknown;
+  retry_count: number;
+  webhook: { updatedAt: Date; isActive: boolean } | null;
+}
 
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
 export const webhookRepository = {
@@ -142,7 +155,12 @@ export const webhookRepository = {
    * completes them too: it is then the whole recording, atomic, in one round trip. Outside a
    * transaction it runs as a named statement built once (NamedStatement: parsed and planned once
    * per connection, not on every group).
-   * @returns each updated webhook's id and whether it is still active afterwards.
+   * A webhook whose attempts all succeeded, with no failures to reset, is updated only when its
+   * `lastTriggeredAt` or `lastSuccessAt` lag more than TIMESTAMPS_THROTTLE behind them.
+   * With `handoff` too (JobQueue.handoffStatement), the statement claims waiting jobs in the
+   * completed ones' place and returns them.
+   * @returns `active`: each updated webhook's id and whether it is still active afterwards (every
+   *   webhook with a failed attempt among them); `handed`: the jobs the hand-off claimed.
    */
   async recordAttempts(
     db: Executor,
@@ -153,10 +171,16 @@ export const webhookRepository = {
       asyncCommit?: boolean;
       /** JobQueue.completionStatement of the jobs' queue, with `completeValues` its placeholders' values. */
       complete?: SQL | undefined;
+      /**
+       * With `complete`: JobQueue.handoffStatement of the same queue (its values in
+       * `completeValues` too); the jobs it claims come back in `handed`.
+       */
+      handoff?: SQL | undefined;
       completeValues?: Record<string, unknown>;
     } = {},
-  ): Promise<Map<string, boolean>> {
-    if (rows.length === 0 && summaries.length === 0 && !options.complete) return new Map();
+  ): Promise<{ active: Map<string, boolean>; handed: HandedJob[] }> {
+    if (rows.length === 0 && summaries.length === 0 && !options.complete)
+      return { active: new Map(), handed: [] };
     const values: RecordValues = {
       deliveries: `[${rows.map(deliveryJson).join(',')}]`,
       summaries: JSON.stringify(
@@ -167,6 +191,7 @@ export const webhookRepository = {
           failures_after: s.failuresAfter,
           first_failure_at: s.firstFailureAt?.toISOString() ?? null,
           gone: s.gone,
+          failed: s.failed,
         })),
       ),
       disableBefore: disableBefore.toISOString(),
@@ -174,18 +199,42 @@ export const webhookRepository = {
     };
     const asyncCommit = options.asyncCommit ?? false;
     const pool = poolOf(db);
-    let result: { id: string; is_active: boolean }[];
+    type Row = {
+      id: string;
+      is_active: boolean;
+      handed?: boolean;
+      data?: unknown;
+      retry_count?: number;
+      webhook_updated_at?: Date | null;
+      webhook_active?: boolean | null;
+    };
+    let result: Row[];
     if (pool) {
-      const statement = recordStatementFor(asyncCommit, options.complete);
+      const handoff = options.complete ? options.handoff : undefined;
+      const statement = recordStatementFor(asyncCommit, options.complete, handoff);
       result = await statement.run(pool, values);
     } else {
       if (options.complete) throw new Error('recordAttempts: a completion runs outside a transaction only');
       // In a transaction (a group with retries, the test and redeliver endpoints): Drizzle on the
       // transaction's connection, the values in place of the placeholders.
-      const query = recordAttemptsSql(asyncCommit, options.complete, (key) => values[key]);
+      const query = recordAttemptsSql(asyncCommit, undefined, undefined, (key) => values[key]);
       result = ((await db.execute(query)) as unknown as { rows: typeof result }).rows;
     }
-    return new Map(result.map((row) => [row.id, row.is_active]));
+    const active = new Map<string, boolean>();
+    const handed: HandedJob[] = [];
+    for (const row of result) {
+      if (row.handed)
+        handed.push({
+          id: row.id,
+          data: row.data,
+          retry_count: row.retry_count ?? 0,
+          webhook: row.webhook_updated_at
+            ? { updatedAt: row.webhook_updated_at, isActive: row.webhook_active === true }
+            : null,
+        });
+      else active.set(row.id, row.is_active);
+    }
+    return { active, handed };
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
@@ -261,6 +310,15 @@ function deliveryJson(
   return `${fields.slice(0, -1)},"payload":${r.payloadJson ?? JSON.stringify(r.payload)}}`;
 }
 
+/**
+ * How far a webhook's `lastTriggeredAt` and `lastSuccessAt` may lag behind its newest attempt
+ * (issue #11 bench): a group of successful attempts of a webhook with no failures to reset moves
+ * them only when they are older than this. Every attempt of a busy webhook otherwise updated its
+ * one row, and the groups of attempts in flight took turns on that row's lock, each waiting for
+ * the other's commit. Failures, resets and disabling are never throttled.
+ */
+const TIMESTAMPS_THROTTLE = sql.raw(`interval '1 second'`);
+
 /** The values of recordAttempts' statement: its placeholders (and the completion's, if any). */
 type RecordValues = { deliveries: string; summaries: string; disableBefore: string } & Record<
   string,
@@ -276,6 +334,7 @@ type RecordValues = { deliveries: string; summaries: string; disableBefore: stri
 function recordAttemptsSql(
   asyncCommit: boolean,
   complete: SQL | undefined,
+  handoff: SQL | undefined,
   value: (key: 'deliveries' | 'summaries' | 'disableBefore') => unknown,
 ): SQL {
   const failures = sql`case when v.last_success_at is not null then v.failures_after
@@ -285,11 +344,30 @@ function recordAttemptsSql(
   const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${value('disableBefore')}::timestamptz))`;
   const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
       else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
+  const update = sql`update ${webhooks} set
+        consecutive_failures = ${failures},
+        failing_since = ${failingSince},
+        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
+        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
+        is_active = case when ${disable} then false else ${webhooks.isActive} end,
+        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
+          else ${webhooks.disabledReason} end
+      from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
+        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
+        gone boolean, failed boolean)
+      where ${webhooks.id} = v.id and (v.failed or v.gone
+        or ${webhooks.consecutiveFailures} <> 0 or ${webhooks.failingSince} is not null
+        or ${webhooks.lastTriggeredAt} is null
+        or ${webhooks.lastTriggeredAt} < v.last_triggered_at - ${TIMESTAMPS_THROTTLE}
+        or (v.last_success_at is not null and (${webhooks.lastSuccessAt} is null
+          or ${webhooks.lastSuccessAt} < v.last_success_at - ${TIMESTAMPS_THROTTLE})))
+      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`;
   return sql`
       with setting as (
         ${asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
       ),
       ${complete ? sql`completed as (${complete}),` : sql``}
+      ${handoff ? sql`handed as (${handoff}),` : sql``}
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
@@ -300,38 +378,46 @@ function recordAttemptsSql(
           response_body text, success boolean, attempt_count integer, duration_ms integer,
           error text, created_at timestamptz)
       )
-      update ${webhooks} set
-        consecutive_failures = ${failures},
-        failing_since = ${failingSince},
-        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
-        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
-        is_active = case when ${disable} then false else ${webhooks.isActive} end,
-        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
-          else ${webhooks.disabledReason} end
-      from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
-        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
-        gone boolean)
-      where ${webhooks.id} = v.id
-      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`;
+      ${
+        handoff
+          ? sql`, updated as (${update})
+      select id, is_active, false as handed, null::jsonb as data, null::integer as retry_count,
+          null::timestamptz as webhook_updated_at, null::boolean as webhook_active
+        from updated
+      union all
+      select h.id::text, null, true, h.data, h.retry_count, w.updated_at,
+          coalesce(u.is_active, w.is_active)
+        from handed h left join ${webhooks} w on w.id = h.data ->> 'webhookId'
+          left join updated u on u.id = w.id`
+          : update
+      }`;
 }
 
-/** recordAttempts' named statements, per asyncCommit: without a completion, and per completion. */
-const plainRecordStatements = new Map<boolean, NamedStatement<RecordValues>>();
-const completingRecordStatements = new WeakMap<SQL, Map<boolean, NamedStatement<RecordValues>>>();
+/**
+ * recordAttempts' named statements, by asyncCommit and hand-off: without a completion, and per
+ * completion (a completion and its queue's hand-off come in pairs, each built once).
+ */
+const plainRecordStatements = new Map<string, NamedStatement<RecordValues>>();
+const completingRecordStatements = new WeakMap<SQL, Map<string, NamedStatement<RecordValues>>>();
 
 /** The named statement of recordAttempts for these options, built on first use. */
-function recordStatementFor(asyncCommit: boolean, complete: SQL | undefined): NamedStatement<RecordValues> {
+function recordStatementFor(
+  asyncCommit: boolean,
+  complete: SQL | undefined,
+  handoff: SQL | undefined,
+): NamedStatement<RecordValues> {
   let statements = plainRecordStatements;
   if (complete) {
     statements = completingRecordStatements.get(complete) ?? new Map();
     completingRecordStatements.set(complete, statements);
   }
-  let statement = statements.get(asyncCommit);
+  const key = `${asyncCommit}:${handoff !== undefined}`;
+  let statement = statements.get(key);
   if (!statement) {
     statement = new NamedStatement<RecordValues>(
-      recordAttemptsSql(asyncCommit, complete, (name) => sql.placeholder(name)),
+      recordAttemptsSql(asyncCommit, complete, handoff, (name) => sql.placeholder(name)),
     );
-    statements.set(asyncCommit, statement);
+    statements.set(key, statement);
   }
   return statement;
 }
