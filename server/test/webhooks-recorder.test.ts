@@ -160,4 +160,67 @@ describe('webhook attempt recorder', () => {
       expect.arrayContaining(['msg_10', 'msg_20', 'msg_21']),
     );
   }, 30_000);
+
+  it('schedules the retry of a failed attempt whose webhook row needs no other change', async () => {
+    // A healthy webhook, just triggered: a group of successes only would leave its row alone
+    // (lastTriggeredAt and lastSuccessAt are kept to the second). This group's failure comes first,
+    // its success after, so the row's counters stay as they are, and the failure's retry must
+    // still be enqueued.
+    const { db } = database.handle;
+    const healthy = newId('webhook');
+    const now = new Date();
+    await db.insert(webhooks).values({
+      id: healthy,
+      teamId,
+      name: 'healthy',
+      url: 'https://receiver.example/healthy',
+      events: ['email.sent'],
+      secretEncrypted: 'v2:unused',
+      lastTriggeredAt: now,
+      lastSuccessAt: now,
+    });
+    const attempt = (messageId: string, success: boolean, at: Date): AttemptOutcome => ({
+      result: success
+        ? { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 2 }
+        : { success: false, responseStatus: 500, responseBody: 'no', error: null, durationMs: 2 },
+      delivery: {
+        id: newId('webhookDelivery'),
+        teamId,
+        webhookId: healthy,
+        messageId,
+        event: 'email.sent',
+        payload: { type: 'email.sent' },
+        responseStatus: success ? 200 : 500,
+        responseBody: success ? 'ok' : 'no',
+        success,
+        attemptCount: 1,
+        durationMs: 2,
+        error: null,
+        createdAt: at,
+      },
+    });
+    const recorder = new WebhookAttemptRecorder(db, queue);
+    const next: JobPayload<'webhook.deliver'> = {
+      webhookId: healthy,
+      teamId,
+      messageId: 'msg_retried',
+      event: 'email.sent',
+      payload: { type: 'email.sent' },
+      attempt: 2,
+    };
+    await Promise.all([
+      recorder.record({
+        outcome: attempt('msg_retried', false, now),
+        next: { data: next, delaySeconds: 60 },
+      }),
+      recorder.record({ outcome: attempt('msg_fine', true, new Date(now.getTime() + 1)) }),
+    ]);
+
+    const { rows } = await database.handle.pool.query<{ attempt: number }>(
+      `select (data->>'attempt')::int as attempt from pgboss.job
+        where name = $1 and data->>'messageId' = 'msg_retried'`,
+      [WEBHOOK_DELIVER_JOB],
+    );
+    expect(rows).toEqual([{ attempt: 2 }]);
+  }, 30_000);
 });
