@@ -135,12 +135,21 @@ describe('webhook delivery hand-off', () => {
     await enqueue(database, queue, [payload(teamId, hookA, 'a6')]);
     const messages = () => handled.map((job) => job.data.messageId.replace('msg_', ''));
     expect(messages()).toEqual(['a1', 'a2', 'a3']);
+    // The jobs handed to the loop (the real adopt runs them), in order.
+    const adopted: string[] = [];
+    const adopt = queue.adopt.bind(queue);
+    queue.adopt = (name, jobs) => {
+      adopted.push(...jobs.map((job) => (job.data as JobPayload<'webhook.deliver'>).messageId.slice(4)));
+      adopt(name, jobs);
+    };
     const recorder = new WebhookAttemptRecorder(database.handle.db, queue);
     const record = (jobs: ClaimedJob<JobPayload<'webhook.deliver'>>[]) =>
       Promise.all(jobs.map((job) => recorder.record({ outcome: succeeded(job), job })));
 
     // a1 and a2, recorded together, are replaced by the first two waiting jobs, both A's.
     await record([handled[0]!, handled[1]!]);
+    expect(adopted).toEqual(['a4', 'a5']);
+    await waitFor(async () => (handled.length >= 5 ? true : undefined), 5_000, 'the handed-over jobs');
     expect(messages()).toEqual(['a1', 'a2', 'a3', 'a4', 'a5']);
     const { state, active } = await jobStates(database);
     expect(Object.fromEntries(state)).toEqual({
@@ -157,7 +166,7 @@ describe('webhook delivery hand-off', () => {
     // a3's place: the first waiting job is B's, so nothing is handed over — a6 waits its turn
     // behind b1 (the loop's next fetch takes them).
     await record([handled[2]!]);
-    expect(messages()).toEqual(['a1', 'a2', 'a3', 'a4', 'a5']);
+    expect(adopted).toEqual(['a4', 'a5']);
   }, 30_000);
 });
 
@@ -237,11 +246,18 @@ describe('webhook delivery hand-off and webhook changes', () => {
     expect(new Set(receiver.requests.map((r) => r.json?.label)).size).toBe(total);
     // The stream went through hand-offs (what this test is about), not fetches alone.
     expect(adopted).toBeGreaterThan(0);
-    const { rows } = await database.handle.pool.query<{ n: number }>(
-      `select count(*)::int as n from pgboss.job where name = $1 and state = 'completed'`,
-      [WEBHOOK_DELIVER_JOB],
+    // Every job is completed once its attempt is recorded (after the receiver answered).
+    await waitFor(
+      async () => {
+        const { rows } = await database.handle.pool.query<{ n: number }>(
+          `select count(*)::int as n from pgboss.job where name = $1 and state = 'completed'`,
+          [WEBHOOK_DELIVER_JOB],
+        );
+        return rows[0]!.n === total ? true : undefined;
+      },
+      10_000,
+      'every job completed',
     );
-    expect(rows[0]!.n).toBe(total);
     const [row] = await db.select().from(webhooks).where(eq(webhooks.id, hook.id));
     expect(row!.url).toBe(receiver.url('/new'));
   }, 60_000);

@@ -110,6 +110,11 @@ interface Held {
  * enough slots were freed (see #run).
  */
 const MIN_REFETCH_GAP_MS = 20;
+/**
+ * How long after a nudge the loop polls every MIN_REFETCH_GAP_MS (ms): a nudge comes before the
+ * enqueuing transaction commits, so the fetch it wakes may come too early to see the jobs.
+ */
+const NUDGE_WINDOW_MS = 100;
 /** How long after a fetch that found jobs the queue counts as busy (see busyPollingIntervalMs, ms). */
 export const BUSY_WINDOW_MS = 2_000;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
@@ -149,6 +154,8 @@ export class ClaimLoop<T> {
   #freed = 0;
   /** {@link #freed} when the last fetch started. */
   #freedAtFetch = 0;
+  /** When {@link nudge} was last called. */
+  #nudgedAt = Number.NEGATIVE_INFINITY;
   /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
   #lastFound = Number.NEGATIVE_INFINITY;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
@@ -177,8 +184,9 @@ export class ClaimLoop<T> {
   /**
    * Says jobs were just enqueued in this process (their transaction may not have committed yet):
    * the loop counts as busy from now (polling every `busyPollingIntervalMs` for BUSY_WINDOW_MS)
-   * and fetches soon — within MIN_REFETCH_GAP_MS of its last fetch, which leaves the enqueuing
-   * transaction time to commit — instead of waiting out a poll interval. (A busy loop is otherwise
+   * and fetches soon — within MIN_REFETCH_GAP_MS of its last fetch, and every MIN_REFETCH_GAP_MS
+   * for NUDGE_WINDOW_MS while its fetches come back short (the enqueuing transaction commits after
+   * the nudge) — instead of waiting out a poll interval. (A busy loop is otherwise
    * woken by the slots its settles free; jobs handed over in their place free none, and the jobs
    * enqueued meanwhile waited up to `busyPollingIntervalMs`: issue #11 bench, p99 delay 50 ms
    * instead of 20.) No effect without `busyPollingIntervalMs`.
@@ -186,19 +194,24 @@ export class ClaimLoop<T> {
   nudge(): void {
     if (this.#options.busyPollingIntervalMs === undefined || this.#stopping) return;
     this.#lastFound = Date.now();
+    this.#nudgedAt = this.#lastFound;
     this.#wakeUp();
   }
 
   /**
    * Runs jobs that a statement of this process claimed for this loop's queue in the place of jobs it
-   * completed (JobQueue.handoffStatement), as if a fetch had returned them. They fill the slots
-   * their completed jobs leave, so they do not count as freed slots (no fetch is made for those).
+   * completed (JobQueue.handoffStatement), as if a fetch had returned them: held at once, handed to
+   * the handler on the next turn of the event loop (setImmediate). They fill the slots their
+   * completed jobs leave, so they do not count as freed slots (no fetch is made for those).
    */
   adopt(jobs: AdoptedJob<T>[]): void {
     if (jobs.length === 0) return;
     this.#freed -= jobs.length;
     this.#lastFound = Date.now();
-    this.#dispatch(jobs);
+    // Held now, run on the next turn of the event loop: the caller is typically a group commit
+    // whose next statement should go out before the handler's own work on these jobs.
+    const held = this.#hold(jobs);
+    setImmediate(() => this.#start(held));
   }
 
   /** Whether the loop takes new jobs (started and not stopping): see {@link adopt}. */
@@ -246,10 +259,13 @@ export class ClaimLoop<T> {
      */
     let limited: { freed: number; floor: number } | undefined;
     const { busyPollingIntervalMs } = this.#options;
-    const idleWait = () =>
-      busyPollingIntervalMs !== undefined && Date.now() - this.#lastFound < BUSY_WINDOW_MS
-        ? busyPollingIntervalMs
-        : pollingIntervalMs;
+    const idleWait = () => {
+      if (busyPollingIntervalMs === undefined) return pollingIntervalMs;
+      const now = Date.now();
+      // Just nudged: the enqueuing transaction may have committed only after the last fetch.
+      if (now - this.#nudgedAt < NUDGE_WINDOW_MS) return MIN_REFETCH_GAP_MS;
+      return now - this.#lastFound < BUSY_WINDOW_MS ? busyPollingIntervalMs : pollingIntervalMs;
+    };
     while (!this.#stopping) {
       let free = maxInFlight - this.#held.size;
       // Gather a few free slots rather than fetching one job per settle, but never wait long.
@@ -312,7 +328,12 @@ export class ClaimLoop<T> {
   }
 
   #dispatch(jobs: AdoptedJob<T>[]): void {
-    const claimed = jobs.map((job) => {
+    this.#start(this.#hold(jobs));
+  }
+
+  /** Holds claimed jobs (they count against maxInFlight and get heartbeats from now). */
+  #hold(jobs: AdoptedJob<T>[]): Held[] {
+    return jobs.map((job) => {
       const abort = new AbortController();
       const held: Held = {
         job: {
@@ -328,6 +349,10 @@ export class ClaimLoop<T> {
       this.#held.set(job.id, held);
       return held;
     });
+  }
+
+  /** Runs the handler on held jobs and settles each as its promise settles. */
+  #start(claimed: Held[]): void {
     let promises: Promise<undefined | typeof SETTLED>[];
     try {
       promises = this.#handler(claimed.map((held) => held.job as ClaimedJob<T>));

@@ -12,6 +12,8 @@ import { type HandedJob, type WebhookRow, webhookRepository } from './webhooks.r
 
 /** Webhook rows a delivery handler keeps for jobs handed over (see createDeliverWebhookHandler). */
 const WEBHOOK_ROWS_KEPT = 1_000;
+/** Handed-over jobs whose statement's view of their webhook waits for the handler (bounded). */
+const HANDED_JOBS_KEPT = 10_000;
 
 /** What the `webhook.deliver` handler needs. */
 export interface DeliverWebhookDeps {
@@ -44,24 +46,28 @@ export function createDeliverWebhookHandler(
   // The webhooks' rows as last read, reused for jobs a record statement handed over when that
   // statement saw the same row version (updatedAt) — no lookup, and never staler than one.
   const rows = new LRUCache<string, WebhookRow>({ max: WEBHOOK_ROWS_KEPT });
-  /** While the recorder hands jobs over: what its statement saw of their webhooks (null: gone). */
-  let seen: Map<string, HandedJob['webhook']> | undefined;
+  /** What the statement that handed a job over saw of its webhook (null: gone), by job id. */
+  const handedOver = new LRUCache<string, { webhook: HandedJob['webhook'] }>({ max: HANDED_JOBS_KEPT });
   const recorder = new WebhookAttemptRecorder(deps.db, deps.queue, (handed) => {
-    seen = new Map(handed.map((job) => [(job.data as JobPayload<'webhook.deliver'>).webhookId, job.webhook]));
-    try {
-      // The loop runs this handler on them at once, while `seen` is set.
-      deps.queue.adopt(WEBHOOK_DELIVER_JOB, handed);
-    } finally {
-      seen = undefined;
-    }
+    for (const job of handed) handedOver.set(job.id, { webhook: job.webhook });
+    deps.queue.adopt(WEBHOOK_DELIVER_JOB, handed);
   });
   const client = deps.client ?? webhookClientFor(deps.config);
   const schedule = deps.config.WEBHOOK_RETRY_SCHEDULE;
   return (jobs) => {
+    // A webhook as the statement that handed one of these jobs over saw it (jobs handed over
+    // together come from one statement); undefined for fetched jobs.
+    const seen = new Map<string, HandedJob['webhook']>();
+    for (const job of jobs) {
+      const handed = handedOver.get(job.id);
+      if (!handed) continue;
+      handedOver.delete(job.id);
+      seen.set(job.data.webhookId, handed.webhook);
+    }
     const known = new Map<string, WebhookRow | undefined>();
     const unknown: string[] = [];
     for (const webhookId of new Set(jobs.map((job) => job.data.webhookId))) {
-      const confirmed = seen?.get(webhookId);
+      const confirmed = seen.get(webhookId);
       const row = rows.get(webhookId);
       if (confirmed === null) known.set(webhookId, undefined);
       else if (confirmed && row && row.updatedAt.getTime() === confirmed.updatedAt.getTime())
