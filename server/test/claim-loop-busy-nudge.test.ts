@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
-import { JobQueue, type SETTLED } from '../src/jobs/queue.ts';
+import type { JobQueue, SETTLED } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { startTestJobQueue, type TestJobQueue } from './helpers/job-queue.ts';
 
 /**
  * A busy claim loop (one that found jobs within BUSY_WINDOW_MS) picks up a job this process
@@ -12,18 +12,16 @@ import { createTestDatabase } from './helpers/database.ts';
  * meanwhile waited the whole interval (issue #11 bench: p99 delay 50 ms instead of 20).
  */
 describe('claim loop nudged while busy', () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let jobQueue: TestJobQueue;
+  let database: TestJobQueue['database'];
   let queue: JobQueue;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue(WEBHOOK_DELIVER_JOB);
+    jobQueue = await startTestJobQueue();
+    ({ database, queue } = jobQueue);
   });
   afterAll(async () => {
-    await queue?.stop(2_000);
-    await database?.drop();
+    await jobQueue?.close();
   });
 
   const enqueue = (messageId: string) =>

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaimLoop, type JobSettler, SETTLED } from '../src/jobs/claim-loop.ts';
-import { JobQueue } from '../src/jobs/queue.ts';
+import type { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { startTestJobQueue, type TestJobQueue } from './helpers/job-queue.ts';
 
 /** A settler no test here should reach (its jobs are settled by the handler, SETTLED). */
 const unusedSettler: JobSettler = {
@@ -18,20 +18,17 @@ const unusedSettler: JobSettler = {
  * next settle — for ever when none came, the job's slot lost.)
  */
 describe('claim loop settles', () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let jobQueue: TestJobQueue;
   let queue: JobQueue;
   const loops: ClaimLoop<unknown>[] = [];
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue('test.settle');
+    jobQueue = await startTestJobQueue(['test.settle']);
+    ({ queue } = jobQueue);
   });
   afterAll(async () => {
     await Promise.all(loops.map((loop) => loop.stop(1_000)));
-    await queue?.stop(2_000);
-    await database?.drop();
+    await jobQueue?.close();
   });
 
   it('frees the slots of jobs that settle together', async () => {

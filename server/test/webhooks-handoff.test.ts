@@ -4,17 +4,17 @@ import { loadConfig } from '../src/config.ts';
 import { teams, webhooks } from '../src/db/schema/index.ts';
 import { newId, newJobId } from '../src/ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
-import { type ClaimedJob, JobQueue, type SETTLED } from '../src/jobs/queue.ts';
+import type { ClaimedJob, JobQueue, SETTLED } from '../src/jobs/queue.ts';
 import type { AttemptOutcome } from '../src/modules/webhooks/webhook-attempt.ts';
 import { createDeliverWebhookHandler } from '../src/modules/webhooks/webhook-delivery.job.ts';
 import { WebhookAttemptRecorder } from '../src/modules/webhooks/webhook-recorder.ts';
 import { webhookRepository } from '../src/modules/webhooks/webhooks.repository.ts';
 import { createWebhook } from '../src/modules/webhooks/webhooks.service.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { attemptOutcome, startTestJobQueue, type TestJobQueue } from './helpers/job-queue.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-receiver.ts';
 
-type Database = Awaited<ReturnType<typeof createTestDatabase>>;
+type Database = TestJobQueue['database'];
 const ENCRYPTION_KEY = Buffer.alloc(32, 5);
 
 /** A job payload of `webhookId` (team `teamId`) with message `msg_<label>`. */
@@ -61,19 +61,18 @@ async function jobStates(database: Database) {
  * to this process's claim loop, so a busy webhook's freed slots do not wait for the next fetch.
  */
 describe('webhook delivery hand-off', () => {
+  let jobQueue: TestJobQueue;
   let database: Database;
   let queue: JobQueue;
   const teamId = newId('team');
   const hookA = newId('webhook');
   const hookB = newId('webhook');
-  /** Jobs the loop gave the handler, in order; each waits for `release` to settle. */
+  /** Jobs the loop gave the handler, in order (never settled). */
   const handled: ClaimedJob<JobPayload<'webhook.deliver'>>[] = [];
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue(WEBHOOK_DELIVER_JOB);
+    jobQueue = await startTestJobQueue();
+    ({ database, queue } = jobQueue);
     const { db } = database.handle;
     await db.insert(teams).values({ id: teamId, name: 'Hand-off', slug: `handoff-${teamId}` });
     for (const id of [hookA, hookB]) {
@@ -88,29 +87,11 @@ describe('webhook delivery hand-off', () => {
     }
   });
   afterAll(async () => {
-    await queue?.stop(2_000);
-    await database?.drop();
+    await jobQueue?.close();
   });
 
-  const succeeded = (job: ClaimedJob<JobPayload<'webhook.deliver'>>): AttemptOutcome => ({
-    result: { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 2 },
-    body: JSON.stringify(job.data.payload),
-    delivery: {
-      id: newId('webhookDelivery'),
-      teamId,
-      webhookId: job.data.webhookId,
-      messageId: job.data.messageId,
-      event: job.data.event,
-      payload: job.data.payload,
-      responseStatus: 200,
-      responseBody: 'ok',
-      success: true,
-      attemptCount: 1,
-      durationMs: 2,
-      error: null,
-      createdAt: new Date(),
-    },
-  });
+  const succeeded = (job: ClaimedJob<JobPayload<'webhook.deliver'>>): AttemptOutcome =>
+    attemptOutcome(job.data);
 
   it('claims the next waiting jobs of the completed jobs webhook, in queue order, within its cap', async () => {
     // A's cap is 3: the first fetch takes a1–a3, a4 and a5 wait. The loop polls once a minute, so
@@ -176,21 +157,19 @@ describe('webhook delivery hand-off', () => {
  * deliveries claimed after it, even in the middle of a hand-off stream.
  */
 describe('webhook delivery hand-off and webhook changes', () => {
+  let jobQueue: TestJobQueue;
   let database: Database;
   let queue: JobQueue;
   let receiver: WebhookReceiver;
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue(WEBHOOK_DELIVER_JOB);
+    jobQueue = await startTestJobQueue();
+    ({ database, queue } = jobQueue);
     receiver = await startWebhookReceiver();
   });
   afterAll(async () => {
-    await queue?.stop(2_000);
+    await jobQueue?.close();
     await receiver?.close();
-    await database?.drop();
   });
 
   it('sends to the new URL every delivery claimed after the change', async () => {

@@ -3,11 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { teams, webhookDeliveries, webhooks } from '../src/db/schema/index.ts';
 import { newId, newJobId } from '../src/ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
-import { type ClaimedJob, JobQueue, SETTLED } from '../src/jobs/queue.ts';
+import { type ClaimedJob, type JobQueue, SETTLED } from '../src/jobs/queue.ts';
 import type { AttemptOutcome } from '../src/modules/webhooks/webhook-attempt.ts';
 import { WebhookAttemptRecorder } from '../src/modules/webhooks/webhook-recorder.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { attemptOutcome, startTestJobQueue, type TestJobQueue } from './helpers/job-queue.ts';
 import { statementsDuring } from './helpers/pool-statements.ts';
 
 /**
@@ -17,16 +17,15 @@ import { statementsDuring } from './helpers/pool-statements.ts';
  * complete, record, commit), atomically.
  */
 describe('webhook attempt recorder', () => {
-  let database: Awaited<ReturnType<typeof createTestDatabase>>;
+  let jobQueue: TestJobQueue;
+  let database: TestJobQueue['database'];
   let queue: JobQueue;
   const teamId = newId('team');
   const webhookId = newId('webhook');
 
   beforeAll(async () => {
-    database = await createTestDatabase();
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue(WEBHOOK_DELIVER_JOB);
+    jobQueue = await startTestJobQueue();
+    ({ database, queue } = jobQueue);
     const { db } = database.handle;
     await db.insert(teams).values({ id: teamId, name: 'Recorder', slug: `recorder-${teamId}` });
     await db.insert(webhooks).values({
@@ -40,8 +39,7 @@ describe('webhook attempt recorder', () => {
     });
   });
   afterAll(async () => {
-    await queue?.stop(2_000);
-    await database?.drop();
+    await jobQueue?.close();
   });
 
   /** Enqueues `n` jobs of the webhook, claims them with the app's claim loop, hands them over unsettled. */
@@ -71,25 +69,8 @@ describe('webhook attempt recorder', () => {
   };
   const claimed: ClaimedJob<JobPayload<'webhook.deliver'>>[] = [];
   const release: (() => void)[] = [];
-  const outcome = (job: ClaimedJob<JobPayload<'webhook.deliver'>>, at: Date): AttemptOutcome => ({
-    result: { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 3 },
-    body: JSON.stringify(job.data.payload),
-    delivery: {
-      id: newId('webhookDelivery'),
-      teamId,
-      webhookId,
-      messageId: job.data.messageId,
-      event: job.data.event,
-      payload: job.data.payload,
-      responseStatus: 200,
-      responseBody: 'ok',
-      success: true,
-      attemptCount: 1,
-      durationMs: 3,
-      error: null,
-      createdAt: at,
-    },
-  });
+  const outcome = (job: ClaimedJob<JobPayload<'webhook.deliver'>>, at: Date): AttemptOutcome =>
+    attemptOutcome({ ...job.data, at });
 
   it('records a group of successful attempts and completes their jobs in one statement', async () => {
     const { db, pool } = database.handle;
@@ -179,26 +160,8 @@ describe('webhook attempt recorder', () => {
       lastTriggeredAt: now,
       lastSuccessAt: now,
     });
-    const attempt = (messageId: string, success: boolean, at: Date): AttemptOutcome => ({
-      result: success
-        ? { success: true, responseStatus: 200, responseBody: 'ok', error: null, durationMs: 2 }
-        : { success: false, responseStatus: 500, responseBody: 'no', error: null, durationMs: 2 },
-      delivery: {
-        id: newId('webhookDelivery'),
-        teamId,
-        webhookId: healthy,
-        messageId,
-        event: 'email.sent',
-        payload: { type: 'email.sent' },
-        responseStatus: success ? 200 : 500,
-        responseBody: success ? 'ok' : 'no',
-        success,
-        attemptCount: 1,
-        durationMs: 2,
-        error: null,
-        createdAt: at,
-      },
-    });
+    const attempt = (messageId: string, success: boolean, at: Date) =>
+      attemptOutcome({ teamId, webhookId: healthy, messageId, payload: { type: 'email.sent' }, success, at });
     const recorder = new WebhookAttemptRecorder(db, queue);
     const next: JobPayload<'webhook.deliver'> = {
       webhookId: healthy,
