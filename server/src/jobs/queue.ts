@@ -300,7 +300,9 @@ export class JobQueue {
    * completed jobs' count, per group). A group then never has more jobs active than before the
    * statement, so its cap (groupConcurrency) holds, and no job is taken out of its turn in the
    * queue: only jobs that a fetch of `handoffLimit` would have met come. The claimed jobs are this
-   * process's to run: hand them to {@link adopt}. Undefined when the queue's table is not known.
+   * process's to run: hand them to {@link adopt}. Only for a queue of pg-boss's `standard` policy
+   * (the hand-off knows nothing of singleton keys or strict FIFO). Undefined when the queue's table
+   * is not known.
    */
   handoffStatement(name: string): SQL | undefined {
     const table = this.#tables.get(name);
