@@ -77,6 +77,7 @@ describe('importsTsSourceCache', () => {
   it("recognises the start script's flag and the re-execution's, in either form", () => {
     const root = path.resolve(import.meta.dirname, '../..');
     expect(importsTsSourceCache(['--import', './server/src/ts-source-cache.mjs'], root)).toBe(true);
+    expect(importsTsSourceCache(['--import=./server/src/ts-source-cache.mjs'], root)).toBe(true);
     expect(importsTsSourceCache([`--import=${pathToFileURL(TS_SOURCE_CACHE_HOOK).href}`], '/')).toBe(true);
     expect(importsTsSourceCache([`--import=${TS_SOURCE_CACHE_HOOK}`], '/')).toBe(true);
     expect(importsTsSourceCache(['--import', './server/src/ts-source-cache.mjs'], '/elsewhere')).toBe(false);
