@@ -204,7 +204,7 @@ export class ClaimLoop<T> {
    * the handler on the next turn of the event loop (setImmediate). They fill the slots their
    * completed jobs leave, so they do not count as freed slots (no fetch is made for those).
    */
-  adopt(jobs: AdoptedJob<T>[]): void {
+  adopt(jobs: readonly AdoptedJob<T>[]): void {
     if (jobs.length === 0) return;
     this.#freed -= jobs.length;
     this.#lastFound = Date.now();
@@ -332,7 +332,7 @@ export class ClaimLoop<T> {
   }
 
   /** Holds claimed jobs (they count against maxInFlight and get heartbeats from now). */
-  #hold(jobs: AdoptedJob<T>[]): Held[] {
+  #hold(jobs: readonly AdoptedJob<T>[]): Held[] {
     return jobs.map((job) => {
       const abort = new AbortController();
       const held: Held = {

@@ -121,7 +121,7 @@ export class JobQueue {
     {
       readonly accepting: boolean;
       nudge(): void;
-      adopt(jobs: { id: string; data: object; retryCount: number }[]): void;
+      adopt(jobs: readonly { id: string; data: unknown; retryCount: number }[]): void;
     }
   >();
   #started = false;
@@ -334,11 +334,11 @@ export class JobQueue {
    * this process's claim loop of `name`, as if its fetch had returned them.
    * @throws Error when this process has no claim loop of `name` (nothing would run them).
    */
-  adopt(name: string, jobs: readonly { id: string; data: unknown; retry_count: number }[]): void {
+  adopt(name: string, jobs: readonly { id: string; data: unknown; retryCount: number }[]): void {
     if (jobs.length === 0) return;
     const loop = this.#loopsByName.get(name);
     if (!loop) throw new Error(`adopt: no claim loop of ${name} in this process`);
-    loop.adopt(jobs.map((job) => ({ id: job.id, data: job.data as object, retryCount: job.retry_count })));
+    loop.adopt(jobs);
   }
 
   /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */

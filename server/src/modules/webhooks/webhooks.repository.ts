@@ -54,7 +54,7 @@ const findManyStatements = new WeakMap<
 export interface HandedJob {
   id: string;
   data: unknown;
-  retry_count: number;
+  retryCount: number;
   webhook: { updatedAt: Date; isActive: boolean } | null;
 }
 
@@ -227,7 +227,7 @@ export const webhookRepository = {
         handed.push({
           id: row.id,
           data: row.data,
-          retry_count: row.retry_count ?? 0,
+          retryCount: row.retry_count ?? 0,
           webhook: row.webhook_updated_at
             ? { updatedAt: row.webhook_updated_at, isActive: row.webhook_active === true }
             : null,
