@@ -241,3 +241,62 @@ describe('webhook delivery hand-off and webhook changes', () => {
     expect(row!.url).toBe(receiver.url('/new'));
   }, 60_000);
 });
+
+/**
+ * A loop that is stopping takes no new jobs: the recording statement of its last attempts hands
+ * nothing over, so stop() is not kept waiting by jobs claimed after it began.
+ */
+describe('webhook delivery hand-off while the worker stops', () => {
+  let jobQueue: TestJobQueue;
+
+  beforeAll(async () => {
+    jobQueue = await startTestJobQueue();
+  });
+  afterAll(async () => {
+    await jobQueue?.close();
+  });
+
+  it('hands nothing over once the loop is stopping', async () => {
+    const { database, queue } = jobQueue;
+    const teamId = newId('team');
+    const webhookId = newId('webhook');
+    await database.handle.db.insert(teams).values({ id: teamId, name: 'Stopping', slug: `stop-${teamId}` });
+    await database.handle.db.insert(webhooks).values({
+      id: webhookId,
+      teamId,
+      name: 'hook',
+      url: 'https://receiver.example/hook',
+      events: ['email.sent'],
+      secretEncrypted: 'v2:unused',
+    });
+    // Cap 1: the loop claims s1, s2 waits.
+    await enqueue(database, queue, [payload(teamId, webhookId, 's1'), payload(teamId, webhookId, 's2')]);
+    const handled: ClaimedJob<JobPayload<'webhook.deliver'>>[] = [];
+    await queue.consume<JobPayload<'webhook.deliver'>>(
+      WEBHOOK_DELIVER_JOB,
+      { maxInFlight: 10, batchSize: 10, groupConcurrency: 1, pollingIntervalMs: 60_000 },
+      (jobs) =>
+        jobs.map((job) => {
+          handled.push(job);
+          return new Promise<typeof SETTLED>(() => {});
+        }),
+    );
+    await waitFor(async () => (handled.length >= 1 ? true : undefined), 10_000, 'the first fetch');
+    const adopted: string[] = [];
+    const adopt = queue.adopt.bind(queue);
+    queue.adopt = (name, jobs) => {
+      adopted.push(...jobs.map((job) => job.id));
+      adopt(name, jobs);
+    };
+
+    // stop() marks the loop stopping at once, then waits for its held job (s1) to settle.
+    const stopped = queue.stop(5_000);
+    const recorder = new WebhookAttemptRecorder(database.handle.db, queue);
+    await recorder.record({ outcome: attemptOutcome(handled[0]!.data), job: handled[0]! });
+
+    expect(adopted).toEqual([]);
+    const { state } = await jobStates(database);
+    expect(Object.fromEntries(state)).toEqual({ msg_s1: 'completed', msg_s2: 'created' });
+    await stopped;
+  }, 30_000);
+});
