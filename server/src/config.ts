@@ -110,6 +110,14 @@ const envSchema = z.object({
   // PDF attachments and template thumbnails (issue #12). A Gotenberg-compatible renderer; unset, the
   // all-in-one `postwright start` runs the bundled one in-process when Chromium is at CHROMIUM_PATH.
   PDF_RENDERER_URL: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+  // `postwright pdf-renderer`: the HTTP Basic credentials it requires (both or neither; needed when
+  // HOST is not a loopback address).
+  PDF_RENDERER_USERNAME: z
+    .string()
+    .min(1)
+    .refine((v) => !v.includes(':'), 'must not contain ":" (HTTP Basic, RFC 7617)')
+    .optional(),
+  PDF_RENDERER_PASSWORD: z.string().min(1).optional(),
   CHROMIUM_PATH: z.string().min(1).default('/usr/bin/chromium'),
   PDF_PAPER_SIZE: z.enum(['A4', 'Letter']).default('A4'),
   PDF_MARGIN_MM: z.coerce.number().min(0).max(50).default(15),
@@ -169,6 +177,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   checkSignInMethods(rest);
+  if ((rest.PDF_RENDERER_USERNAME === undefined) !== (rest.PDF_RENDERER_PASSWORD === undefined)) {
+    const [missing, present] =
+      rest.PDF_RENDERER_USERNAME === undefined
+        ? ['PDF_RENDERER_USERNAME', 'PDF_RENDERER_PASSWORD']
+        : ['PDF_RENDERER_PASSWORD', 'PDF_RENDERER_USERNAME'];
+    throw new ConfigError(`Invalid ${missing}: required when ${present} is set`);
+  }
   return { ...rest, BASE_URL: baseUrl };
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import ipaddr from 'ipaddr.js';
 import { type Config, ConfigError, loadConfig, type Role } from './config.ts';
 import { migrateDatabase, openDatabase } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
@@ -82,10 +83,18 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** True when `host` (HOST) is `localhost` or a loopback address (127.0.0.0/8, ::1, ::ffff:127.x). */
+function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || (ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback');
+}
+
 /**
  * `postwright pdf-renderer` (issue #12): the bundled Gotenberg-compatible renderer alone, on
  * HOST:PORT, until SIGINT/SIGTERM. Point other Postwright processes at it with PDF_RENDERER_URL.
- * @returns the exit code: 0 after a clean stop, 1 when Chromium is not at CHROMIUM_PATH.
+ * With PDF_RENDERER_USERNAME/PASSWORD it requires them as HTTP Basic credentials (Gotenberg's
+ * `--api-enable-basic-auth`); without them it serves only on a loopback HOST.
+ * @returns the exit code: 0 after a clean stop, 1 when Chromium is not at CHROMIUM_PATH or when a
+ *   non-loopback HOST has no credentials.
  */
 async function servePdfRenderer(config: Config): Promise<number> {
   const { BROWSER_IDLE_CLOSE_MS, chromiumAvailable, loadPdfRendererServer } = await import(
@@ -93,6 +102,16 @@ async function servePdfRenderer(config: Config): Promise<number> {
   );
   if (!chromiumAvailable(config.CHROMIUM_PATH)) {
     console.error(`Chromium not found at CHROMIUM_PATH (${config.CHROMIUM_PATH}).`);
+    return 1;
+  }
+  const credentials =
+    config.PDF_RENDERER_USERNAME !== undefined && config.PDF_RENDERER_PASSWORD !== undefined
+      ? { username: config.PDF_RENDERER_USERNAME, password: config.PDF_RENDERER_PASSWORD }
+      : undefined;
+  if (!credentials && !isLoopbackHost(config.HOST)) {
+    console.error(
+      `Refusing to serve the PDF renderer on HOST=${config.HOST} without credentials: anyone who can reach it could make its Chromium render. Set PDF_RENDERER_USERNAME and PDF_RENDERER_PASSWORD (then PDF_RENDERER_URL=http://user:password@host:port for the Postwright processes), or HOST=127.0.0.1.`,
+    );
     return 1;
   }
   const { startPdfRenderer } = await loadPdfRendererServer();
@@ -105,8 +124,11 @@ async function servePdfRenderer(config: Config): Promise<number> {
       allowedImageHosts: config.PDF_ALLOWED_IMAGE_HOSTS,
       idleCloseMs: BROWSER_IDLE_CLOSE_MS,
     },
+    credentials,
   );
-  console.log(`Postwright PDF renderer listening on ${renderer.url}`);
+  console.log(
+    `Postwright PDF renderer listening on ${renderer.url}${credentials ? ' (HTTP Basic credentials required)' : ''}`,
+  );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

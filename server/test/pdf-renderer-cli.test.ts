@@ -78,4 +78,50 @@ describe('postwright pdf-renderer', () => {
     await cli.waitForOutput(/Chromium not found at CHROMIUM_PATH/, 30_000);
     expect(await waitFor(async () => cli.child.exitCode ?? undefined, 30_000, 'the exit')).toBe(1);
   });
+
+  it('refuses to serve on a non-loopback HOST without credentials, naming the variables', async () => {
+    const port = await freePort();
+    const cli = startCli(['pdf-renderer'], {
+      HOST: '0.0.0.0',
+      PORT: String(port),
+      CHROMIUM_PATH: TEST_CHROMIUM,
+      DATA_DIR: 'memory://',
+    });
+    await cli.waitForOutput(/PDF_RENDERER_USERNAME and PDF_RENDERER_PASSWORD/, 30_000);
+    expect(await waitFor(async () => cli.child.exitCode ?? undefined, 30_000, 'the exit')).toBe(1);
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
+  });
+
+  it('requires PDF_RENDERER_USERNAME/PASSWORD as HTTP Basic credentials when they are set', async () => {
+    const port = await freePort();
+    const cli = startCli(['pdf-renderer'], {
+      HOST: '0.0.0.0',
+      PORT: String(port),
+      CHROMIUM_PATH: TEST_CHROMIUM,
+      DATA_DIR: 'memory://',
+      PDF_RENDERER_USERNAME: 'pdf',
+      PDF_RENDERER_PASSWORD: 'a-long-shared-secret',
+    });
+    try {
+      await cli.waitForOutput(/PDF renderer listening on .*credentials required/, 30_000);
+      expect(cli.output()).not.toContain('a-long-shared-secret');
+      const post = (headers: Record<string, string>) => {
+        const form = new FormData();
+        form.append('files', new Blob(['<h1>Behind a password</h1>'], { type: 'text/html' }), 'index.html');
+        return fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, {
+          method: 'POST',
+          body: form,
+          headers,
+        });
+      };
+      expect((await post({})).status).toBe(401);
+      const response = await post({
+        authorization: `Basic ${Buffer.from('pdf:a-long-shared-secret').toString('base64')}`,
+      });
+      expect(response.status).toBe(200);
+      expect(await pdfText(Buffer.from(await response.arrayBuffer()))).toContain('Behind a password');
+    } finally {
+      expect(await cli.stop('SIGTERM')).toBe(0);
+    }
+  });
 });

@@ -210,3 +210,67 @@ describe('bundled PDF renderer limits', () => {
     }
   });
 });
+
+/**
+ * HTTP Basic authentication as Gotenberg's `--api-enable-basic-auth` (its /health stays open), and
+ * the client's credentials from PDF_RENDERER_URL's userinfo.
+ */
+describe('bundled PDF renderer with credentials', () => {
+  const credentials = { username: 'renderer', password: 'pä:ss/word%' };
+  let renderer: RunningPdfRenderer;
+  const paper = { widthIn: 8.5, heightIn: 11, marginIn: 0.5 };
+
+  beforeAll(async () => {
+    renderer = await startTestRenderer({ credentials });
+  });
+
+  afterAll(async () => {
+    await renderer?.close();
+  });
+
+  it('answers 401 with a Basic challenge without credentials or with wrong ones, on every route but /health', async () => {
+    const wrong = `Basic ${Buffer.from('renderer:guess').toString('base64')}`;
+    for (const route of ['/forms/chromium/convert/html', '/forms/chromium/screenshot/html']) {
+      for (const headers of [{}, { authorization: wrong }, { authorization: 'Bearer x' }] as Record<
+        string,
+        string
+      >[]) {
+        const response = await fetch(`${renderer.url}${route}`, {
+          method: 'POST',
+          body: form('<p>x</p>'),
+          headers,
+        });
+        expect(response.status).toBe(401);
+        expect(response.headers.get('www-authenticate')).toMatch(/^Basic realm=/);
+        expect(await response.text()).toBe('Unauthorized');
+      }
+    }
+    expect((await fetch(`${renderer.url}/health`)).status).toBe(200);
+  });
+
+  it('renders for a request with the credentials', async () => {
+    const authorization = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
+    const response = await fetch(`${renderer.url}/forms/chromium/convert/html`, {
+      method: 'POST',
+      body: form('<h1>Authorised</h1>'),
+      headers: { authorization },
+    });
+    expect(response.status).toBe(200);
+    expect(await pdfText(Buffer.from(await response.arrayBuffer()))).toContain('Authorised');
+  });
+
+  it('takes the client credentials from the URL (percent-encoded userinfo), never sending them in it', async () => {
+    const url = new URL(renderer.url);
+    url.username = encodeURIComponent(credentials.username);
+    url.password = encodeURIComponent(credentials.password);
+    const client = new GotenbergClient({ baseUrl: url.href, timeoutMs: 20_000, maxBytes: 5_000_000, paper });
+    expect(await pdfText(await client.renderPdf('<h1>Through the URL</h1>'))).toContain('Through the URL');
+
+    url.password = 'wrong-secret';
+    const refused = new GotenbergClient({ baseUrl: url.href, timeoutMs: 20_000, maxBytes: 5_000_000, paper });
+    const error = (await refused.renderPdf('<p>x</p>').catch((e: unknown) => e)) as RenderFailedError;
+    expect(error).toBeInstanceOf(RenderFailedError);
+    expect(error).toMatchObject({ failure: 'RENDERER_ERROR', status: 401 });
+    expect(error.message).not.toContain('wrong-secret');
+  });
+});

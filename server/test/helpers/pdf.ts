@@ -10,7 +10,7 @@ export const TEST_CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 /**
  * Starts the bundled renderer (the real one, real Chromium) on a free 127.0.0.1 port.
  * `options` override the pool's defaults: 2 pages, a 20 s render deadline, no image hosts,
- * browser idle close after 60 s.
+ * browser idle close after 60 s; `credentials` make it require HTTP Basic authentication.
  */
 export async function startTestRenderer(
   options: {
@@ -18,6 +18,7 @@ export async function startTestRenderer(
     renderTimeoutMs?: number;
     allowedImageHosts?: string[];
     idleCloseMs?: number;
+    credentials?: { username: string; password: string };
   } = {},
 ): Promise<RunningPdfRenderer> {
   const { startPdfRenderer } = await loadPdfRendererServer();
@@ -30,6 +31,7 @@ export async function startTestRenderer(
       allowedImageHosts: options.allowedImageHosts ?? [],
       idleCloseMs: options.idleCloseMs ?? 60_000,
     },
+    options.credentials,
   );
 }
 

@@ -27,13 +27,24 @@ export interface PaperOptions {
 
 /** What the {@link GotenbergClient} needs: the service's base URL, deadline and size cap. */
 export interface GotenbergClientOptions {
-  /** Base URL of a Gotenberg-compatible service (PDF_RENDERER_URL), no trailing slash needed. */
+  /**
+   * Base URL of a Gotenberg-compatible service (PDF_RENDERER_URL), no trailing slash needed. Userinfo
+   * in it (`http://user:pass@host:3000`, percent-encoded) is sent as HTTP Basic credentials, never
+   * as part of the URL.
+   */
   baseUrl: string;
+  /** HTTP Basic credentials (the bundled renderer's); they take precedence over userinfo in `baseUrl`. */
+  credentials?: { username: string; password: string } | undefined;
   /** Deadline of one request, from sending to the last byte of the answer (ms). */
   timeoutMs: number;
   /** Most bytes of one answer (a PDF or an image); beyond it the render fails with PDF_TOO_LARGE. */
   maxBytes: number;
   paper: PaperOptions;
+}
+
+/** The `Authorization` header value of HTTP Basic `credentials` (RFC 7617: base64 of `user:password`, UTF-8). */
+export function basicAuthorization(credentials: { username: string; password: string }): string {
+  return `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`, 'utf8').toString('base64')}`;
 }
 
 /** Bytes of the error text kept from a renderer's failed answer. */
@@ -47,9 +58,20 @@ const ERROR_TEXT_BYTES = 500;
  */
 export class GotenbergClient {
   readonly #options: GotenbergClientOptions;
+  /** `Authorization` header of every request but /health, when the service needs credentials. */
+  readonly #authorization: string | undefined;
 
   constructor(options: GotenbergClientOptions) {
-    this.#options = { ...options, baseUrl: options.baseUrl.replace(/\/+$/, '') };
+    const url = new URL(options.baseUrl);
+    const credentials =
+      options.credentials ??
+      (url.username || url.password
+        ? { username: decodeURIComponent(url.username), password: decodeURIComponent(url.password) }
+        : undefined);
+    url.username = '';
+    url.password = '';
+    this.#authorization = credentials && basicAuthorization(credentials);
+    this.#options = { ...options, baseUrl: url.href.replace(/\/+$/, '') };
   }
 
   /**
@@ -110,6 +132,7 @@ export class GotenbergClient {
       response = await fetch(`${this.#options.baseUrl}${path}`, {
         method: 'POST',
         body: form,
+        ...(this.#authorization ? { headers: { authorization: this.#authorization } } : {}),
         redirect: 'error',
         signal,
       });

@@ -40,4 +40,23 @@ describe('createPdfRenderer (issue #12)', () => {
       failure: 'RENDERER_UNREACHABLE',
     });
   });
+
+  it('makes the bundled renderer require credentials that only this process knows', async () => {
+    const renderer = createPdfRenderer(config(), { bundled: true });
+    try {
+      expect(await pdfText(await renderer!.renderPdf('<p>with its credentials</p>'))).toContain(
+        'with its credentials',
+      );
+      const url = renderer!.bundledUrl;
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const body = new FormData();
+      body.append('files', new Blob(['<p>from another process</p>'], { type: 'text/html' }), 'index.html');
+      const response = await fetch(`${url}/forms/chromium/convert/html`, { method: 'POST', body });
+      expect(response.status).toBe(401);
+      expect(response.headers.get('www-authenticate')).toMatch(/^Basic /);
+    } finally {
+      await renderer!.close();
+    }
+    expect(renderer!.bundledUrl).toBeUndefined();
+  });
 });

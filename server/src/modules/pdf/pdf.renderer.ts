@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
 import type { Config } from '../../config.ts';
 import { GotenbergClient, RenderFailedError } from './pdf.client.ts';
@@ -24,6 +25,11 @@ export interface PdfRenderer {
   renderPdf(html: string): Promise<Buffer>;
   /** @see GotenbergClient.screenshot — a PNG. @throws RenderFailedError. */
   screenshot(html: string, size: { width: number; height: number }): Promise<Buffer>;
+  /**
+   * The bundled renderer's base URL (`http://127.0.0.1:<port>`, no credentials) once it is
+   * listening, for diagnostics; undefined before, after close, and for PDF_RENDERER_URL.
+   */
+  readonly bundledUrl: string | undefined;
   /** Stops the bundled renderer and its browser, if this process started them. Idempotent. */
   close(): Promise<void>;
 }
@@ -55,16 +61,19 @@ type RendererConfig = Pick<
  * `postwright start` process) and Chromium is at CHROMIUM_PATH, the bundled renderer, started in
  * this process on a free 127.0.0.1 port at the first render — neither puppeteer-core nor Chromium is
  * loaded before (idle memory, issue #9), and Chromium is closed again after
- * {@link BROWSER_IDLE_CLOSE_MS} without renders.
+ * {@link BROWSER_IDLE_CLOSE_MS} without renders. The bundled renderer requires HTTP Basic
+ * credentials made at random for this process (192 bits), so no other local process can make its
+ * Chromium render; they never leave the process.
  */
 export function createPdfRenderer(
   config: RendererConfig,
   options: { bundled: boolean },
 ): PdfRenderer | undefined {
   const timeoutMs = config.PDF_RENDER_TIMEOUT_SECONDS * 1000;
-  const clientFor = (baseUrl: string) =>
+  const clientFor = (baseUrl: string, credentials?: { username: string; password: string }) =>
     new GotenbergClient({
       baseUrl,
+      credentials,
       timeoutMs: timeoutMs + CLIENT_GRACE_MS,
       maxBytes: MAX_PDF_BYTES,
       paper: paperOf(config),
@@ -73,6 +82,7 @@ export function createPdfRenderer(
     const client = clientFor(config.PDF_RENDERER_URL);
     return {
       source: 'url',
+      bundledUrl: undefined,
       renderPdf: (html) => client.renderPdf(html),
       screenshot: (html, size) => client.screenshot(html, size),
       close: async () => {},
@@ -81,10 +91,12 @@ export function createPdfRenderer(
   if (!options.bundled || !chromiumAvailable(config.CHROMIUM_PATH)) return undefined;
 
   let started: Promise<{ server: RunningPdfRenderer; client: GotenbergClient }> | undefined;
+  let listening: RunningPdfRenderer | undefined;
   let closed = false;
   const start = () => {
     started ??= (async () => {
       const { startPdfRenderer } = await import('./renderer/renderer.server.ts');
+      const credentials = { username: 'postwright', password: randomBytes(24).toString('base64url') };
       const server = await startPdfRenderer(
         { host: '127.0.0.1', port: 0 },
         {
@@ -94,8 +106,10 @@ export function createPdfRenderer(
           allowedImageHosts: config.PDF_ALLOWED_IMAGE_HOSTS,
           idleCloseMs: BROWSER_IDLE_CLOSE_MS,
         },
+        credentials,
       );
-      return { server, client: clientFor(server.url) };
+      listening = server;
+      return { server, client: clientFor(server.url, credentials) };
     })();
     started.catch(() => {
       started = undefined;
@@ -109,6 +123,9 @@ export function createPdfRenderer(
   };
   return {
     source: 'bundled',
+    get bundledUrl() {
+      return listening?.url;
+    },
     async renderPdf(html) {
       if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
       return (await start()).client.renderPdf(html);
@@ -121,6 +138,7 @@ export function createPdfRenderer(
       closed = true;
       const running = started;
       started = undefined;
+      listening = undefined;
       if (running) await (await running.catch(() => undefined))?.server.close();
     },
   };

@@ -1,6 +1,8 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import multipart from '@fastify/multipart';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { PDFOptions } from 'puppeteer-core';
+import { basicAuthorization } from '../pdf.client.ts';
 import {
   ChromiumPool,
   type ChromiumPoolOptions,
@@ -18,6 +20,23 @@ export interface RunningPdfRenderer {
   app: FastifyInstance;
   pool: ChromiumPool;
   close(): Promise<void>;
+}
+
+/** HTTP Basic credentials the renderer requires (Gotenberg's `--api-enable-basic-auth`). */
+export interface BasicCredentials {
+  username: string;
+  password: string;
+}
+
+/**
+ * A check of `Authorization` headers against `credentials`: the SHA-256 digests of the expected
+ * and the received header are compared in constant time, so neither the length nor a prefix of the
+ * secret leaks through the answer's timing.
+ */
+function authorizationCheck(credentials: BasicCredentials): (header: string | undefined) => boolean {
+  const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+  const expected = digest(basicAuthorization(credentials));
+  return (header) => header !== undefined && timingSafeEqual(digest(header), expected);
 }
 
 /** A client mistake in a form (Gotenberg answers 400 with a plain-text message). */
@@ -83,10 +102,26 @@ function pdfOptionsOf(fields: Map<string, string>): PDFOptions {
  * `application/pdf`; `POST /forms/chromium/screenshot/html` (`index.html`, `width`, `height`,
  * `format` png|jpeg, `clip`) → the image. Errors as Gotenberg answers them, plain text: 400 for a bad
  * form, 503 when the render timed out or too many are waiting, 500 when Chromium failed.
+ *
+ * With `credentials`, every route but `GET /health` needs them as HTTP Basic authentication and
+ * answers 401 with `WWW-Authenticate: Basic` without them, as Gotenberg does with
+ * `--api-enable-basic-auth` (its /health never needs credentials, so probes work).
  */
-export function buildPdfRendererApp(pool: ChromiumPool): FastifyInstance {
+export function buildPdfRendererApp(pool: ChromiumPool, credentials?: BasicCredentials): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: MAX_PART_BYTES });
   void app.register(multipart);
+
+  if (credentials) {
+    const authorized = authorizationCheck(credentials);
+    app.addHook('onRequest', async (request, reply) => {
+      if (request.routeOptions.url === '/health' || authorized(request.headers.authorization)) return;
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Basic realm="Postwright PDF renderer", charset="UTF-8"')
+        .type('text/plain')
+        .send('Unauthorized');
+    });
+  }
 
   app.get('/health', async () => ({
     status: 'up',
@@ -133,15 +168,17 @@ export function buildPdfRendererApp(pool: ChromiumPool): FastifyInstance {
 
 /**
  * Starts the bundled renderer on `host:port` (port 0: any free port) with a {@link ChromiumPool}
- * over `pool` options. Chromium is not started until the first render.
+ * over `pool` options, requiring `credentials` when given (see {@link buildPdfRendererApp}).
+ * Chromium is not started until the first render.
  * @returns where it listens and `close()`, which stops the server and the browser.
  */
 export async function startPdfRenderer(
   listen: { host: string; port: number },
   pool: ChromiumPoolOptions,
+  credentials?: BasicCredentials,
 ): Promise<RunningPdfRenderer> {
   const chromium = new ChromiumPool(pool);
-  const app = buildPdfRendererApp(chromium);
+  const app = buildPdfRendererApp(chromium, credentials);
   await app.listen(listen);
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : listen.port;
