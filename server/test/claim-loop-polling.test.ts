@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
-import { BUSY_WINDOW_MS } from '../src/jobs/claim-loop.ts';
+import { BUSY_WINDOW_MS, emptyFetchWait } from '../src/jobs/claim-loop.ts';
 import { WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
@@ -24,6 +24,7 @@ describe('claim loop polling', () => {
     await queue.start();
     await queue.boss.createQueue('test.busy');
     await queue.boss.createQueue(WEBHOOK_DELIVER_JOB);
+    await queue.boss.createQueue('test.capped-busy');
   });
   afterAll(async () => {
     await queue?.stop(2_000);
@@ -87,4 +88,68 @@ describe('claim loop polling', () => {
     await waitFor(async () => (seen.length >= 1 ? true : undefined), 10_000, 'the enqueued job');
     expect(seen).toEqual([messageId]);
   }, 20_000);
+
+  it('backs off while a group at its cap keeps it busy and its fetches find nothing', async () => {
+    // Issue #11: a webhook at its cap with a backlog keeps the loop busy (its jobs come by
+    // hand-off) while every fetch finds nothing — and pg-boss's fetch reads the group's whole
+    // backlog to find that out. Polled every busy interval, that was ~20 fetches a second.
+    const name = 'test.capped-busy';
+    await queue.boss.insert(
+      name,
+      Array.from({ length: 40 }, (_, n) => ({ data: { n }, group: { id: 'hot' } })),
+    );
+    const fetches: number[] = [];
+    const boss = queue.boss as unknown as { fetch: (name: string, options: unknown) => unknown };
+    const fetch = boss.fetch.bind(queue.boss);
+    boss.fetch = (fetched, options) => {
+      if (fetched === name) fetches.push(Date.now());
+      return fetch(fetched, options);
+    };
+    const held: { n: number; release: () => void }[] = [];
+    await queue.consume<{ n: number }>(
+      name,
+      {
+        maxInFlight: 10,
+        batchSize: 10,
+        groupConcurrency: 2,
+        pollingIntervalMs: 400,
+        busyPollingIntervalMs: 20,
+      },
+      (jobs) =>
+        jobs.map(
+          (job) =>
+            new Promise<undefined>((resolve) =>
+              held.push({ n: job.data.n, release: () => resolve(undefined) }),
+            ),
+        ),
+    );
+    try {
+      await waitFor(async () => (held.length >= 2 ? true : undefined), 10_000, 'the capped group’s jobs');
+      const from = Date.now();
+      // Still within the busy window of the fetch that found them.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const during = fetches.filter((at) => at >= from && at < from + 1_500).length;
+      // Every 20 ms, that is ~75; backing off 20, 40, 80, 160, 320, 400 ms: ~7.
+      expect(during).toBeLessThan(20);
+      expect(held).toHaveLength(2);
+      // A job of another group, enqueued elsewhere (no nudge), still comes within the idle interval.
+      const sentAt = Date.now();
+      await queue.boss.send(name, { n: 100 }, { group: { id: 'cold' } });
+      await waitFor(
+        async () => (held.some((job) => job.n === 100) ? true : undefined),
+        5_000,
+        'the other group’s job',
+      );
+      expect(Date.now() - sentAt).toBeLessThan(400 + 600);
+    } finally {
+      boss.fetch = fetch;
+      for (const job of held) job.release();
+    }
+  }, 20_000);
+
+  it('doubles the busy wait after each empty fetch in a row, up to the idle interval', () => {
+    expect([0, 1, 2, 3, 4, 5, 6].map((empty) => emptyFetchWait(20, 400, empty))).toEqual([
+      20, 20, 40, 80, 160, 320, 400,
+    ]);
+  });
 });

@@ -72,7 +72,9 @@ export interface ClaimLoopOptions {
    * The wait instead of `pollingIntervalMs` while the queue is busy: a fetch within the last
    * {@link BUSY_WINDOW_MS} found jobs (ms; unset = always `pollingIntervalMs`). pg-boss has no
    * notification of new jobs, so this bounds the pick-up delay of a steady trickle of jobs (e.g.
-   * webhook deliveries, each due at once) without polling fast while the queue is idle.
+   * webhook deliveries, each due at once) without polling fast while the queue is idle. Doubled
+   * after each fetch in a row that found nothing, up to `pollingIntervalMs` (see
+   * {@link emptyFetchWait}).
    */
   busyPollingIntervalMs?: number;
   /**
@@ -117,6 +119,21 @@ const MIN_REFETCH_GAP_MS = 20;
 const NUDGE_WINDOW_MS = 100;
 /** How long after a fetch that found jobs the queue counts as busy (see busyPollingIntervalMs, ms). */
 export const BUSY_WINDOW_MS = 2_000;
+/**
+ * The wait of a busy loop after `emptyFetches` fetches in a row that found nothing (ms):
+ * `busyMs` doubled for each after the first, at most `idleMs` (the queue's polling interval).
+ * Why: a group at its cap (a webhook's deliveries in flight, issue #11) with waiting jobs keeps the
+ * loop busy — its jobs come by hand-off — while every fetch finds nothing; pg-boss's fetch applies
+ * the cap row by row in queue order, so each such fetch reads the group's whole backlog (measured
+ * in `bench:webhooks`: ~5.6 ms of PostgreSQL per empty fetch with 5,000 waiting, one every ~45 ms:
+ * 22-39 µs of PostgreSQL CPU per delivery). Jobs of other groups enqueued by other processes are
+ * then picked up within `idleMs` at worst, as on an idle queue; a nudge (a local enqueue) or a
+ * fetch that finds jobs resets the count.
+ */
+export function emptyFetchWait(busyMs: number, idleMs: number, emptyFetches: number): number {
+  return Math.min(idleMs, busyMs * 2 ** Math.max(0, emptyFetches - 1));
+}
+
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
 
@@ -158,6 +175,8 @@ export class ClaimLoop<T> {
   #nudgedAt = Number.NEGATIVE_INFINITY;
   /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
   #lastFound = Number.NEGATIVE_INFINITY;
+  /** Fetches in a row that found nothing since the last that did or the last nudge (see emptyFetchWait). */
+  #emptyFetches = 0;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
   readonly #refetchAfter: number;
 
@@ -195,6 +214,7 @@ export class ClaimLoop<T> {
     if (this.#options.busyPollingIntervalMs === undefined || this.#stopping) return;
     this.#lastFound = Date.now();
     this.#nudgedAt = this.#lastFound;
+    this.#emptyFetches = 0;
     this.#wakeUp();
   }
 
@@ -264,7 +284,8 @@ export class ClaimLoop<T> {
       const now = Date.now();
       // Just nudged: the enqueuing transaction may have committed only after the last fetch.
       if (now - this.#nudgedAt < NUDGE_WINDOW_MS) return MIN_REFETCH_GAP_MS;
-      return now - this.#lastFound < BUSY_WINDOW_MS ? busyPollingIntervalMs : pollingIntervalMs;
+      if (now - this.#lastFound >= BUSY_WINDOW_MS) return pollingIntervalMs;
+      return emptyFetchWait(busyPollingIntervalMs, pollingIntervalMs, this.#emptyFetches);
     };
     while (!this.#stopping) {
       let free = maxInFlight - this.#held.size;
@@ -294,8 +315,9 @@ export class ClaimLoop<T> {
       }
       if (jobs.length > 0) {
         this.#lastFound = Date.now();
+        this.#emptyFetches = 0;
         this.#dispatch(jobs);
-      }
+      } else this.#emptyFetches += 1;
       // An empty fetch keeps the mark (the group may still be at its cap); one that found all it
       // asked for doubles the next request, back to full batches within a few fetches.
       if (jobs.length >= wanted) {
