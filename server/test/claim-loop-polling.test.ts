@@ -105,7 +105,7 @@ describe('claim loop polling', () => {
       if (fetched === name) fetches.push(Date.now());
       return fetch(fetched, options);
     };
-    const held: { n: number; release: () => void }[] = [];
+    const held: { n: number; at: number; release: () => void }[] = [];
     await queue.consume<{ n: number }>(
       name,
       {
@@ -119,7 +119,7 @@ describe('claim loop polling', () => {
         jobs.map(
           (job) =>
             new Promise<undefined>((resolve) =>
-              held.push({ n: job.data.n, release: () => resolve(undefined) }),
+              held.push({ n: job.data.n, at: Date.now(), release: () => resolve(undefined) }),
             ),
         ),
     );
@@ -135,12 +135,12 @@ describe('claim loop polling', () => {
       // A job of another group, enqueued elsewhere (no nudge), still comes within the idle interval.
       const sentAt = Date.now();
       await queue.boss.send(name, { n: 100 }, { group: { id: 'cold' } });
-      await waitFor(
-        async () => (held.some((job) => job.n === 100) ? true : undefined),
+      const other = await waitFor(
+        async () => held.find((job) => job.n === 100),
         5_000,
         'the other group’s job',
       );
-      expect(Date.now() - sentAt).toBeLessThan(400 + 600);
+      expect(other.at - sentAt).toBeLessThan(400 + 600);
     } finally {
       boss.fetch = fetch;
       for (const job of held) job.release();
