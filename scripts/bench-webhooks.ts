@@ -267,7 +267,7 @@ async function main(): Promise<void> {
       }
       return list.length / ((performance.now() - rawStarted) / 1000);
     };
-    // 0. Warm-up, unmeasured: the raw loop, then the worker draining a small backlog.
+    // Warm-up first, unmeasured: the raw loop, then the worker draining a small backlog.
     await startWorkers(queue, config, handlers);
     if (WARMUP > 0) {
       await rawPass(bodies.slice(0, WARMUP), false);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId, newJobId } from '../src/ids.ts';
-import { BUSY_WINDOW_MS, emptyFetchWait } from '../src/jobs/claim-loop.ts';
+import { BUSY_WINDOW_MS } from '../src/jobs/claim-loop.ts';
 import { WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
@@ -146,10 +146,4 @@ describe('claim loop polling', () => {
       for (const job of held) job.release();
     }
   }, 20_000);
-
-  it('doubles the busy wait after each empty fetch in a row, up to the idle interval', () => {
-    expect([0, 1, 2, 3, 4, 5, 6].map((empty) => emptyFetchWait(20, 400, empty))).toEqual([
-      20, 20, 40, 80, 160, 320, 400,
-    ]);
-  });
 });
