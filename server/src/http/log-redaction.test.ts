@@ -22,6 +22,26 @@ describe('redactUrl', () => {
   });
 });
 
+describe('redactUrl on secret path tails (issue #11)', () => {
+  it('hides the provider events token and keeps the adapter id', () => {
+    expect(redactUrl('/api/provider-events/adp_01abc/EzvL56W-1BvIJjJxv6Uks')).toBe(
+      '/api/provider-events/adp_01abc/[redacted]',
+    );
+    expect(redactUrl('/api/provider-events/adp_01abc/tok?x=1')).toBe(
+      '/api/provider-events/adp_01abc/[redacted]?x=1',
+    );
+  });
+
+  it('hides open and click tracking tokens (a click token holds the link)', () => {
+    expect(redactUrl('/t/o/eyJlIjoiZW1sXzEifQ.sig')).toBe('/t/o/[redacted]');
+    expect(redactUrl('/t/c/eyJ1IjoiaHR0cHM6Ly9hcHAuZXhhbXBsZS5jb20vcmVzZXQ_dG9rZW49UyJ9.sig')).toBe(
+      '/t/c/[redacted]',
+    );
+    expect(redactUrl('/t/other/abc')).toBe('/t/other/abc');
+    expect(redactUrl('/api/templates/t/o/x')).toBe('/api/templates/t/o/x');
+  });
+});
+
 describe('errorForLog', () => {
   it('cuts the statement parameters out of a database error and leaves its cause behind', () => {
     const cause = Object.assign(new Error('duplicate key value violates unique constraint'), {

@@ -10,17 +10,26 @@ const SECRET_QUERY_PARAMETERS = new Set(['setupToken', 'token', 'code', 'state']
  */
 const TOKEN_IN_PATH = /(\/(?:invitations|invite)\/)[^/?#&]+/g;
 
+/**
+ * Request paths whose last part is a credential or carries private data (issue #11): the provider
+ * events URL's token (`/api/provider-events/<adapterId>/<token>`, which alone authenticates an
+ * adapter without a signing secret) and the tracking tokens (`/t/o/<token>`, `/t/c/<token>`: a
+ * click token holds the link it redirects to, often a password-reset or sign-in link).
+ */
+const SECRET_PATH_TAIL = /^(\/api\/provider-events\/[^/?#]+\/|\/t\/[oc]\/).+$/;
+
 function maskTokensInPath(value: string): string {
   return value.replace(TOKEN_IN_PATH, '$1[redacted]');
 }
 
 /**
- * A request URL safe for logs: secret query values replaced by `[redacted]`, and invitation
- * tokens masked in the path and inside other query values (`redirectTo=/invite/<token>`).
+ * A request URL safe for logs: secret query values replaced by `[redacted]`, invitation tokens
+ * masked in the path and inside other query values (`redirectTo=/invite/<token>`), and the
+ * secret tail of provider-event and tracking paths masked (SECRET_PATH_TAIL).
  */
 export function redactUrl(url: string): string {
   const [path = '', query] = url.split('?', 2);
-  const maskedPath = maskTokensInPath(path);
+  const maskedPath = maskTokensInPath(path).replace(SECRET_PATH_TAIL, '$1[redacted]');
   if (query === undefined) return maskedPath;
   const params = new URLSearchParams(query);
   for (const [name, value] of [...params.entries()]) {
