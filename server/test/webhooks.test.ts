@@ -217,6 +217,36 @@ describe('outbound webhooks (issue #11)', () => {
     expect(webhook.consecutiveFailures).toBe(0);
   });
 
+  it("carries the send's metadata and tags in every event's data, and leaves them out when it had none", async () => {
+    const hook = await buildWebhook(['email.queued', 'email.sent']);
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'tagged@example.test',
+      variables: { first_name: 'Ada' },
+      metadata: { orderId: '42', customer: 'c_7' },
+      tags: { campaign: 'welcome' },
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const plainId = await sendOne('plain@example.test');
+    const received = await waitFor(
+      async () => (receiver.to(hook.path).length >= 4 ? receiver.to(hook.path) : undefined),
+      20_000,
+      'four deliveries',
+    );
+    const events = received.map((r) => verifyWebhook(hook.secret, r) as any);
+    const tagged = events.filter((e) => e.data.emailId === response.json().data.id);
+    expect(tagged.map((e) => e.event).sort()).toEqual(['email.queued', 'email.sent']);
+    for (const event of tagged) {
+      expect(event.data.metadata).toEqual({ orderId: '42', customer: 'c_7' });
+      expect(event.data.tags).toEqual({ campaign: 'welcome' });
+    }
+    const plain = events.filter((e) => e.data.emailId === plainId);
+    expect(plain).toHaveLength(2);
+    for (const event of plain)
+      expect(Object.keys(event.data)).not.toEqual(expect.arrayContaining(['metadata']));
+    for (const event of plain) expect(event.data).not.toHaveProperty('tags');
+  });
+
   it('retries a failing receiver on the schedule with the same webhook-id until it answers 2xx', async () => {
     const hook = await buildWebhook(['email.sent']);
     receiver.answer(hook.path, (nth) =>

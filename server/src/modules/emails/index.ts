@@ -1,4 +1,5 @@
 export { type AcceptBatcher, createAcceptBatcher } from './accept-batcher.ts';
+export { type CallerFields, callerFieldsOf } from './caller-fields.ts';
 export type { RecipientEvent } from './email-recipients.ts';
 export { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
 export { logRoutes, sendRoutes } from './emails.routes.ts';

@@ -3,6 +3,7 @@ import { newId, newJobId } from '../../ids.ts';
 import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
 import type { JobQueue } from '../../jobs/queue.ts';
 import {
+  callerFieldsOf,
   type EmailStatus,
   onStatusChange,
   type StatusChangedEmail,
@@ -25,13 +26,19 @@ export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
     const subscribers = await webhookRepository.activeSubscribers(tx, teamIds);
     if (subscribers.length === 0) return;
     const now = new Date();
+    const subscribed = (email: StatusChangedEmail) =>
+      subscribers.some(
+        (webhook) => webhook.teamId === email.teamId && webhook.events.includes(`email.${email.status}`),
+      );
+    // The sends' metadata and tags ride in the payloads (issue #11), read for subscribed emails only.
+    const callerFields = await callerFieldsOf(tx, emails.filter(subscribed));
     const jobs: { id: string; data: JobPayload<'webhook.deliver'>; deleteAfterSeconds: number }[] = [];
     for (const email of emails) {
       const event = `email.${email.status}`;
       let payload: Record<string, unknown> | undefined;
       for (const webhook of subscribers) {
         if (webhook.teamId !== email.teamId || !webhook.events.includes(event)) continue;
-        payload ??= eventPayload(email, email.updatedAt ?? now);
+        payload ??= eventPayload({ ...email, ...callerFields.get(email.id) }, email.updatedAt ?? now);
         jobs.push({
           id: newJobId().uuid,
           data: {
