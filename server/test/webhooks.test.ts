@@ -392,12 +392,42 @@ describe('outbound webhooks (issue #11)', () => {
     const disabled = await webhookOf(stale.id);
     expect(disabled).toMatchObject({ isActive: false, consecutiveFailures: 41 });
     expect(disabled.disabledReason).toMatch(/5 days/);
+    // The disabling moved the row's updatedAt (a change of the webhook, as a user's PUT is).
+    const [staleRow] = await db().select().from(webhooks).where(eq(webhooks.id, stale.id));
+    expect(staleRow!.updatedAt.getTime()).toBeGreaterThan(staleRow!.createdAt.getTime());
     // A success resets the streak and its clock.
     receiver.answer(recent.path, () => ({ status: 200 }));
     await dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${recent.id}/test`));
     expect(await webhookOf(recent.id)).toMatchObject({ isActive: true, consecutiveFailures: 0 });
     const [row] = await db().select().from(webhooks).where(eq(webhooks.id, recent.id));
     expect(row!.failingSince).toBeNull();
+  });
+
+  it('gives a message its whole schedule after a quiet spell, though the webhook failed 6 days ago', async () => {
+    const hook = await buildWebhook(['email.sent']);
+    // Failed 6 days ago (its last message's retries then ran out), nothing since; now the receiver
+    // fails once, then recovers: the retry must still come.
+    await db()
+      .update(webhooks)
+      .set({ failingSince: new Date(Date.now() - 6 * 24 * 60 * 60 * 1000), consecutiveFailures: 8 })
+      .where(eq(webhooks.id, hook.id));
+    receiver.answer(hook.path, (nth) => (nth === 1 ? { status: 503 } : { status: 200 }));
+    await sendOne('quiet@example.test');
+    await waitFor(async () => (receiver.to(hook.path).length >= 2 ? true : undefined), 20_000, 'the retry');
+    const webhook = await waitFor(async () => {
+      const w = await webhookOf(hook.id);
+      return w.consecutiveFailures === 0 ? w : undefined;
+    });
+    expect(webhook).toMatchObject({ isActive: true, disabledReason: null });
+  });
+
+  it('answers 404 to a test whose webhook was deleted while its request was out, not 500', async () => {
+    const hook = await buildWebhook(['email.sent']);
+    receiver.answer(hook.path, () => ({ status: 200, delayMs: 800 }));
+    const testing = dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/test`);
+    await waitFor(async () => (receiver.to(hook.path).length === 1 ? true : undefined), 5_000, 'the request');
+    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/webhooks/${hook.id}`)).statusCode).toBe(200);
+    expectError(await testing, 404, 'NOT_FOUND');
   });
 
   it('gives up an attempt after WEBHOOK_TIMEOUT_SECONDS and records it as failed', async () => {

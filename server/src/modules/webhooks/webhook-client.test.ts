@@ -22,6 +22,11 @@ describe('WebhookClient', () => {
       // /hang never answers (the client's deadline ends it).
       if (request.url === '/hang') return;
       request.resume();
+      // /split answers 2,047 ASCII bytes then "é" (2 bytes): the 2 KB cap falls inside the "é".
+      if (request.url === '/split') {
+        request.on('end', () => response.end(`${'a'.repeat(2047)}é and more`));
+        return;
+      }
       request.on('end', () => response.end('ok'));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -40,6 +45,12 @@ describe('WebhookClient', () => {
     clients.push(made);
     return made;
   };
+
+  it('keeps a response body to 2 KB of whole characters (never half a multi-byte one)', async () => {
+    const result = await client(true).post(`${base}/split`, {}, '{}');
+    expect(result.responseBody).toBe('a'.repeat(2047));
+    expect(Buffer.byteLength(result.responseBody!)).toBeLessThanOrEqual(2048);
+  });
 
   it('parses a URL once, and still refuses a refused IP literal on every request', async () => {
     const strict = client(false);

@@ -189,10 +189,15 @@ export async function writeAttempts(
   return handed;
 }
 
-/** Folds attempts per webhook, in order (see {@link WebhookAttemptSummary}). */
-function summarize(items: readonly { outcome: AttemptOutcome }[]): WebhookAttemptSummary[] {
+/**
+ * Folds attempts per webhook, in order (see {@link WebhookAttemptSummary}); a failed attempt
+ * without `next` is its message's last (schedule exhausted, 410, or a test or redelivery).
+ */
+function summarize(
+  items: readonly { outcome: AttemptOutcome; next?: RecordedAttempt['next'] }[],
+): WebhookAttemptSummary[] {
   const byWebhook = new Map<string, WebhookAttemptSummary>();
-  for (const { outcome } of items) {
+  for (const { outcome, next } of items) {
     const { delivery, result } = outcome;
     const at = delivery.createdAt;
     let summary = byWebhook.get(delivery.webhookId);
@@ -205,6 +210,7 @@ function summarize(items: readonly { outcome: AttemptOutcome }[]): WebhookAttemp
         firstFailureAt: null,
         gone: false,
         failed: false,
+        finalFailure: false,
       };
       byWebhook.set(delivery.webhookId, summary);
     }
@@ -213,9 +219,11 @@ function summarize(items: readonly { outcome: AttemptOutcome }[]): WebhookAttemp
       summary.lastSuccessAt = at;
       summary.failuresAfter = 0;
       summary.firstFailureAt = null;
+      summary.finalFailure = false;
     } else {
       summary.failuresAfter += 1;
       summary.failed = true;
+      if (!next) summary.finalFailure = true;
       summary.firstFailureAt ??= at;
       if (result.responseStatus === 410) summary.gone = true;
     }

@@ -29,7 +29,8 @@ export type WebhookChanges = Partial<
  * What a group of attempts did to one webhook, folded in order (see webhook-delivery.job.ts):
  * `lastSuccessAt` when one succeeded; `failuresAfter` the failures after the last success (or all);
  * `firstFailureAt` the first of those; `gone` when one got 410; `failed` when any attempt failed
- * (the row is then always updated and returned, see recordAttempts).
+ * (the row is then always updated and returned, see recordAttempts); `finalFailure` when one of
+ * the failures after the last success was its message's last attempt (no retry follows it).
  */
 export interface WebhookAttemptSummary {
   webhookId: string;
@@ -39,6 +40,7 @@ export interface WebhookAttemptSummary {
   firstFailureAt: Date | null;
   gone: boolean;
   failed: boolean;
+  finalFailure: boolean;
 }
 
 /** findMany's prepared statement per database (or transaction) it ran on. */
@@ -192,6 +194,7 @@ export const webhookRepository = {
           first_failure_at: s.firstFailureAt?.toISOString() ?? null,
           gone: s.gone,
           failed: s.failed,
+          final_failure: s.finalFailure,
         })),
       ),
       disableBefore: disableBefore.toISOString(),
@@ -341,7 +344,10 @@ function recordAttemptsSql(
       else ${webhooks.consecutiveFailures} + v.failures_after end`;
   const failingSince = sql`case when v.last_success_at is not null then v.first_failure_at
       else coalesce(${webhooks.failingSince}, v.first_failure_at) end`;
-  const disable = sql`(v.gone or (v.failures_after > 0 and (${failingSince}) <= ${value('disableBefore')}::timestamptz))`;
+  // Disabled on a 410, or when a message's last attempt failed and the webhook has failed without
+  // a success since disableBefore (5 days) or earlier: every message still gets its whole retry
+  // schedule, also the first after a quiet spell of a webhook that failed long ago.
+  const disable = sql`(v.gone or (v.final_failure and v.failures_after > 0 and (${failingSince}) <= ${value('disableBefore')}::timestamptz))`;
   const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
       else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
   const update = sql`update ${webhooks} set
@@ -351,10 +357,12 @@ function recordAttemptsSql(
         last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
         is_active = case when ${disable} then false else ${webhooks.isActive} end,
         disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
-          else ${webhooks.disabledReason} end
+          else ${webhooks.disabledReason} end,
+        updated_at = case when ${disable} and ${webhooks.isActive} then now()
+          else ${webhooks.updatedAt} end
       from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
         last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
-        gone boolean, failed boolean)
+        gone boolean, failed boolean, final_failure boolean)
       where ${webhooks.id} = v.id and (v.failed or v.gone
         or ${webhooks.consecutiveFailures} <> 0 or ${webhooks.failingSince} is not null
         or ${webhooks.lastTriggeredAt} is null

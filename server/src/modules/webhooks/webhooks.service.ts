@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
+import { isForeignKeyViolation } from '../../db/errors.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -184,9 +185,25 @@ export async function rotateWebhookSecret(
   return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() };
 }
 
-/** Records a synchronous attempt (test, redeliver) with the same bookkeeping as the worker's. */
+/** The delivery records' foreign keys to their webhook and team (db/schema/app.ts, `webhook_deliveries`). */
+const DELIVERY_OWNER_FKS = [
+  'webhook_deliveries_webhook_id_webhooks_id_fk',
+  'webhook_deliveries_team_id_teams_id_fk',
+];
+
+/**
+ * Records a synchronous attempt (test, redeliver) with the same bookkeeping as the worker's.
+ * @throws NOT_FOUND (404) when the webhook (or its team) was deleted while the request was out (up
+ *   to WEBHOOK_TIMEOUT_SECONDS): its record has nothing left to belong to.
+ */
 async function recordNow(deps: WebhookServiceDeps, outcome: AttemptOutcome): Promise<DeliveryView> {
-  await deps.db.transaction((tx) => writeAttempts(undefined, tx, [{ outcome }]));
+  try {
+    await deps.db.transaction((tx) => writeAttempts(undefined, tx, [{ outcome }]));
+  } catch (error) {
+    if (DELIVERY_OWNER_FKS.some((constraint) => isForeignKeyViolation(error, constraint)))
+      throw notFound('Webhook');
+    throw error;
+  }
   return toDeliveryView(outcome.delivery as WebhookDeliveryRow);
 }
 
