@@ -515,7 +515,9 @@ describe('outbound webhooks (issue #11)', () => {
 
     await db()
       .update(webhooks)
-      .set({ previousSecretExpiresAt: new Date(Date.now() - 1000) })
+      .set({
+        previousSecrets: sql`jsonb_set(${webhooks.previousSecrets}, '{0,expiresAt}', to_jsonb(${new Date(Date.now() - 1000).toISOString()}::text))`,
+      })
       .where(eq(webhooks.id, hook.id));
     await dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/test`));
     const after = receiver.to(hook.path)[1]!;
@@ -523,6 +525,20 @@ describe('outbound webhooks (issue #11)', () => {
     verifyWebhook(rotated.secret, after);
     expect(() => verifyWebhook(hook.secret, after)).toThrow();
     expect(JSON.stringify(await webhookOf(hook.id))).not.toContain('whsec_');
+  });
+
+  it('rotate-secret twice within 24 h (and twice at once): every secret rotated out still signs', async () => {
+    const hook = await buildWebhook(['email.sent']);
+    const rotate = async () =>
+      dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/rotate-secret`));
+    const first = await rotate();
+    const [second, third] = await Promise.all([rotate(), rotate()]);
+    await dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/test`));
+    const [request] = receiver.to(hook.path);
+    expect(String(request!.headers['webhook-signature']).split(' ')).toHaveLength(4);
+    for (const secret of [hook.secret, first.secret, second.secret, third.secret])
+      verifyWebhook(secret, request!);
+    expect(new Set([first.secret, second.secret, third.secret]).size).toBe(3);
   });
 
   it('a committed status change delivers its event; a rolled-back one enqueues and sends nothing', async () => {

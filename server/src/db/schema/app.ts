@@ -243,8 +243,14 @@ export const webhooks = pgTable(
     events: text('events').array().notNull(),
     // Column `secret` holds the ciphertext (v2:iv:tag:data), never the plain secret.
     secretEncrypted: text('secret').notNull(),
-    previousSecretEncrypted: text('previous_secret_encrypted'),
-    previousSecretExpiresAt: ts('previous_secret_expires_at'),
+    /**
+     * Secrets rotated out that still sign until `expiresAt` (issue #11: 24 h after their
+     * rotation), each as its ciphertext; several when a webhook was rotated again within 24 h.
+     */
+    previousSecrets: jsonb('previous_secrets')
+      .$type<{ secret: string; expiresAt: string }[]>()
+      .notNull()
+      .default([]),
     isActive: boolean('is_active').notNull().default(true),
     disabledReason: text('disabled_reason'),
     lastTriggeredAt: ts('last_triggered_at'),

@@ -56,19 +56,17 @@ function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext
 }
 
 /**
- * The signing keys of `webhook` at `now`: its secret, then the previous one while it is within its
- * 24 h overlap after a rotation (issue #11), so receivers holding either secret verify. Decrypted
- * keys are cached per ENCRYPTION_KEY, webhook and ciphertext (see cachedSigningKey).
+ * The signing keys of `webhook` at `now`: its secret, then each secret rotated out within the last
+ * 24 h (`previousSecrets` before their `expiresAt`; issue #11), so receivers holding any of them
+ * verify. Decrypted keys are cached per ENCRYPTION_KEY, webhook and ciphertext (see
+ * cachedSigningKey).
  * @throws ConfigDecryptionError when a stored secret does not decrypt (wrong ENCRYPTION_KEY).
  */
 export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): KeyObject[] {
   const keys = [cachedSigningKey(encryptionKey, webhook, webhook.secretEncrypted)];
-  if (
-    webhook.previousSecretEncrypted &&
-    webhook.previousSecretExpiresAt &&
-    webhook.previousSecretExpiresAt.getTime() > now.getTime()
-  ) {
-    keys.push(cachedSigningKey(encryptionKey, webhook, webhook.previousSecretEncrypted));
+  for (const previous of webhook.previousSecrets) {
+    if (Date.parse(previous.expiresAt) > now.getTime())
+      keys.push(cachedSigningKey(encryptionKey, webhook, previous.secret));
   }
   return keys;
 }

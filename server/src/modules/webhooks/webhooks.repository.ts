@@ -18,8 +18,6 @@ export type WebhookChanges = Partial<
     | 'isActive'
     | 'disabledReason'
     | 'secretEncrypted'
-    | 'previousSecretEncrypted'
-    | 'previousSecretExpiresAt'
     | 'consecutiveFailures'
     | 'failingSince'
   >
@@ -107,6 +105,34 @@ export const webhookRepository = {
     const [row] = await db
       .update(webhooks)
       .set({ ...changes, updatedAt: new Date() })
+      .where(and(eq(webhooks.teamId, teamId), eq(webhooks.id, id)))
+      .returning();
+    return row;
+  },
+
+  /**
+   * Rotates the secret of webhook `id` of `teamId` in ONE statement (two rotations at once both
+   * take effect, each keeping the other's secret): `secretEncrypted` becomes the webhook's secret,
+   * the one it replaces joins `previousSecrets` until `expiresAt`, and previous secrets past their
+   * own expiry leave; `updatedAt` moves (the delivery worker's kept rows are keyed by it).
+   * @returns the updated row, undefined when there is no such webhook.
+   */
+  async rotateSecret(
+    db: Executor,
+    teamId: string,
+    id: string,
+    secretEncrypted: string,
+    expiresAt: Date,
+  ): Promise<WebhookRow | undefined> {
+    const [row] = await db
+      .update(webhooks)
+      .set({
+        secretEncrypted,
+        previousSecrets: sql`coalesce((select jsonb_agg(kept) from jsonb_array_elements(${webhooks.previousSecrets}) kept
+          where (kept ->> 'expiresAt')::timestamptz > now()), '[]'::jsonb)
+          || jsonb_build_array(jsonb_build_object('secret', ${webhooks.secretEncrypted}, 'expiresAt', ${expiresAt.toISOString()}::text))`,
+        updatedAt: sql`now()`,
+      })
       .where(and(eq(webhooks.teamId, teamId), eq(webhooks.id, id)))
       .returning();
     return row;

@@ -163,9 +163,11 @@ export async function deleteWebhook(db: Database, teamId: string, id: string): P
 
 /**
  * `POST /api/webhooks/:id/rotate-secret` (issue #11): a new secret signs from now on; the current
- * one keeps signing beside it for 24 h (two `v1,` signatures in `webhook-signature`), so receivers
- * can switch without losing a delivery. A secret rotated out earlier is dropped.
- * @returns the new secret (shown only here) and when the old one stops signing.
+ * one keeps signing beside it for 24 h (one more `v1,` signature in `webhook-signature`), so
+ * receivers can switch without losing a delivery. Rotated again within those 24 h, every secret
+ * rotated out keeps its own 24 h (webhookRepository.rotateSecret: one statement, so two rotations
+ * at once both hold).
+ * @returns the new secret (shown only here) and when the one it replaced stops signing.
  * @throws NOT_FOUND (404).
  */
 export async function rotateWebhookSecret(
@@ -173,14 +175,15 @@ export async function rotateWebhookSecret(
   teamId: string,
   id: string,
 ): Promise<{ id: string; secret: string; previousSecretExpiresAt: string }> {
-  const current = await findOrThrow(deps.db, teamId, id);
   const secret = generateWebhookSecret();
   const expiresAt = new Date(Date.now() + PREVIOUS_SECRET_OVERLAP_MS);
-  const row = await webhookRepository.update(deps.db, teamId, id, {
-    secretEncrypted: encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
-    previousSecretEncrypted: current.secretEncrypted,
-    previousSecretExpiresAt: expiresAt,
-  });
+  const row = await webhookRepository.rotateSecret(
+    deps.db,
+    teamId,
+    id,
+    encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
+    expiresAt,
+  );
   if (!row) throw notFound('Webhook');
   return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() };
 }

@@ -1,0 +1,2 @@
+ALTER TABLE "webhooks" DROP COLUMN "previous_secret_encrypted";--> statement-breakpoint
+ALTER TABLE "webhooks" DROP COLUMN "previous_secret_expires_at";
