@@ -60,6 +60,18 @@ export function jobIdFromUuid(uuid: string): string {
   return TypeID.fromUUID(ID_PREFIX.job, uuid).toString();
 }
 
+/**
+ * The pg-boss UUID of a `job_…` id (see newJobId), or undefined when `jobId` is not a job TypeID.
+ */
+export function uuidOfJobId(jobId: string): string | undefined {
+  try {
+    const id = TypeID.fromString(jobId);
+    return id.getType() === ID_PREFIX.job ? id.toUUID() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** True when `value` looks like an id of `kind` (prefix check only, no database look-up). */
 export function hasIdPrefix(value: string, kind: IdKind): boolean {
   return value.startsWith(`${ID_PREFIX[kind]}_`);

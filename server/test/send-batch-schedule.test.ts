@@ -145,7 +145,7 @@ describe('batch send, schedule and cancel', () => {
     expect(Date.parse(job!.keep_until)).toBeGreaterThan(scheduledAt.getTime());
   });
 
-  it('cancels a queued email: failed with "cancelled", never sent even when its job runs', async () => {
+  it('cancels a queued email: failed with "cancelled", its job cancelled with it, never sent', async () => {
     const response = await send(ctx.app, apiKey, {
       templateId,
       to: 'cancelled@example.test',
@@ -159,19 +159,45 @@ describe('batch send, schedule and cancel', () => {
     const log = await logOf(id);
     expect(log).toMatchObject({ status: 'failed', errorMessage: 'cancelled' });
 
-    // The job still runs at its time, and leaves the email alone.
-    await waitFor(async () => {
-      const [job] = await query<{ state: string }>(
-        sql`select state::text from pgboss.job where id = ${uuidOf(jobId)}::uuid`,
-      );
-      return job?.state === 'completed' ? true : undefined;
-    }, 30_000);
+    // Its job was cancelled in the same transaction: past its time, nothing ran or was sent.
+    const jobState = async () =>
+      (
+        await query<{ state: string }>(
+          sql`select state::text from pgboss.job where id = ${uuidOf(jobId)}::uuid`,
+        )
+      )[0]?.state;
+    expect(await jobState()).toBe('cancelled');
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(await jobState()).toBe('cancelled');
     expect(smtp.messages.some((m) => m.envelopeTo.includes('cancelled@example.test'))).toBe(false);
     expect((await logOf(id)).status).toBe('failed');
 
     const again = expectError(await cancel(id), 400, 'VALIDATION_ERROR');
     expect(again.details.reason).toBe('NOT_CANCELLABLE');
     expectError(await cancel('eml_01jd0000000000000000000000'), 404, 'NOT_FOUND');
+  });
+
+  it('refuses to cancel an email whose send a worker has claimed (it may already be at its provider)', async () => {
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'claimed@example.test',
+      scheduledAt: new Date(Date.now() + 60_000).toISOString(),
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    const { id, jobId } = response.json().data;
+    // A worker's claim, as pg-boss makes it (the job active, held by that worker).
+    await query(
+      sql`update pgboss.job set state = 'active', started_on = now() where id = ${uuidOf(jobId)}::uuid`,
+    );
+    const refused = expectError(await cancel(id), 400, 'VALIDATION_ERROR');
+    expect(refused.details).toMatchObject({ reason: 'NOT_CANCELLABLE', status: 'sending' });
+    expect((await logOf(id)).status).toBe('queued');
+    const [job] = await query<{ state: string }>(
+      sql`select state::text from pgboss.job where id = ${uuidOf(jobId)}::uuid`,
+    );
+    expect(job!.state).toBe('active');
+    // Leave nothing claimed behind for the other cases' workers.
+    await query(sql`update pgboss.job set state = 'cancelled' where id = ${uuidOf(jobId)}::uuid`);
   });
 });
 

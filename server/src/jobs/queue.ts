@@ -416,6 +416,27 @@ export class JobQueue {
   }
 
   /**
+   * Cancels job `id` (its UUID) of queue `name` inside `tx` if it has not started: a waiting job
+   * (pg-boss state `created`, scheduled or not, or `retry`) becomes `cancelled` and never runs. The
+   * update locks the row until `tx` ends, and a worker claims jobs with `for update skip locked`,
+   * so a job is either cancelled here or claimed by a worker, never both (a claim in progress is
+   * waited for, then seen).
+   * @returns 'cancelled'; otherwise the job's state as it stands (e.g. 'active': a worker holds it),
+   *   or undefined when there is no such job (deleted after its retention).
+   */
+  async cancelIfWaiting(tx: Executor, name: JobName, id: string): Promise<string | undefined> {
+    const cancelled = (await tx.execute(
+      sql`update pgboss.job set state = 'cancelled', completed_on = now()
+        where name = ${name} and id = ${id}::uuid and state < 'active' returning id`,
+    )) as unknown as { rows: unknown[] };
+    if (cancelled.rows.length > 0) return 'cancelled';
+    const found = (await tx.execute(
+      sql`select state::text as state from pgboss.job where name = ${name} and id = ${id}::uuid`,
+    )) as unknown as { rows: { state: string }[] };
+    return found.rows[0]?.state;
+  }
+
+  /**
    * Inserts jobs of queue `name` inside `tx` with ONE statement (pg-boss `insert`; the queue's
    * retry policy and dead-letter queue apply as with `send`). They become visible only if `tx`
    * commits.

@@ -1,5 +1,8 @@
 import type { Database } from '../../db/client.ts';
 import { AppError } from '../../http/errors.ts';
+import { uuidOfJobId } from '../../ids.ts';
+import { EMAIL_SEND_JOB } from '../../jobs/definitions.ts';
+import type { JobQueue } from '../../jobs/queue.ts';
 import { transition } from './emails.status.service.ts';
 import { getLog } from './logs.service.ts';
 
@@ -7,19 +10,22 @@ import { getLog } from './logs.service.ts';
 export const CANCELLED_MESSAGE = 'cancelled';
 
 /**
- * `POST /api/v1/:id/cancel` (issue #10): a still-`queued` email (typically a scheduled one) moves to
- * `failed` with errorMessage "cancelled". Its job may still run; the worker leaves an email that is
- * no longer `queued` alone, so a cancelled email is never handed to a provider. An email whose send
- * is already in progress cannot be called back: cancel it before its `scheduledAt`.
+ * `POST /api/v1/:id/cancel` (issue #10): a still-`queued` email whose send job has not started
+ * (typically a scheduled one) moves to `failed` with errorMessage "cancelled", and its job is
+ * cancelled in the same transaction (JobQueue.cancelIfWaiting), so it never reaches a provider. An
+ * email a worker has already claimed is refused, not reported cancelled: the worker checked it
+ * was queued before handing it to its provider, and the provider's answer could no longer be
+ * recorded against a failed email.
  * Returns {id, status: "failed"}.
  * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400, details.reason NOT_CANCELLABLE)
- *   when the email is no longer queued.
+ *   when the email is no longer queued, or its send is in progress (details.status "sending").
  */
 export async function cancelEmail(
-  db: Database,
+  deps: { db: Database; queue: JobQueue },
   teamId: string,
   emailId: string,
 ): Promise<{ id: string; status: 'failed' }> {
+  const { db } = deps;
   const log = await getLog(db, teamId, emailId);
   const notCancellable = (status: string) =>
     new AppError('VALIDATION_ERROR', `Only queued emails can be cancelled (this one is ${status})`, {
@@ -27,13 +33,16 @@ export async function cancelEmail(
       status,
     });
   if (log.status !== 'queued') throw notCancellable(log.status);
-  const moved = await db.transaction((tx) =>
-    transition(tx, log, {
+  const jobUuid = uuidOfJobId(log.jobId);
+  const moved = await db.transaction(async (tx) => {
+    const job = jobUuid ? await deps.queue.cancelIfWaiting(tx, EMAIL_SEND_JOB, jobUuid) : undefined;
+    if (job === 'active') throw notCancellable('sending');
+    return transition(tx, log, {
       status: 'failed',
       detail: { error: CANCELLED_MESSAGE, cancelled: true },
       set: { errorMessage: CANCELLED_MESSAGE },
-    }),
-  );
+    });
+  });
   if (!moved) throw notCancellable((await getLog(db, teamId, emailId)).status);
   return { id: log.id, status: 'failed' };
 }

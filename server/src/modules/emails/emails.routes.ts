@@ -151,7 +151,13 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(cancelledView) } },
     },
     async (request) =>
-      ok(await cancelEmail(app.ctx.database.db, apiKeyOf(request).teamId, request.params.id)),
+      ok(
+        await cancelEmail(
+          { db: app.ctx.database.db, queue: app.ctx.queue },
+          apiKeyOf(request).teamId,
+          request.params.id,
+        ),
+      ),
   );
 
   app.get(
