@@ -22,7 +22,17 @@ import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
  */
 
 let ctx: TestContext;
-let sns: { server: Server; origin: string; certPem: string; keyPem: string; subscribed: string[] };
+/** The path of the local SNS's signing certificate (SNS's own shape: a hex name). */
+const SNS_CERT_PATH = '/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem';
+let sns: {
+  server: Server;
+  origin: string;
+  certPem: string;
+  keyPem: string;
+  subscribed: string[];
+  /** Requests for a certificate so far. */
+  certificateFetches: number;
+};
 
 /** A self-signed certificate (RSA) standing in for Amazon SNS's signing certificate. */
 function selfSignedCertificate(): { certPem: string; keyPem: string } {
@@ -61,7 +71,9 @@ beforeAll(async () => {
   const subscribed: string[] = [];
   // The local "SNS": serves the signing certificate and records subscription confirmations.
   const server = createServer((request, response) => {
-    if (request.url?.startsWith('/SimpleNotificationService-test.pem')) {
+    // Any certificate name is served (and counted): what the handler refuses, it must not fetch.
+    if (request.url?.startsWith('/SimpleNotificationService-')) {
+      sns.certificateFetches += 1;
       response.writeHead(200, { 'content-type': 'application/x-pem-file' }).end(certPem);
     } else if (request.url?.startsWith('/confirm')) {
       subscribed.push(request.url);
@@ -72,7 +84,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  sns = { server, origin, certPem, keyPem, subscribed };
+  sns = { server, origin, certPem, keyPem, subscribed, certificateFetches: 0 };
   ctx = await createTestContext('postgres', { PROVIDER_EVENTS_SNS_ENDPOINT: origin });
 });
 
@@ -388,6 +400,28 @@ describe('Mailgun events (HMAC signing key)', () => {
     expect((await log(team, id)).status).toBe('delivered');
   });
 
+  it('refuses a replayed signature block (any event-data) and a stale timestamp: 401, nothing suppressed', async () => {
+    const team = await providerTeam('mailgun', { webhookSigningKey: signingKey });
+    const id = await sentEmail(team, '<mg-replay@mg.example.test>', 'ada@example.com');
+    const delivered = JSON.parse(mailgunBody(eventData('delivered', 'mg-replay@mg.example.test')));
+    await dataOf(await post(team.eventsPath, JSON.stringify(delivered)));
+    // The signature covers timestamp + token only: the captured block with a forged permanent failure.
+    const forged = {
+      signature: delivered.signature,
+      'event-data': eventData('failed', 'mg-replay@mg.example.test', { severity: 'permanent' }),
+    };
+    expectError(await post(team.eventsPath, JSON.stringify(forged)), 401, 'UNAUTHORIZED');
+    const timestamp = String(Math.floor(Date.now() / 1000) - 3_600);
+    const token = randomBytes(25).toString('hex');
+    const signature = createHmac('sha256', signingKey)
+      .update(timestamp + token)
+      .digest('hex');
+    const stale = { signature: { timestamp, token, signature }, 'event-data': forged['event-data'] };
+    expectError(await post(team.eventsPath, JSON.stringify(stale)), 401, 'UNAUTHORIZED');
+    expect((await log(team, id)).status).toBe('delivered');
+    expect(await suppressed(team)).toEqual([]);
+  });
+
   it('a temporary failure is history only; a permanent one bounces with the diagnostic and suppresses', async () => {
     const team = await providerTeam('mailgun', { webhookSigningKey: signingKey });
     const id = await sentEmail(team, '<mg-bounce@mg.example.test>', 'nobody@example.com');
@@ -522,7 +556,7 @@ function snsMessage(fields: Record<string, string>, keyPem = sns.keyPem) {
     TopicArn: 'arn:aws:sns:eu-west-1:123456789012:ses-events',
     Timestamp: new Date().toISOString(),
     SignatureVersion: version,
-    SigningCertURL: `${sns.origin}/SimpleNotificationService-test.pem`,
+    SigningCertURL: `${sns.origin}${SNS_CERT_PATH}`,
     ...fields,
   };
   const order =
@@ -610,6 +644,39 @@ describe('Amazon SES events (SNS signature)', () => {
     const row = await log(team, id);
     expect(row.status).toBe('delivered');
     expect(row.deliveredAt).toBe('2026-11-23T12:00:01.000Z');
+  });
+
+  it('refuses old messages and odd certificate URLs (401); a failed confirmation is 503 without the token', async () => {
+    const team = await providerTeam('ses');
+    const id = await sentEmail(team, 'ses-old-1');
+    const delivery = (fields: Record<string, string>) =>
+      snsMessage({
+        Type: 'Notification',
+        Message: JSON.stringify({ eventType: 'Delivery', mail: { messageId: 'ses-old-1' }, delivery: {} }),
+        ...fields,
+      });
+    const old = delivery({ Timestamp: new Date(Date.now() - 2 * 3_600_000).toISOString() });
+    expectError(await post(team.eventsPath, old, { 'content-type': 'text/plain' }), 401, 'UNAUTHORIZED');
+    const fetchesBefore = sns.certificateFetches;
+    for (const url of [
+      `${sns.origin}${SNS_CERT_PATH}?x=1`,
+      `${sns.origin}/SimpleNotificationService-x.pem`,
+    ]) {
+      const odd = delivery({ SigningCertURL: url });
+      expectError(await post(team.eventsPath, odd, { 'content-type': 'text/plain' }), 401, 'UNAUTHORIZED');
+    }
+    expect(sns.certificateFetches).toBe(fetchesBefore);
+    expect((await log(team, id)).status).toBe('sent');
+
+    const confirm = snsMessage({
+      Type: 'SubscriptionConfirmation',
+      Token: 'secret-subscription-token',
+      Message: 'You have chosen to subscribe to the topic.',
+      SubscribeURL: `${sns.origin}/unavailable?Action=ConfirmSubscription&Token=secret-subscription-token`,
+    });
+    const failed = await post(team.eventsPath, confirm, { 'content-type': 'text/plain' });
+    expectError(failed, 503, 'SERVICE_UNAVAILABLE');
+    expect(failed.body).not.toContain('secret-subscription-token');
   });
 
   it('a Permanent bounce (SignatureVersion 1) and a Complaint suppress the named recipients', async () => {

@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, type Column, eq, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { emailRecipients, emailSendOptions } from '../../db/schema/index.ts';
 import type { RecipientKind, RecipientRow, RecipientState } from './email-recipients.ts';
@@ -11,9 +11,16 @@ export type RecipientWrite = {
   kind: RecipientKind;
 } & RecipientState;
 
+/** `column = any($1::text[])`: one array parameter however many `ids`. */
+function anyOf(column: Column, ids: readonly string[]): SQL {
+  return sql`${column} = any(${sql.param([...ids])}::text[])`;
+}
+
 /**
  * SQL of the per-recipient outcomes (issue #11, `email_recipients`; see email-recipients.ts for why
  * rows exist only for recipients something specific happened to).
+ * Lists travel as ONE parameter each (a text[] or a JSON document), never one parameter per value:
+ * a provider's batch (5 MB) may name more than PostgreSQL's 65,535 bound parameters allow.
  */
 export const recipientRepository = {
   /** The written rows of `emailIds` within team `teamId` (one query; none for an empty list). */
@@ -22,7 +29,7 @@ export const recipientRepository = {
     return db
       .select()
       .from(emailRecipients)
-      .where(and(eq(emailRecipients.teamId, teamId), inArray(emailRecipients.emailId, [...emailIds])));
+      .where(and(eq(emailRecipients.teamId, teamId), anyOf(emailRecipients.emailId, emailIds)));
   },
 
   /**
@@ -38,36 +45,57 @@ export const recipientRepository = {
     const rows = await db
       .select({ emailId: emailSendOptions.emailId, cc: emailSendOptions.cc, bcc: emailSendOptions.bcc })
       .from(emailSendOptions)
-      .where(and(eq(emailSendOptions.teamId, teamId), inArray(emailSendOptions.emailId, [...emailIds])));
+      .where(and(eq(emailSendOptions.teamId, teamId), anyOf(emailSendOptions.emailId, emailIds)));
     return new Map(rows.map((row) => [row.emailId, { cc: row.cc, bcc: row.bcc }]));
   },
 
   /**
    * Writes `rows` in ONE statement: inserted, or replacing the state of the row already there for
    * the same email and address (callers compute the whole next state under the email's row lock).
+   * The rows travel as one JSON parameter (`jsonb_to_recordset`), so any number of them fits.
+   * `rows` must name each (email, address) once (PostgreSQL refuses to update a row twice).
    */
   async upsert(tx: Executor, rows: readonly RecipientWrite[]): Promise<void> {
     if (rows.length === 0) return;
-    const now = new Date();
-    await tx
-      .insert(emailRecipients)
-      .values(rows.map((row) => ({ ...row, updatedAt: now })))
-      .onConflictDoUpdate({
-        target: [emailRecipients.emailId, emailRecipients.address],
-        set: {
-          status: sql`excluded.status`,
-          bounceType: sql`excluded.bounce_type`,
-          diagnostic: sql`excluded.diagnostic`,
-          sentAt: sql`excluded.sent_at`,
-          deliveredAt: sql`excluded.delivered_at`,
-          openedAt: sql`excluded.opened_at`,
-          clickedAt: sql`excluded.clicked_at`,
-          bouncedAt: sql`excluded.bounced_at`,
-          failedAt: sql`excluded.failed_at`,
-          spamAt: sql`excluded.spam_at`,
-          deferredAt: sql`excluded.deferred_at`,
-          updatedAt: sql`excluded.updated_at`,
-        },
-      });
+    const source = rows.map((row) => ({
+      email_id: row.emailId,
+      team_id: row.teamId,
+      address: row.address,
+      kind: row.kind,
+      status: row.status,
+      bounce_type: row.bounceType,
+      diagnostic: row.diagnostic,
+      sent_at: row.sentAt,
+      delivered_at: row.deliveredAt,
+      opened_at: row.openedAt,
+      clicked_at: row.clickedAt,
+      bounced_at: row.bouncedAt,
+      failed_at: row.failedAt,
+      spam_at: row.spamAt,
+      deferred_at: row.deferredAt,
+    }));
+    await tx.execute(sql`
+      insert into ${emailRecipients} (email_id, team_id, address, kind, status, bounce_type, diagnostic,
+        sent_at, delivered_at, opened_at, clicked_at, bounced_at, failed_at, spam_at, deferred_at, updated_at)
+      select v.email_id, v.team_id, v.address, v.kind::recipient_kind, v.status::email_status, v.bounce_type,
+        v.diagnostic, v.sent_at, v.delivered_at, v.opened_at, v.clicked_at, v.bounced_at, v.failed_at,
+        v.spam_at, v.deferred_at, ${new Date().toISOString()}::timestamptz
+      from jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(email_id text, team_id text,
+        address text, kind text, status text, bounce_type text, diagnostic text, sent_at timestamptz,
+        delivered_at timestamptz, opened_at timestamptz, clicked_at timestamptz, bounced_at timestamptz,
+        failed_at timestamptz, spam_at timestamptz, deferred_at timestamptz)
+      on conflict (email_id, address) do update set
+        status = excluded.status,
+        bounce_type = excluded.bounce_type,
+        diagnostic = excluded.diagnostic,
+        sent_at = excluded.sent_at,
+        delivered_at = excluded.delivered_at,
+        opened_at = excluded.opened_at,
+        clicked_at = excluded.clicked_at,
+        bounced_at = excluded.bounced_at,
+        failed_at = excluded.failed_at,
+        spam_at = excluded.spam_at,
+        deferred_at = excluded.deferred_at,
+        updated_at = excluded.updated_at`);
   },
 };

@@ -1,12 +1,15 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import {
   badPayload,
   badSignature,
   configString,
   dateOf,
+  isFreshTimestamp,
   jsonBody,
   obj,
   type ProviderEvent,
+  type ProviderEventDeps,
   type ProviderEventKind,
   type ProviderEventParser,
   str,
@@ -21,9 +24,44 @@ import {
  *
  * Signature: hex HMAC-SHA256 of `<timestamp><token>` keyed with the HTTP webhook signing key
  * (https://documentation.mailgun.com/docs/mailgun/user-manual/events/webhooks#securing-webhooks).
+ * It does not cover `event-data`, so a signature block once seen could vouch for any event: as
+ * Mailgun's page asks, a timestamp more than {@link MAILGUN_SIGNATURE_WINDOW_MS} away from now is
+ * refused, and so is a token already accepted for the adapter within that window (replays).
+ * The memory of tokens is per process (`deps.mailgunTokens`, a bounded LRU): with several API
+ * processes a block could be replayed once more to each of them, and only within the 5 minutes
+ * of its timestamp — that window is what bounds the exposure.
  */
 
-function verify(signingKey: string, signature: Record<string, unknown>): void {
+/** How far a signature's timestamp may be from now (ms), either way (Mailgun: "5 minutes"). */
+export const MAILGUN_SIGNATURE_WINDOW_MS = 5 * 60_000;
+/**
+ * How long an accepted token is remembered (ms): a timestamp is accepted from 5 minutes before it
+ * to 5 minutes after it, so a token seen at the earliest must be kept twice the window.
+ */
+export const MAILGUN_TOKEN_MEMORY_MS = 2 * MAILGUN_SIGNATURE_WINDOW_MS;
+/**
+ * Most tokens remembered per process (~200 bytes each): far above the events one process is posted
+ * in {@link MAILGUN_TOKEN_MEMORY_MS}; past it the oldest are forgotten first.
+ */
+export const MAILGUN_TOKEN_MEMORY_MAX = 50_000;
+
+/** A new memory of accepted Mailgun tokens (`deps.mailgunTokens`): LRU, entries expire after 10 min. */
+export function mailgunTokenMemory(): LRUCache<string, true> {
+  return new LRUCache<string, true>({ max: MAILGUN_TOKEN_MEMORY_MAX, ttl: MAILGUN_TOKEN_MEMORY_MS });
+}
+
+/**
+ * Checks the signature block of a request to adapter `adapterId`, then that it is fresh and its
+ * token new, and remembers the token.
+ * @throws AppError UNAUTHORIZED (401) for a missing or wrong signature, a timestamp more than
+ *   {@link MAILGUN_SIGNATURE_WINDOW_MS} from now, or a token already accepted (a replay).
+ */
+function verify(
+  signingKey: string,
+  signature: Record<string, unknown>,
+  adapterId: string,
+  deps: ProviderEventDeps,
+): void {
   const timestamp =
     str(signature.timestamp) ??
     (typeof signature.timestamp === 'number' ? String(signature.timestamp) : undefined);
@@ -36,13 +74,23 @@ function verify(signingKey: string, signature: Record<string, unknown>): void {
   const a = Buffer.from(expected, 'utf8');
   const b = Buffer.from(given.toLowerCase(), 'utf8');
   if (a.length !== b.length || !timingSafeEqual(a, b)) throw badSignature();
+  if (!isFreshTimestamp(timestamp, MAILGUN_SIGNATURE_WINDOW_MS)) {
+    throw badSignature('Mailgun signature timestamp is too old or in the future');
+  }
+  // Remembered only once the signature verified, so unsigned requests cannot fill the memory.
+  const key = `${adapterId} ${token}`;
+  if (deps.mailgunTokens.has(key)) throw badSignature('Mailgun signature token already used');
+  deps.mailgunTokens.set(key, true);
 }
 
-/** Parses (and verifies, with `config.webhookSigningKey`) one Mailgun webhook request. */
-export const parseMailgunEvents: ProviderEventParser = async (request) => {
+/**
+ * Parses (and verifies, with `config.webhookSigningKey`: signature, freshness, replay) one Mailgun
+ * webhook request.
+ */
+export const parseMailgunEvents: ProviderEventParser = async (request, deps) => {
   const body = obj(jsonBody(request));
   const signingKey = configString(request.config, 'webhookSigningKey');
-  if (signingKey) verify(signingKey, obj(body.signature));
+  if (signingKey) verify(signingKey, obj(body.signature), request.adapterId, deps);
   const data = obj(body['event-data']);
   const name = str(data.event);
   const messageId = str(obj(obj(data.message).headers)['message-id']);

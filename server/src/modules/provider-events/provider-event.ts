@@ -1,3 +1,4 @@
+import type { LRUCache } from 'lru-cache';
 import { AppError } from '../../http/errors.ts';
 
 /**
@@ -45,6 +46,8 @@ export interface ProviderEvent {
 
 /** A request to the provider-events URL, authenticated by its token already. */
 export interface ProviderEventRequest {
+  /** The adapter the URL names (replay memories are kept per adapter). */
+  adapterId: string;
   /** Lower-case header names (Node's). */
   headers: Record<string, string | string[] | undefined>;
   /** The raw body, exactly as received (signatures cover these bytes). */
@@ -59,8 +62,16 @@ export interface ProviderEventDeps {
   fetchText(url: string): Promise<string>;
   /** Operator-only origin allowed in place of https://sns.<region>.amazonaws.com (tests). */
   snsEndpoint?: string | undefined;
-  /** Certificates already fetched, by URL (one per app; AWS rotates them rarely). */
-  certificateCache: Map<string, string>;
+  /**
+   * Certificates already fetched, by URL (one per app; AWS rotates them rarely). Bounded: only
+   * URLs of the SNS certificate shape reach it, but their names are the sender's to choose.
+   */
+  certificateCache: LRUCache<string, string>;
+  /**
+   * Mailgun signature tokens seen lately, by `<adapterId> <token>` (one per app, so per process):
+   * a token is accepted once within the signature's freshness window (mailgun.events.ts).
+   */
+  mailgunTokens: LRUCache<string, true>;
 }
 
 /**
@@ -105,14 +116,36 @@ export function configString(config: Record<string, unknown>, name: string): str
   return typeof value === 'string' && value.length > 0 ? value : undefined;
 }
 
-/** A Date of `value` (ISO string, or seconds since the epoch as number/string), or `fallback`. */
+/**
+ * The range of times an event may carry (ms since the epoch): 1970-01-01 to 9999-12-31 (UTC).
+ * Anything else is not a provider's clock; JavaScript accepts dates PostgreSQL's timestamptz does
+ * not (before 4713 BC), and ISO strings past year 9999 take a sign PostgreSQL does not read.
+ */
+const EARLIEST_EVENT_MS = 0;
+const LATEST_EVENT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+/**
+ * A Date of `value` (ISO string, or seconds since the epoch as number/string), or `fallback` when
+ * it is absent, not a date, or outside 1970-01-01…9999-12-31 UTC (a payload's `1e20` is not a time).
+ */
 export function dateOf(value: unknown, fallback = new Date()): Date {
-  if (typeof value === 'number' && Number.isFinite(value)) return new Date(value * 1000);
-  if (typeof value === 'string' && value.length > 0) {
-    const date = /^\d+(\.\d+)?$/.test(value) ? new Date(Number(value) * 1000) : new Date(value);
-    if (!Number.isNaN(date.getTime())) return date;
+  let date: Date | undefined;
+  if (typeof value === 'number' && Number.isFinite(value)) date = new Date(value * 1000);
+  else if (typeof value === 'string' && value.length > 0) {
+    date = /^\d+(\.\d+)?$/.test(value) ? new Date(Number(value) * 1000) : new Date(value);
   }
-  return fallback;
+  const ms = date?.getTime() ?? Number.NaN;
+  return ms >= EARLIEST_EVENT_MS && ms <= LATEST_EVENT_MS ? date! : fallback;
+}
+
+/**
+ * True when `seconds` (a decimal count of seconds since the epoch, as a signature header or field
+ * carries it) is at most `windowMs` away from `now` (ms), in either direction; false for anything
+ * that is not such a number.
+ */
+export function isFreshTimestamp(seconds: string, windowMs: number, now = Date.now()): boolean {
+  if (!/^\d{1,12}(\.\d+)?$/.test(seconds)) return false;
+  return Math.abs(now - Number(seconds) * 1000) <= windowMs;
 }
 
 /** `value` when it is a non-empty string, else undefined. */

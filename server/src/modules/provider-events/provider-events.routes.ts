@@ -5,8 +5,10 @@ import { access } from '../../http/access.ts';
 import { envelopeOf, ok } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
+import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
-import { applyProviderEvents, PROVIDER_EVENT_PARSERS } from './provider-events.service.ts';
+import { applyProviderEvents, providerEventParserOf } from './provider-events.service.ts';
+import { certificateCache } from './ses.events.ts';
 
 /** A provider's batch (SendGrid posts up to thousands of events at once). */
 const BODY_LIMIT_BYTES = 5 * 1024 * 1024;
@@ -43,7 +45,8 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
   const deps: ProviderEventDeps = {
     fetchText,
     snsEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
-    certificateCache: new Map(),
+    certificateCache: certificateCache(),
+    mailgunTokens: mailgunTokenMemory(),
   };
 
   app.post(
@@ -64,12 +67,17 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
       if (!isAdapterEventsToken(app.ctx.encryptionKey, adapter.id, token)) {
         throw new AppError('UNAUTHORIZED', 'Invalid provider events token');
       }
-      const parse = PROVIDER_EVENT_PARSERS[adapter.type as keyof typeof PROVIDER_EVENT_PARSERS];
+      const parse = providerEventParserOf(adapter.type);
       if (!parse)
         throw new AppError('NOT_FOUND', `Adapters of type ${adapter.type} receive no provider events`);
       const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const events = await parse(
-        { headers: request.headers, body, config: adapterConfig(adapter, app.ctx.encryptionKey) },
+        {
+          adapterId: adapter.id,
+          headers: request.headers,
+          body,
+          config: adapterConfig(adapter, app.ctx.encryptionKey),
+        },
         deps,
       );
       return ok(await applyProviderEvents(app.ctx.db, adapter, events));

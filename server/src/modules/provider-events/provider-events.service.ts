@@ -1,4 +1,4 @@
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { emailLogs } from '../../db/schema/index.ts';
 import type { AdapterType } from '../adapters/index.ts';
@@ -25,6 +25,13 @@ export const PROVIDER_EVENT_PARSERS: Partial<Record<AdapterType, ProviderEventPa
   mailapi_cloud: parseSesEvents,
   mailapi_server: parsePostmarkEvents,
 };
+
+/** The events parser of adapters of `type`, or undefined when they post no events (own keys only). */
+export function providerEventParserOf(type: string): ProviderEventParser | undefined {
+  return Object.hasOwn(PROVIDER_EVENT_PARSERS, type)
+    ? PROVIDER_EVENT_PARSERS[type as keyof typeof PROVIDER_EVENT_PARSERS]
+    : undefined;
+}
 
 /** What one request's events did. */
 export interface AppliedEvents {
@@ -146,6 +153,11 @@ function recipientEventOf(event: ProviderEvent): RecipientEvent {
   return { kind: event.kind, at: event.at, diagnostic: event.diagnostic };
 }
 
+/**
+ * The team's emails stored under any of `ids` as providerMessageId, locked for update, by id.
+ * The ids travel as ONE array parameter: a batch (5 MB) may name more ids than PostgreSQL's 65,535
+ * bound parameters.
+ */
 async function findByProviderMessageIds(db: Executor, teamId: string, ids: string[]) {
   return (
     db
@@ -165,7 +177,12 @@ async function findByProviderMessageIds(db: Executor, teamId: string, ids: strin
         spamAt: emailLogs.spamAt,
       })
       .from(emailLogs)
-      .where(and(eq(emailLogs.teamId, teamId), inArray(emailLogs.providerMessageId, ids)))
+      .where(
+        and(
+          eq(emailLogs.teamId, teamId),
+          sql`${emailLogs.providerMessageId} = any(${sql.param(ids)}::text[])`,
+        ),
+      )
       // Serialises requests about the same emails (their recipients are read, changed and written),
       // locking in id order so that two requests about the same emails cannot deadlock.
       .orderBy(emailLogs.id)

@@ -25,14 +25,15 @@ import {
  * verifies it under its header names.
  */
 
-const KINDS: Record<string, ProviderEventKind> = {
-  'email.delivered': 'delivered',
-  'email.opened': 'opened',
-  'email.clicked': 'clicked',
-  'email.complained': 'spam',
-  'email.delivery_delayed': 'deferral',
-  'email.failed': 'failed',
-};
+/** The recorded kind of each Resend event type (a Map: types come from the payload). */
+const KINDS = new Map<string, ProviderEventKind>([
+  ['email.delivered', 'delivered'],
+  ['email.opened', 'opened'],
+  ['email.clicked', 'clicked'],
+  ['email.complained', 'spam'],
+  ['email.delivery_delayed', 'deferral'],
+  ['email.failed', 'failed'],
+]);
 
 async function verify(secret: string, request: Parameters<ProviderEventParser>[0]): Promise<void> {
   const id = header(request, 'svix-id');
@@ -57,15 +58,23 @@ async function verify(secret: string, request: Parameters<ProviderEventParser>[0
   }
 }
 
-/** Parses (and verifies, with `config.webhookSecret`) one Resend webhook request. */
+/**
+ * Parses (and verifies, with `config.webhookSecret`) one Resend webhook request.
+ * An event not about an email (`contact.*`, `domain.*`, any without `data.email_id`) is
+ * acknowledged with nothing recorded: a 4xx would only make Svix retry it and, after enough
+ * failures, disable the endpoint (https://docs.svix.com/retries).
+ * @throws AppError UNAUTHORIZED (401) for a wrong signature; VALIDATION_ERROR (400) for a body
+ *   without `type`.
+ */
 export const parseResendEvents: ProviderEventParser = async (request) => {
   const secret = configString(request.config, 'webhookSecret');
   if (secret) await verify(secret, request);
   const body = obj(jsonBody(request));
   const type = str(body.type);
+  if (!type) throw badPayload('Not a Resend event (type)');
   const data = obj(body.data);
   const emailId = str(data.email_id);
-  if (!type || !emailId) throw badPayload('Not a Resend email event (type, data.email_id)');
+  if (!emailId) return [];
   const to = Array.isArray(data.to) ? data.to.filter((v): v is string => typeof v === 'string') : [];
   // `data.to` is the email's whole `to` list, not the address the event is about: it names the
   // recipient only when there is one (issue #11: a bounce of one address is not pinned on all).
@@ -78,7 +87,7 @@ export const parseResendEvents: ProviderEventParser = async (request) => {
     const kind: ProviderEventKind = bounce.type === 'Permanent' ? 'bounced' : 'soft_bounce';
     return [{ ...base, kind, diagnostic } satisfies ProviderEvent];
   }
-  const kind = KINDS[type];
+  const kind = KINDS.get(type);
   if (!kind) return []; // email.sent, email.scheduled, …: nothing to record.
   const event: ProviderEvent = { ...base, kind };
   const url = str(obj(data.click).link);

@@ -5,6 +5,7 @@ import {
   configString,
   dateOf,
   header,
+  isFreshTimestamp,
   jsonBody,
   obj,
   type ProviderEvent,
@@ -22,17 +23,23 @@ import {
  * Signed webhook (https://www.twilio.com/docs/sendgrid/for-developers/tracking-events/getting-started-event-webhook-security-features):
  * ECDSA P-256 with SHA-256 over `<X-Twilio-Email-Event-Webhook-Timestamp><raw body>`, signature
  * base64 DER in `X-Twilio-Email-Event-Webhook-Signature`, verified with the public key SendGrid
- * shows (base64 DER SubjectPublicKeyInfo; a PEM is accepted too).
+ * shows (base64 DER SubjectPublicKeyInfo; a PEM is accepted too). The page asks to refuse a
+ * timestamp too far from now, so an old signed batch cannot be replayed: more than
+ * {@link SENDGRID_TIMESTAMP_WINDOW_MS} either way is refused.
  */
 
-const KINDS: Record<string, ProviderEventKind> = {
-  delivered: 'delivered',
-  open: 'opened',
-  click: 'clicked',
-  spamreport: 'spam',
-  deferred: 'deferral',
-  dropped: 'failed',
-};
+/** How far the signed timestamp may be from now (ms), either way. */
+export const SENDGRID_TIMESTAMP_WINDOW_MS = 5 * 60_000;
+
+/** The recorded kind of each SendGrid event name (a Map: names come from the payload). */
+const KINDS = new Map<string, ProviderEventKind>([
+  ['delivered', 'delivered'],
+  ['open', 'opened'],
+  ['click', 'clicked'],
+  ['spamreport', 'spam'],
+  ['deferred', 'deferral'],
+  ['dropped', 'failed'],
+]);
 
 function publicKeyOf(text: string) {
   try {
@@ -44,10 +51,18 @@ function publicKeyOf(text: string) {
   }
 }
 
+/**
+ * Checks the request's ECDSA signature with `publicKey`, and that its timestamp is fresh.
+ * @throws AppError UNAUTHORIZED (401) for missing headers, a timestamp more than
+ *   {@link SENDGRID_TIMESTAMP_WINDOW_MS} from now, an unusable key, or a wrong signature.
+ */
 function verify(publicKey: string, request: Parameters<ProviderEventParser>[0]): void {
   const signature = header(request, 'x-twilio-email-event-webhook-signature');
   const timestamp = header(request, 'x-twilio-email-event-webhook-timestamp');
   if (!signature || !timestamp) throw badSignature('Missing SendGrid signature headers');
+  if (!isFreshTimestamp(timestamp, SENDGRID_TIMESTAMP_WINDOW_MS)) {
+    throw badSignature('SendGrid signature timestamp is too old or in the future');
+  }
   const key = publicKeyOf(publicKey);
   const signed = Buffer.concat([Buffer.from(timestamp, 'utf8'), request.body]);
   let valid = false;
@@ -86,7 +101,7 @@ export const parseSendGridEvents: ProviderEventParser = async (request) => {
       events.push({ ...base, kind, diagnostic: str(raw.reason) ?? str(raw.status) ?? 'Bounced' });
       continue;
     }
-    const kind = KINDS[name];
+    const kind = KINDS.get(name);
     if (!kind) continue; // processed, unsubscribe, group_*: nothing to record.
     const event: ProviderEvent = { ...base, kind };
     if (kind === 'clicked' && str(raw.url)) event.url = str(raw.url)!;

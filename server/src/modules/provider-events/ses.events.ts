@@ -1,4 +1,6 @@
 import { createVerify, X509Certificate } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { AppError } from '../../http/errors.ts';
 import {
   badPayload,
   badSignature,
@@ -23,8 +25,14 @@ import {
  * the certificate comes only from `SigningCertURL` = https://sns.<region>.amazonaws.com/… (or the
  * operator's PROVIDER_EVENTS_SNS_ENDPOINT origin), the string to sign is the message's fields
  * `Name\nvalue\n` in the documented order, SignatureVersion 1 = SHA1withRSA, 2 = SHA256withRSA.
+ * The certificate URL must also name a certificate as SNS does (`/SimpleNotificationService-<hex>.pem`,
+ * no query or fragment), and fetched certificates are kept in a small LRU, so a sender cannot make
+ * the server fetch (or remember) arbitrary URLs of those hosts.
  * A SubscribeURL is fetched only from the same origins, so a forged message cannot make the server
  * fetch an arbitrary URL. With `webhookTopicArn` configured, other topics are refused.
+ * A message whose `Timestamp` is more than {@link SNS_MESSAGE_MAX_AGE_MS} old is refused: SNS
+ * retries a delivery for about an hour at most (its default HTTP/S delivery policy), so an older
+ * one is a replay (https://docs.aws.amazon.com/sns/latest/dg/sns-message-delivery-retries.html).
  *
  * SES payloads (https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-sns-contents.html,
  * and the older identity notifications https://docs.aws.amazon.com/ses/latest/dg/notification-contents.html):
@@ -35,19 +43,32 @@ import {
 
 const AWS_SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
 
-const SIGNED_FIELDS: Record<string, string[]> = {
-  Notification: ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type'],
-  SubscriptionConfirmation: [
-    'Message',
-    'MessageId',
-    'SubscribeURL',
-    'Timestamp',
-    'Token',
-    'TopicArn',
-    'Type',
+/** The signed fields of each SNS message type, in signing order (a Map: the type is the sender's). */
+const SIGNED_FIELDS = new Map<string, readonly string[]>([
+  ['Notification', ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type']],
+  [
+    'SubscriptionConfirmation',
+    ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'],
   ],
-  UnsubscribeConfirmation: ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'],
-};
+  [
+    'UnsubscribeConfirmation',
+    ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'],
+  ],
+]);
+
+/** Oldest SNS message accepted (ms): SNS's retries of one delivery end within about an hour. */
+export const SNS_MESSAGE_MAX_AGE_MS = 60 * 60_000;
+
+/** The path of an SNS signing certificate, e.g. `/SimpleNotificationService-9c6465fa….pem`. */
+const CERTIFICATE_PATH = /^\/SimpleNotificationService-[0-9a-f]+\.pem$/i;
+
+/** Most signing certificates kept (AWS uses one per region at a time, rotated rarely). */
+export const CERTIFICATE_CACHE_MAX = 16;
+
+/** A new cache of SNS signing certificates by URL (`deps.certificateCache`): an LRU of 16. */
+export function certificateCache(): LRUCache<string, string> {
+  return new LRUCache<string, string>({ max: CERTIFICATE_CACHE_MAX });
+}
 
 /** True when `url` may be fetched for SNS: https on an SNS host, or under the operator's origin. */
 export function isSnsUrl(url: string, snsEndpoint: string | undefined): boolean {
@@ -69,6 +90,18 @@ export function isSnsUrl(url: string, snsEndpoint: string | undefined): boolean 
   );
 }
 
+/**
+ * The URL of an SNS signing certificate, normalised, when `url` is one: an SNS URL
+ * ({@link isSnsUrl}) whose path is `/SimpleNotificationService-<hex>.pem`, without query string or
+ * fragment; undefined otherwise.
+ */
+export function snsCertificateUrl(url: string, snsEndpoint: string | undefined): string | undefined {
+  if (!isSnsUrl(url, snsEndpoint)) return undefined;
+  const parsed = new URL(url);
+  if (parsed.search !== '' || parsed.hash !== '' || url.includes('?') || url.includes('#')) return undefined;
+  return CERTIFICATE_PATH.test(parsed.pathname) ? parsed.href : undefined;
+}
+
 async function certificate(url: string, deps: ProviderEventDeps): Promise<string> {
   const cached = deps.certificateCache.get(url);
   if (cached) return cached;
@@ -78,15 +111,26 @@ async function certificate(url: string, deps: ProviderEventDeps): Promise<string
   return pem;
 }
 
+/**
+ * Checks an SNS message's signature with the certificate its SigningCertURL names, and its age.
+ * @throws AppError UNAUTHORIZED (401) for an unknown Type, a missing signature, a certificate URL
+ *   that is not an SNS certificate's, an unknown SignatureVersion, a Timestamp more than
+ *   {@link SNS_MESSAGE_MAX_AGE_MS} old (or not a time), an unfetchable certificate, or a wrong
+ *   signature.
+ */
 async function verify(message: Record<string, unknown>, deps: ProviderEventDeps): Promise<void> {
   const type = str(message.Type) ?? '';
-  const fields = SIGNED_FIELDS[type];
-  const certUrl = str(message.SigningCertURL);
+  const fields = SIGNED_FIELDS.get(type);
   const signature = str(message.Signature);
-  if (!fields || !certUrl || !signature) throw badSignature('Not a signed SNS message');
-  if (!isSnsUrl(certUrl, deps.snsEndpoint)) throw badSignature('SigningCertURL is not an Amazon SNS URL');
+  const signingCertUrl = str(message.SigningCertURL);
+  if (!fields || !signingCertUrl || !signature) throw badSignature('Not a signed SNS message');
+  const certUrl = snsCertificateUrl(signingCertUrl, deps.snsEndpoint);
+  if (!certUrl) throw badSignature('SigningCertURL is not an Amazon SNS certificate URL');
   const version = str(message.SignatureVersion) ?? '1';
   if (version !== '1' && version !== '2') throw badSignature('Unknown SNS SignatureVersion');
+  // Before the certificate is fetched: an old message costs no request to AWS.
+  const sentAt = typeof message.Timestamp === 'string' ? Date.parse(message.Timestamp) : Number.NaN;
+  if (!(Date.now() - sentAt <= SNS_MESSAGE_MAX_AGE_MS)) throw badSignature('SNS message is too old');
   let text = '';
   for (const field of fields) {
     const value = message[field];
@@ -180,7 +224,13 @@ function sesEvents(raw: Record<string, unknown>): ProviderEvent[] {
   }
 }
 
-/** Verifies one SNS message, confirms a subscription, and parses a Notification's SES event. */
+/**
+ * Verifies one SNS message, confirms a subscription, and parses a Notification's SES event.
+ * @throws AppError UNAUTHORIZED (401) (see verify; also a message of another topic than
+ *   `config.webhookTopicArn`); VALIDATION_ERROR (400) for a SubscribeURL off SNS or a Notification
+ *   that is not an SES event; SERVICE_UNAVAILABLE (503) when the SubscribeURL could not be fetched
+ *   (a retryable answer).
+ */
 export const parseSesEvents: ProviderEventParser = async (request, deps) => {
   const message = obj(jsonBody(request));
   await verify(message, deps);
@@ -191,7 +241,12 @@ export const parseSesEvents: ProviderEventParser = async (request, deps) => {
     if (!subscribeUrl || !isSnsUrl(subscribeUrl, deps.snsEndpoint)) {
       throw badPayload('SubscribeURL is not an Amazon SNS URL');
     }
-    await deps.fetchText(subscribeUrl);
+    try {
+      await deps.fetchText(subscribeUrl);
+    } catch {
+      // The URL carries the subscription's Token: neither the answer nor the log may show it.
+      throw new AppError('SERVICE_UNAVAILABLE', 'The SNS subscription could not be confirmed; try again');
+    }
     return [];
   }
   if (message.Type !== 'Notification') return [];

@@ -97,7 +97,9 @@ export async function addSuppression(
 /**
  * Adds each of `entries` (address, reason) to its team's list in ONE statement; addresses already
  * on the list keep their entry (and reason). Used by the automatic rules (issue #11: a hard bounce
- * or a complaint suppresses that one address). No-op for an empty list.
+ * or a complaint suppresses that one address). No-op for an empty list. The entries travel as ONE
+ * JSON parameter (`jsonb_to_recordset`): a provider's batch may hold more addresses than
+ * PostgreSQL's 65,535 bound parameters would allow at one parameter per value.
  */
 export async function addSuppressions(
   db: Executor,
@@ -110,10 +112,17 @@ export async function addSuppressions(
     if (!unique.has(key)) unique.set(key, { teamId: entry.teamId, address, reason: entry.reason });
   }
   if (unique.size === 0) return;
-  await db
-    .insert(suppressions)
-    .values([...unique.values()].map((entry) => ({ id: newId('suppression'), ...entry })))
-    .onConflictDoNothing({ target: [suppressions.teamId, suppressions.address] });
+  const source = [...unique.values()].map((entry) => ({
+    id: newId('suppression'),
+    team_id: entry.teamId,
+    address: entry.address,
+    reason: entry.reason,
+  }));
+  await db.execute(sql`
+    insert into ${suppressions} (id, team_id, address, reason)
+    select v.id, v.team_id, v.address, v.reason
+    from jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, address text, reason text)
+    on conflict (team_id, address) do nothing`);
 }
 
 /** Removes suppression `id` of the team. @throws NOT_FOUND. */
