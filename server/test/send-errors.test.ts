@@ -195,6 +195,21 @@ describe('send: refusals before anything is queued', () => {
     });
     expectError(log, 404, 'NOT_FOUND');
   });
+
+  it.each([
+    ['/api/v1/send', 16],
+    ['/api/v1/send/batch', 32],
+  ])('answers a body over the limit of %s with that limit (%i MB) in the message', async (url, megabytes) => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url,
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      payload: JSON.stringify({ pad: 'x'.repeat(megabytes * 1024 * 1024) }),
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details.reason).toBe('BODY_TOO_LARGE');
+    expect(response.json().error.message).toBe(`Request body exceeds the ${megabytes} MB limit`);
+  });
 });
 
 describe('send: provider errors, retries and failure', () => {

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { sweepExpired } from '../src/modules/emails/idempotency.ts';
+import { sweepExpired, withIdempotency } from '../src/modules/emails/idempotency.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import type { TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, expectError } from './helpers/factories.ts';
@@ -11,6 +11,7 @@ describe('Idempotency-Key', () => {
   let ctx: TestContext;
   let owner: TeamOwner;
   let apiKey: string;
+  let keyId: string;
   let templateId: string;
 
   // Workers are not started: the emails stay queued, only what the API accepted is counted.
@@ -20,7 +21,7 @@ describe('Idempotency-Key', () => {
   // Every case gets a team of its own (CONVENTIONS.md): its API key, hence its idempotency keys,
   // and its emails, which the counts below are scoped to. The app and database are the file's.
   beforeEach(async () => {
-    ({ owner, key: apiKey, templateId } = await createTeamWithKey(ctx.app));
+    ({ owner, key: apiKey, keyId, templateId } = await createTeamWithKey(ctx.app));
   });
   afterAll(() => ctx?.close());
 
@@ -163,5 +164,89 @@ describe('Idempotency-Key', () => {
     expect(again.json()).toEqual(first.json());
     expect(await emailsTo('batch-idem@example.test')).toBe(1);
     expectError(await post(apiKey, 'batch-1', batch.emails[0]!), 409, 'CONFLICT');
+  });
+
+  /** The stored answer of this case's key `key`: status null while the first request runs. */
+  async function storedResponseStatus(key: string): Promise<number | null | undefined> {
+    const result = (await ctx.app.ctx.database.db.execute(
+      sql`select response_status from idempotency_keys where team_id = ${owner.teamId} and key = ${key}`,
+    )) as unknown as { rows: { response_status: number | null }[] };
+    return result.rows[0]?.response_status;
+  }
+
+  it('keeps the answer of a batch whose item echoes a lone surrogate, and never sends its valid email twice', async () => {
+    const batch = {
+      emails: [
+        { templateId, to: 'surrogate-ok@example.test' },
+        { templateId: '\ud800x', to: 'surrogate-bad@example.test' },
+      ],
+    };
+    const first = await post(apiKey, 'k1', batch, '/api/v1/send/batch');
+    expect(first.statusCode, first.body).toBe(202);
+    const [accepted, refused] = first.json().data.results;
+    expect(accepted).toMatchObject({ status: 'queued' });
+    expect(refused.error.code).toBe('VALIDATION_ERROR');
+    expect(refused.error.details.issues.map((i: { path: string }) => i.path)).toContain(
+      'body.emails.1.templateId',
+    );
+    expect(await storedResponseStatus('k1')).toBe(202);
+    const started = Date.now();
+    const again = await post(apiKey, 'k1', batch, '/api/v1/send/batch');
+    expect(again.statusCode, again.body).toBe(202);
+    expect(again.headers['idempotency-replayed']).toBe('true');
+    expect(again.json()).toEqual(first.json());
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await emailsTo('surrogate-ok@example.test')).toBe(1);
+  });
+
+  it('answers a single send with a lone surrogate in templateId 400 VALIDATION_ERROR, the same each time', async () => {
+    const body = { templateId: '\ud800x', to: 'surrogate-single@example.test' };
+    const first = expectError(await post(apiKey, 'k2', body), 400, 'VALIDATION_ERROR');
+    expect(first.details.issues.map((i: { path: string }) => i.path)).toContain('body.templateId');
+    const again = expectError(await post(apiKey, 'k2', body), 400, 'VALIDATION_ERROR');
+    expect(again).toEqual(first);
+    expect(await emailsTo('surrogate-single@example.test')).toBe(0);
+  });
+
+  it('stores an answer holding a lone surrogate or NUL, and replays it without running again', async () => {
+    const { db } = ctx.app.ctx.database;
+    const scope = { apiKeyId: keyId, teamId: owner.teamId };
+    const request = { route: 'send', body: { templateId: 'echo' } };
+    let runs = 0;
+    const run = async () => {
+      runs++;
+      return {
+        status: 400,
+        body: { success: false, error: { code: 'NOT_FOUND', message: 'Template "\ud800x\u0000" not found' } },
+      };
+    };
+    const first = await withIdempotency(db, scope, 'echo-1', request, run);
+    expect(first).toMatchObject({ status: 400, replayed: false });
+    expect((first.body as { error: { message: string } }).error.message).toBe(
+      'Template "\ud800x\u0000" not found',
+    );
+    expect(await storedResponseStatus('echo-1')).toBe(400);
+    const again = await withIdempotency(db, scope, 'echo-1', request, run);
+    expect(again).toEqual({
+      status: 400,
+      body: { success: false, error: { code: 'NOT_FOUND', message: 'Template "\ufffdx\ufffd" not found' } },
+      replayed: true,
+    });
+    expect(runs).toBe(1);
+  });
+
+  it('answers what the first run did even when its answer cannot be stored', async () => {
+    const { db } = ctx.app.ctx.database;
+    const scope = { apiKeyId: keyId, teamId: owner.teamId };
+    // JSON cannot carry a BigInt: storing this answer fails after the run committed its work.
+    const unstorable = { status: 202, body: { success: true, data: { id: 'email_1', count: 1n } } };
+    const answer = await withIdempotency(
+      db,
+      scope,
+      'unstorable',
+      { route: 'send', body: {} },
+      async () => unstorable,
+    );
+    expect(answer).toEqual({ ...unstorable, replayed: false });
   });
 });

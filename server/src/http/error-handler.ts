@@ -10,10 +10,11 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; m
     reason: 'UNSUPPORTED_CONTENT_TYPE',
     message: 'Request bodies must be JSON with Content-Type: application/json',
   },
+  // The message names the route's own limit (bodyTooLargeMessage).
   FST_ERR_CTP_BODY_TOO_LARGE: {
     code: 'INVALID_INPUT',
     reason: 'BODY_TOO_LARGE',
-    message: 'Request body exceeds the 10 MB limit',
+    message: 'Request body is too large',
   },
   FST_ERR_CTP_EMPTY_JSON_BODY: {
     code: 'INVALID_INPUT',
@@ -43,6 +44,25 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; m
   },
 };
 
+/** `bytes` as "16 MB", "64 KB" or "1000 bytes" (binary units, as the limits are written). */
+function formatBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KB`;
+  return `${bytes} bytes`;
+}
+
+/**
+ * The body-too-large message with the limit of the route the request was for (its `bodyLimit`
+ * option, else the server's: send 16 MB, batch 32 MB, provider events 5 MB, others 10 MB), or
+ * without a number when the route is unknown.
+ */
+function bodyTooLargeMessage(request: FastifyRequest): string {
+  const limit = request.routeOptions?.bodyLimit;
+  return typeof limit === 'number' && limit > 0
+    ? `Request body exceeds the ${formatBytes(limit)} limit`
+    : 'Request body is too large';
+}
+
 function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   return reply
     .code(error.statusCode)
@@ -63,7 +83,11 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
   }
   const fastifyError = error as Partial<FastifyError>;
   const known = fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined;
-  if (known) return new AppError(known.code, known.message, { reason: known.reason });
+  if (known) {
+    const message =
+      fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? bodyTooLargeMessage(request) : known.message;
+    return new AppError(known.code, message, { reason: known.reason });
+  }
   if (error instanceof SyntaxError && (fastifyError.statusCode ?? 0) === 400) {
     return new AppError('INVALID_INPUT', 'Malformed JSON body', { reason: 'MALFORMED_JSON' });
   }

@@ -4,12 +4,41 @@ import { z } from 'zod';
 const plainAddress = z.email();
 
 /**
+ * True when `value` may stand in a header field body (RFC 5322 §2.2: printable characters and
+ * white space) once encoded: no C0 control character but tab (U+0000–U+0008, U+000A–U+001F), no
+ * DEL (U+007F), no C1 control character (U+0080–U+009F, e.g. U+0085 NEL) and no Unicode line or
+ * paragraph separator (U+2028, U+2029), which some readers take as line breaks. Other Unicode
+ * (accents, CJK, emoji) is fine: it is MIME-encoded (RFC 2047). The one check every value that
+ * becomes a header goes through (addresses here; subject, headers, tags and attachment file names in
+ * modules/emails/send-fields.ts).
+ */
+export function isHeaderText(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (
+      (code < 0x20 && code !== 0x09) ||
+      (code >= 0x7f && code <= 0x9f) ||
+      code === 0x2028 ||
+      code === 0x2029
+    ) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/** The validation message for a value {@link isHeaderText} refuses. */
+export const HEADER_TEXT_MESSAGE =
+  'must not contain CR, LF or other control characters (C0 but tab, DEL, C1, U+2028, U+2029): it becomes a header';
+
+/**
  * True when `value` is one mailbox (RFC 5322 §3.4): `user@example.com` or
  * `Display Name <user@example.com>`, with a syntactically valid address and no group or list.
- * Parsing is nodemailer's addressparser; the address check is zod's email rule.
+ * Parsing is nodemailer's addressparser; the address check is zod's email rule. Refuses control
+ * characters anywhere, display name included ({@link isHeaderText}).
  */
 export function isMailbox(value: string): boolean {
-  if (/[\r\n]/.test(value)) return false;
+  if (!isHeaderText(value)) return false;
   const parsed = addressparser(value);
   if (parsed.length !== 1) return false;
   const [entry] = parsed;
@@ -25,10 +54,11 @@ export function mailboxAddress(value: string): string {
   return at < 0 ? address : `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`;
 }
 
-/** zod schema for a single mailbox string (see {@link isMailbox}). */
+/** zod schema for a single mailbox string (see {@link isMailbox}); control characters get their own message. */
 export const mailboxSchema = z
   .string()
   .trim()
   .min(3)
   .max(320)
+  .refine(isHeaderText, { message: HEADER_TEXT_MESSAGE, abort: true })
   .refine(isMailbox, 'must be an email address, optionally with a display name ("Name <user@example.com>")');

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isClientDataError } from '../../db/errors.ts';
+import { isClientDataError, withoutQueryParameters } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import type { SendInput } from './emails.schema.ts';
 import { type AcceptedSend, type AcceptSendDeps, prepareSend, templateGoneError } from './send.service.ts';
@@ -16,14 +16,25 @@ function errorItem(error: AppError): BatchItemResult {
   return { error: { code: error.code, message: error.message, details: error.details } };
 }
 
+/** The item's answer to a database refusal of its values (what the error handler answers a single send). */
+function unsupportedDataItem(): BatchItemResult {
+  return errorItem(
+    new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
+      reason: 'UNSUPPORTED_DATA',
+    }),
+  );
+}
+
 /**
  * `POST /api/v1/send/batch` (issue #10): each of `emails` is validated with the send body schema
  * and prepared (template, adapter, rendering) like a single send; the valid ones are committed in
  * ONE transaction through the accept batcher's group-commit code ({@link GroupCommit.submitTogether}:
  * an item whose rows cannot be written fails alone). Returns one result per item, in order:
  * `{id, jobId, status}` or `{error: {code, message, details}}` (issue paths `body.emails.<i>.…`).
- * An item that could not be written for a reason that is not the client's is answered
- * INTERNAL_ERROR (the others keep their outcome).
+ * An item whose values the database refuses while it is prepared or written (SQLSTATE class 22,
+ * {@link isClientDataError}) is answered INVALID_INPUT (reason UNSUPPORTED_DATA) alone; an item
+ * that could not be written for a reason that is not the client's is answered INTERNAL_ERROR (the
+ * others keep their outcome).
  * @throws unexpected errors while preparing (database down): then nothing was written.
  */
 export async function acceptSendBatch(
@@ -56,8 +67,9 @@ export async function acceptSendBatch(
           prepared: await prepareSend(deps, caller, parsed.data),
         });
       } catch (error) {
-        if (!(error instanceof AppError)) throw error;
-        results[index] = errorItem(error);
+        if (error instanceof AppError) results[index] = errorItem(error);
+        else if (isClientDataError(error)) results[index] = unsupportedDataItem();
+        else throw error;
       }
     }),
   );
@@ -71,15 +83,14 @@ export async function acceptSendBatch(
     }
     const error = templateGoneError(deps, outcome.reason, caller.teamId, item.templateId);
     if (error instanceof AppError) results[item.index] = errorItem(error);
-    else if (isClientDataError(error)) {
-      results[item.index] = errorItem(
-        new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
-          reason: 'UNSUPPORTED_DATA',
-        }),
-      );
-    } else {
+    else if (isClientDataError(error)) results[item.index] = unsupportedDataItem();
+    else {
       // Committed items stay committed; this one's failure is reported as the server's.
-      console.error('[send/batch] item not written:', error instanceof Error ? error.message : error);
+      const reason = withoutQueryParameters(error);
+      console.error(
+        '[send/batch] item not written:',
+        reason instanceof Error ? reason.message : 'unknown error',
+      );
       results[item.index] = errorItem(new AppError('INTERNAL_ERROR', 'Internal server error'));
     }
   });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { withoutQueryParameters } from '../../db/errors.ts';
 import { idempotencyKeys } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
 
@@ -58,6 +59,27 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+/**
+ * `value` with every string (object keys too) made storable in a jsonb column: unpaired UTF-16
+ * surrogates become U+FFFD (`String.prototype.toWellFormed`) and so does NUL, since jsonb refuses
+ * both `\ud800` and `\u0000` escapes although they are valid JSON (PostgreSQL docs, "JSON Types").
+ * Error messages echo client input (`Template "<id>" not found`, issue paths with variable names),
+ * so a response may hold either. An object with `toJSON` (a Date) is taken as JSON would take it;
+ * other values are returned as they are.
+ */
+export function storableJson(value: unknown): unknown {
+  if (typeof value === 'string') return value.toWellFormed().replaceAll('\u0000', '\ufffd');
+  if (Array.isArray(value)) return value.map(storableJson);
+  if (value && typeof value === 'object') {
+    const { toJSON } = value as { toJSON?: unknown };
+    if (typeof toJSON === 'function') return storableJson(toJSON.call(value));
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [storableJson(key) as string, storableJson(item)]),
+    );
+  }
+  return value;
+}
+
 /** The key from the header value, or undefined without one. @throws VALIDATION_ERROR (400) for a bad key. */
 export function idempotencyKeyOf(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
@@ -79,8 +101,12 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
  * Runs `run` at most once per (API key, key) within 24 h and answers what the first run answered.
  * `route` and `body` form the request fingerprint (SHA-256 of the route and the body as canonical
  * JSON). The first run's answer is stored when it is a success or a client error (4xx AppError,
- * stored as its error envelope); on any other error the key is released so the client may retry.
- * Without a key, just `run()`.
+ * stored as its error envelope, strings made storable by {@link storableJson}, so a replay shows
+ * U+FFFD where the first answer echoed an unpaired surrogate or NUL); on any other error the key
+ * is released so the client may retry. The answer is returned even when storing it fails (logged
+ * without the statement's values): what `run` did is committed, and an error would make the
+ * client send again; the key then stays claimed without a response (a repeat answers 409
+ * IN_PROGRESS) until taken as abandoned after 5 min. Without a key, just `run()`.
  * @throws CONFLICT (409) when the key was used with a different request (details.reason
  *   KEY_REUSED) or the first request is still running after 15 s (IN_PROGRESS); what `run` throws.
  */
@@ -124,11 +150,19 @@ export async function withIdempotency(
         body: { success: false, error: { code: error.code, message: error.message, details: error.details } },
       };
     }
-    await db
-      .update(idempotencyKeys)
-      .set({ responseStatus: response.status, responseBody: response.body })
-      .where(where);
-    if (Math.random() < SWEEP_PROBABILITY) await sweepExpired(db);
+    try {
+      await db
+        .update(idempotencyKeys)
+        .set({ responseStatus: response.status, responseBody: storableJson(response.body) })
+        .where(where);
+      if (Math.random() < SWEEP_PROBABILITY) await sweepExpired(db);
+    } catch (error) {
+      const reason = withoutQueryParameters(error);
+      console.error(
+        `[idempotency] response not stored (API key ${scope.apiKeyId}):`,
+        reason instanceof Error ? reason.message : 'unknown error',
+      );
+    }
     return { ...response, replayed: false };
   }
   const deadline = Date.now() + WAIT_FOR_FIRST_MS;

@@ -4,7 +4,7 @@ import type { Executor } from '../../db/client.ts';
 import { emailAttachments, emailSendOptions } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import { mailboxSchema } from '../../providers/mailbox-address.ts';
+import { HEADER_TEXT_MESSAGE, isHeaderText, mailboxSchema } from '../../providers/mailbox-address.ts';
 import type { OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
 import { findSuppression } from '../suppressions/index.ts';
 
@@ -30,8 +30,10 @@ export const MAX_MAP_ENTRIES = 50;
 
 /**
  * Headers a caller may not set: the ones the message is built from (addresses, subject, MIME
- * structure, ids and dates; RFC 5322 §3.6, RFC 2045 §3-6), which a second copy would contradict.
- * Compared case-insensitively.
+ * structure, ids and dates; RFC 5322 §3.6, RFC 2045 §3-6), which a second copy would contradict,
+ * and the ones only transfer agents and signers write (trace fields, RFC 5322 §3.6.7; resent
+ * fields, §3.6.6; DKIM-Signature, RFC 6376 §3.5). Compared case-insensitively; together with
+ * {@link REFUSED_HEADER_PREFIXES}.
  */
 export const REFUSED_HEADERS = new Set([
   'from',
@@ -43,26 +45,30 @@ export const REFUSED_HEADERS = new Set([
   'subject',
   'date',
   'message-id',
-  'content-type',
-  'content-transfer-encoding',
-  'content-disposition',
   'mime-version',
   'return-path',
+  'received',
+  'dkim-signature',
   'x-postwright-email-id',
 ]);
 
-/** CR, LF and the other control characters except tab (RFC 5322 §2.2: header bodies are printable). */
-function noLineBreaks(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return false;
-  }
-  return true;
-}
-const NO_CRLF = 'must not contain CR, LF or other control characters (it becomes a header)';
+/** Header name prefixes a caller may not use: every MIME `Content-*` field (RFC 2045) and `Resent-*`. */
+export const REFUSED_HEADER_PREFIXES = ['content-', 'resent-'] as const;
 
-/** A header-safe text of at most `max` characters. */
-const headerText = (max: number) => z.string().max(max).refine(noLineBreaks, NO_CRLF);
+/** True when a caller may not set header `name` ({@link REFUSED_HEADERS}, {@link REFUSED_HEADER_PREFIXES}). */
+export function isRefusedHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return REFUSED_HEADERS.has(lower) || REFUSED_HEADER_PREFIXES.some((prefix) => lower.startsWith(prefix));
+}
+
+/** No NUL character: PostgreSQL text cannot hold U+0000 (PostgreSQL docs, "Character Types"). */
+function hasNoNul(value: string): boolean {
+  return !value.includes('\u0000');
+}
+const NO_NUL = 'must not contain the NUL character (U+0000)';
+
+/** A header-safe text of at most `max` characters (no control characters, see isHeaderText). */
+const headerText = (max: number) => z.string().max(max).refine(isHeaderText, HEADER_TEXT_MESSAGE);
 
 /** One mailbox or a list of them (like `to`). */
 const mailboxes = (max: number) => z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(max)]);
@@ -73,8 +79,11 @@ const headerName = z
   .min(1)
   .max(100)
   .regex(/^[!-9;-~]+$/, 'must be a header name (printable ASCII without ":" or spaces)')
-  .refine((name) => !REFUSED_HEADERS.has(name.toLowerCase()), {
-    message: `must not be one of the headers the message is built from (${[...REFUSED_HEADERS].join(', ')})`,
+  .refine((name) => !isRefusedHeader(name), {
+    message: `must not be one of the headers the message is built from or transfer agents write (${[
+      ...REFUSED_HEADERS,
+      ...REFUSED_HEADER_PREFIXES.map((prefix) => `${prefix}*`),
+    ].join(', ')})`,
   });
 
 const stringMap = (keys: z.ZodString, value: z.ZodType<string>) =>
@@ -88,7 +97,7 @@ const attachmentSchema = z.object({
     .trim()
     .min(1)
     .max(255)
-    .refine(noLineBreaks, NO_CRLF)
+    .refine(isHeaderText, HEADER_TEXT_MESSAGE)
     .refine((name) => !/[/\\]/.test(name), 'must be a file name without a path'),
   /** Standard base64 (RFC 4648 §4) of the file's bytes. */
   content: z.base64(),
@@ -114,7 +123,7 @@ export const sendFieldsShape = {
     .trim()
     .min(1)
     .max(998)
-    .refine(noLineBreaks, NO_CRLF)
+    .refine(isHeaderText, HEADER_TEXT_MESSAGE)
     .optional()
     .describe("Replaces the template's subject; Liquid, rendered with the variables"),
   /** One of the team's adapters (else the team's default sending adapter). */
@@ -122,12 +131,13 @@ export const sendFieldsShape = {
     .string()
     .min(1)
     .max(200)
+    .refine(hasNoNul, NO_NUL)
     .optional()
     .describe("One of the team's active adapters (default: the team's default adapter)"),
   headers: stringMap(headerName, headerText(998))
     .optional()
     .describe(
-      'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Return-Path',
+      'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Resent-*, Return-Path, Received, DKIM-Signature',
     ),
   tags: stringMap(
     z
@@ -151,15 +161,20 @@ export const sendFieldsShape = {
     .max(MAX_ATTACHMENTS)
     .optional()
     .describe('Up to 10 files, at most 10 MB decoded together; content is standard base64'),
-  /** ISO 8601 with offset; at most 30 days ahead. The email stays `queued` until then. */
+  /**
+   * ISO 8601 with offset; at most 30 days ahead. The email stays `queued` until then; a past time
+   * is sent at once. Not before 1970-01-01T00:00:00Z (a year such as 0000 is valid ISO 8601 but
+   * outside what the database's timestamp takes, and never a real schedule).
+   */
   scheduledAt: z.iso
     .datetime({ offset: true })
+    .refine((value) => Date.parse(value) >= 0, 'must not be before 1970-01-01T00:00:00Z')
     .refine(
       (value) => Date.parse(value) <= Date.now() + MAX_SCHEDULE_AHEAD_MS,
       'must be at most 30 days ahead',
     )
     .optional()
-    .describe('ISO 8601 with offset, ≤ 30 days ahead: the email stays queued until then'),
+    .describe('ISO 8601 with offset, from 1970 to ≤ 30 days ahead: the email stays queued until then'),
   /** Issue #11 built-in tracking: overrides the template's `trackOpens` for this email. */
   trackOpens: z
     .boolean()
@@ -172,8 +187,10 @@ export const sendFieldsShape = {
     .describe("Click-tracking links for this email (default: the template's trackClicks)"),
 };
 
-/** The fields of {@link sendFieldsShape} as parsed. */
+/** The fields of {@link sendFieldsShape} as parsed, with the send body's own fields the checks read. */
 export interface SendFieldsInput {
+  templateId?: string | undefined;
+  pdfAttachments?: { templateId: string; filename: string }[] | undefined;
   to: string | string[];
   cc?: string | string[] | undefined;
   bcc?: string | string[] | undefined;
@@ -196,11 +213,69 @@ export function asList(value: string | string[] | undefined): string[] {
 }
 
 /**
+ * The path of a string (value or object key) in `value` that is not well-formed UTF-16
+ * (an unpaired surrogate such as "\ud800", which JSON allows but PostgreSQL text and jsonb refuse,
+ * and UTF-8 cannot carry), or undefined when there is none. For a bad key, the path of its object.
+ * Iterative, so JSON nested thousands deep cannot overflow the stack.
+ */
+function illFormedStringPath(value: unknown): (string | number)[] | undefined {
+  interface Node {
+    value: unknown;
+    parent: Node | undefined;
+    key: string | number | undefined;
+  }
+  const pathOf = (node: Node): (string | number)[] => {
+    const path: (string | number)[] = [];
+    for (let at: Node | undefined = node; at?.key !== undefined; at = at.parent) path.unshift(at.key);
+    return path;
+  };
+  const stack: Node[] = [{ value, parent: undefined, key: undefined }];
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    const current = node.value;
+    if (typeof current === 'string') {
+      if (!current.isWellFormed()) return pathOf(node);
+    } else if (Array.isArray(current)) {
+      for (let index = current.length - 1; index >= 0; index--) {
+        stack.push({ value: current[index], parent: node, key: index });
+      }
+    } else if (current && typeof current === 'object') {
+      for (const [key, item] of Object.entries(current)) {
+        if (!key.isWellFormed()) return pathOf(node);
+        stack.push({ value: item, parent: node, key });
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
  * The checks across fields (zod `superRefine` of the send body): `to` + `cc` + `bcc` hold at most
  * {@link MAX_TOTAL_RECIPIENTS} addresses; the attachments decode to at most
- * {@link MAX_ATTACHMENT_BYTES} bytes together. Reported as issues on `cc`/`attachments`.
+ * {@link MAX_ATTACHMENT_BYTES} bytes together; `templateId` and each PDF attachment's `templateId`
+ * and `filename` hold no NUL (the database cannot look them up or store them); no string of the
+ * body, `variables` included, holds an unpaired UTF-16 surrogate. Reported as issues on
+ * `to`/`attachments`/the field's path, so the client gets 400 VALIDATION_ERROR instead of the
+ * database's refusal.
  */
 export function checkSendFields(input: SendFieldsInput, ctx: z.RefinementCtx): void {
+  const noNul: [string | undefined, (string | number)[]][] = [
+    [input.templateId, ['templateId']],
+    ...(input.pdfAttachments ?? []).flatMap((pdf, index): [string, (string | number)[]][] => [
+      [pdf.templateId, ['pdfAttachments', index, 'templateId']],
+      [pdf.filename, ['pdfAttachments', index, 'filename']],
+    ]),
+  ];
+  for (const [value, path] of noNul) {
+    if (value !== undefined && !hasNoNul(value)) ctx.addIssue({ code: 'custom', path, message: NO_NUL });
+  }
+  const illFormed = illFormedStringPath(input);
+  if (illFormed) {
+    ctx.addIssue({
+      code: 'custom',
+      path: illFormed,
+      message: 'must be well-formed Unicode (no unpaired UTF-16 surrogate such as \\ud800)',
+    });
+  }
   const recipients = asList(input.to).length + asList(input.cc).length + asList(input.bcc).length;
   if (recipients > MAX_TOTAL_RECIPIENTS) {
     ctx.addIssue({

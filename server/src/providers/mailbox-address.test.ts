@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { isHeaderText, isMailbox, mailboxSchema } from './mailbox-address.ts';
+
+/** The one check for text that becomes a header (RFC 5322 §2.2), and mailboxes built on it. */
+
+const CONTROLS: [string, string][] = [
+  ['NUL', '\u0000'],
+  ['LF', '\n'],
+  ['CR', '\r'],
+  ['VT', '\u000b'],
+  ['ESC', '\u001b'],
+  ['DEL', '\u007f'],
+  ['C1 U+0080', '\u0080'],
+  ['NEL U+0085', '\u0085'],
+  ['C1 U+009F', '\u009f'],
+  ['LINE SEPARATOR U+2028', '\u2028'],
+  ['PARAGRAPH SEPARATOR U+2029', '\u2029'],
+];
+
+const UNICODE = ['Zoë Ångström', '山田 太郎', 'Ünïcødé 🚀', 'tab\tinside', 'non\u00a0breaking', 'Ÿ ÿ ¡'];
+
+describe('isHeaderText', () => {
+  it.each(CONTROLS)('refuses %s', (_name, character) => {
+    expect(isHeaderText(`a${character}b`)).toBe(false);
+  });
+
+  it.each(UNICODE)('accepts %j', (text) => {
+    expect(isHeaderText(text)).toBe(true);
+  });
+});
+
+describe('isMailbox', () => {
+  it.each(CONTROLS)('refuses %s in the display name', (_name, character) => {
+    expect(isMailbox(`Ada${character}Lovelace <ada@example.test>`)).toBe(false);
+  });
+
+  it.each(UNICODE)('accepts the display name %j', (name) => {
+    expect(isMailbox(`"${name}" <ada@example.test>`)).toBe(true);
+  });
+
+  it('gives control characters their own message in the schema', () => {
+    const result = mailboxSchema.safeParse('Ada\u0085 <ada@example.test>');
+    expect(result.success).toBe(false);
+    expect(result.error?.issues.map((issue) => issue.message)).toEqual([
+      expect.stringContaining('control characters'),
+    ]);
+  });
+});
