@@ -290,7 +290,7 @@ function multipart(subtype: string, parts: string[]): string {
  * (display names, Subject, custom values) and RFC 2231 parameters (file names); text parts are
  * `7bit` when they can be, else quoted-printable; attachments base64. Bcc is never written
  * (envelope only). The output is 7-bit ASCII, so no SMTP extension (8BITMIME, SMTPUTF8) is needed.
- * Header names and values are taken as validated by the send fields (send-fields.ts, and
+ * Header names and values are taken as validated by the send fields (send-fields.schema.ts, and
  * isHeaderText of mailbox-address.ts: no control characters; reserved names refused).
  */
 export function composeMessage(email: OutgoingEmail, now: Date = new Date()): ComposedMessage {

@@ -4,7 +4,8 @@ import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { recipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
-import { checkSendFields, sendFieldsShape, sendFieldsViewShape } from './send-fields.ts';
+import { checkSendFields, sendFieldsShape } from './send-fields.schema.ts';
+import { sendFieldsViewShape } from './send-fields.ts';
 import { MAX_PDF_ATTACHMENTS } from './send-pdfs.ts';
 
 /** Most recipients one send may address (common provider limit; SES and Postmark use 50). */
