@@ -1,10 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { createHmac, createSign, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { transitionMany } from '../src/modules/emails/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
@@ -12,6 +8,7 @@ import { sessionHeaders } from './helpers/auth.ts';
 import { dataOf, expectError, send } from './helpers/factories.ts';
 import { FAKE_ADAPTER_TYPES, FAKE_CREDENTIALS, type FakeKind } from './helpers/fake-providers.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
+import { selfSignedSnsCertificate } from './helpers/sns-certificate.ts';
 
 /**
  * Issue #11 "Provider events in": each provider's documented webhook payload, signed in the test
@@ -34,40 +31,8 @@ let sns: {
   certificateFetches: number;
 };
 
-/** A self-signed certificate (RSA) standing in for Amazon SNS's signing certificate. */
-function selfSignedCertificate(): { certPem: string; keyPem: string } {
-  const dir = mkdtempSync(path.join(tmpdir(), 'sns-cert-'));
-  try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=sns.amazonaws.com',
-        '-keyout',
-        path.join(dir, 'key.pem'),
-        '-out',
-        path.join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    return {
-      certPem: readFileSync(path.join(dir, 'cert.pem'), 'utf8'),
-      keyPem: readFileSync(path.join(dir, 'key.pem'), 'utf8'),
-    };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
-
 beforeAll(async () => {
-  const { certPem, keyPem } = selfSignedCertificate();
+  const { certPem, keyPem } = selfSignedSnsCertificate();
   const subscribed: string[] = [];
   // The local "SNS": serves the signing certificate and records subscription confirmations.
   const server = createServer((request, response) => {

@@ -1,9 +1,6 @@
-import { execFileSync } from 'node:child_process';
 import { createSign, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { selfSignedSnsCertificate } from '../../../test/helpers/sns-certificate.ts';
 import { AppError } from '../../http/errors.ts';
 import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
@@ -76,28 +73,7 @@ describe('parseSesEvents: what is refused before anything is fetched or recorded
   const certUrl = (n = 0) => `${origin}/SimpleNotificationService-${n.toString(16).padStart(4, '0')}.pem`;
 
   beforeAll(() => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'sns-unit-'));
-    try {
-      execFileSync(
-        'openssl',
-        [
-          'req',
-          '-x509',
-          '-newkey',
-          'rsa:2048',
-          '-nodes',
-          '-days',
-          '1',
-          '-subj',
-          '/CN=sns.amazonaws.com',
-        ].concat(['-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')]),
-        { stdio: 'ignore' },
-      );
-      keyPem = readFileSync(path.join(dir, 'key.pem'), 'utf8');
-      certPem = readFileSync(path.join(dir, 'cert.pem'), 'utf8');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    ({ keyPem, certPem } = selfSignedSnsCertificate());
   });
 
   /** Deps whose fetches are recorded: the certificate for certificate URLs, `subscribe` otherwise. */
