@@ -1,5 +1,6 @@
 import { toNodeHandler } from 'better-auth/node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { isClientDataError } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
@@ -48,6 +49,15 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
       const response = await presentAuthResponse(await app.ctx.auth.handler(request));
       return presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config));
     } catch (error) {
+      // Values the database refuses (a NUL byte in a name, …) are the client's: 400, as on our
+      // own routes (http/error-handler.ts).
+      if (isClientDataError(error)) {
+        return envelopeResponse(
+          new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
+            reason: 'UNSUPPORTED_DATA',
+          }),
+        );
+      }
       // Its errors can be database errors whose message carries the statement's parameters.
       app.log.error({ err: errorForLog(error) }, 'better-auth handler failed');
       return envelopeResponse(new AppError('INTERNAL_ERROR', 'Internal server error'));

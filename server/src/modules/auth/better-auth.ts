@@ -189,7 +189,11 @@ function buildAuth(deps: AuthDeps) {
     // invitation routes apply our rules (last owner, owner-only changes) and call its server API.
     disabledPaths: [...disabledPaths(config), ...Object.values(teamsPlugin.endpoints).map((e) => e.path)],
     // Failed OAuth callbacks (refused sign-up, state mismatch, …) land on the sign-in page.
-    onAPIError: { errorURL: loginUrl(config) },
+    // `throw`: an error that is not one of its API errors (a database error, whose message holds
+    // the statement's values: session tokens, password hashes) is rethrown to betterAuthMount,
+    // which logs it redacted and answers in our envelope; without it better-call's router printed
+    // it whole with console.error ("# SERVER_ERROR") and answered a bare 500.
+    onAPIError: { errorURL: loginUrl(config), throw: true },
     hooks: { before: setupIntentMiddleware(config) },
     rateLimit: { enabled: true, storage: 'memory' },
     telemetry: { enabled: false },
