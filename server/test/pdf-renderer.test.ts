@@ -99,6 +99,24 @@ describe('bundled PDF renderer', () => {
     expect(images.hits).toEqual(['/allowed.png']);
   });
 
+  it('lets no prefetch out either: Chromium makes those outside the page interception', async () => {
+    images.hits.length = 0;
+    const base = `http://127.0.0.1:${images.port}`;
+    for (const route of ['convert/html', 'screenshot/html']) {
+      const response = await fetch(`${renderer.url}/forms/chromium/${route}`, {
+        method: 'POST',
+        body: form(
+          `<html><head><link rel="prefetch" href="${base}/latest/meta-data/"><link rel="prerender" href="${base}/prerender"></head><body>x</body></html>`,
+        ),
+      });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+    }
+    // The prefetch would come after the answer: give it time to arrive.
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    expect(images.hits).toEqual([]);
+  });
+
   it('takes PNG screenshots of the requested size', async () => {
     const response = await fetch(`${renderer.url}/forms/chromium/screenshot/html`, {
       method: 'POST',

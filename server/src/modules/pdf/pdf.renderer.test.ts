@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { pdfText } from '../../../test/helpers/pdf.ts';
 import { loadConfig } from '../../config.ts';
@@ -23,6 +25,40 @@ describe('createPdfRenderer (issue #12)', () => {
   it('uses PDF_RENDERER_URL when set, even where the bundled one could run', () => {
     const renderer = createPdfRenderer(config({ PDF_RENDERER_URL: 'http://127.0.0.1:9' }), { bundled: true });
     expect(renderer?.source).toBe('url');
+  });
+
+  it('sends a PDF_RENDERER_URL renderer every page with the render policy first', async () => {
+    const received: string[] = [];
+    const server = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        received.push(Buffer.concat(chunks).toString('utf8'));
+        response.writeHead(200, { 'content-type': 'application/pdf' }).end('%PDF-1.4 fake');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const renderer = createPdfRenderer(
+      config({
+        PDF_RENDERER_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        PDF_ALLOWED_IMAGE_HOSTS: 'cdn.example.com',
+      }),
+      { bundled: false },
+    );
+    try {
+      await renderer!.renderPdf('<iframe src="http://169.254.169.254/latest/meta-data/"></iframe>');
+      await renderer!.screenshot('<p>thumb</p>', { width: 10, height: 10 });
+    } finally {
+      await renderer!.close();
+      server.close();
+    }
+    expect(received).toHaveLength(2);
+    for (const body of received) {
+      expect(body).toContain(
+        `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data: http://cdn.example.com:* https://cdn.example.com:*; style-src 'unsafe-inline' data:; font-src data:">`,
+      );
+    }
+    expect(received[0]!.indexOf('Content-Security-Policy')).toBeLessThan(received[0]!.indexOf('<iframe'));
   });
 
   it('starts the bundled renderer at the first render only, and stops it on close', async () => {

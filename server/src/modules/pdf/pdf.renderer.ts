@@ -3,6 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import type { Config } from '../../config.ts';
 import { GotenbergClient, RenderFailedError } from './pdf.client.ts';
 import { paperOf } from './pdf.print.ts';
+import { withRenderPolicy } from './render-policy.ts';
 import type { RunningPdfRenderer } from './renderer/renderer.server.ts';
 
 /** Most bytes of one rendered PDF (issue #12: ≤ 10 MB each); also the cap of a thumbnail. */
@@ -80,11 +81,14 @@ export function createPdfRenderer(
     });
   if (config.PDF_RENDERER_URL) {
     const client = clientFor(config.PDF_RENDERER_URL);
+    // The renderer there may allow any URL (Gotenberg does by default): the page's own policy
+    // keeps a template from making it fetch anything but PDF_ALLOWED_IMAGE_HOSTS' images.
+    const policed = (html: string) => withRenderPolicy(html, config.PDF_ALLOWED_IMAGE_HOSTS);
     return {
       source: 'url',
       bundledUrl: undefined,
-      renderPdf: (html) => client.renderPdf(html),
-      screenshot: (html, size) => client.screenshot(html, size),
+      renderPdf: (html) => client.renderPdf(policed(html)),
+      screenshot: (html, size) => client.screenshot(policed(html), size),
       close: async () => {},
     };
   }

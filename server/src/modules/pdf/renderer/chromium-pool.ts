@@ -1,4 +1,5 @@
 import type { Browser, HTTPRequest, Page, PDFOptions } from 'puppeteer-core';
+import { withRenderPolicy } from '../render-policy.ts';
 
 /** How the bundled renderer drives Chromium (issue #12; `postwright pdf-renderer`, README "PDF"). */
 export interface ChromiumPoolOptions {
@@ -45,7 +46,10 @@ function loadPuppeteer(): Promise<Puppeteer> {
  * One Chromium and a pool of reused pages (issue #12). JavaScript is disabled on every page and
  * every request is intercepted: only `data:`, `about:blank` and images over http(s) from
  * `allowedImageHosts` load; anything else (other hosts, loopback, `file:`, style sheets, frames,
- * fonts) is aborted, so a template cannot make the renderer reach the network.
+ * fonts) is aborted. Interception sees only the page's own requests, not those Chromium's
+ * browser process makes (`<link rel="prefetch">`), so every page also carries the render policy
+ * (withRenderPolicy: a Content-Security-Policy allowing the same): together a template cannot
+ * make the renderer reach the network.
  * The browser starts on the first render (puppeteer-core is imported then, not before) and is
  * closed after `idleCloseMs` without renders. A page whose render timed out or failed is closed
  * rather than reused; a browser that crashed is started again by the next render.
@@ -128,7 +132,10 @@ export class ChromiumPool {
         if (current?.width !== viewport.width || current?.height !== viewport.height) {
           await page.setViewport(viewport);
         }
-        await page.setContent(html, { waitUntil: 'load', timeout: this.#options.renderTimeoutMs });
+        await page.setContent(withRenderPolicy(html, this.#options.allowedImageHosts), {
+          waitUntil: 'load',
+          timeout: this.#options.renderTimeoutMs,
+        });
         return work(page);
       })();
       const result = await withDeadline(rendering, this.#options.renderTimeoutMs);
