@@ -6,7 +6,8 @@
  * set (renderLimit is only checked between nodes, so a `(1..100000000)` range is stopped by
  * memoryLimit), plus a cap on the characters Liquid writes, so a loop printing 10 MB stops as
  * soon as it passes the cap instead of when the clock runs out. A filter is one node, so array
- * filters are charged to memoryLimit per element before they run (rendering.filters.ts).
+ * filters are charged to memoryLimit per element before they run (rendering.filters.ts), and
+ * `{% capture %}` charges what it captures (rendering.capture.ts).
  */
 import {
   analyzeSync,
@@ -19,6 +20,7 @@ import {
   type Variable,
 } from 'liquidjs';
 import type { ValidationIssue } from '../../http/errors.ts';
+import { ChargedCaptureTag } from './rendering.capture.ts';
 import { invalidTemplate } from './rendering.design.ts';
 import { builtinFilter, chargeArrayFilters } from './rendering.filters.ts';
 
@@ -133,6 +135,8 @@ function createEngine(outputEscape?: 'escape' | typeof escapeMarkdown): Liquid {
     locale: 'en-US',
   });
   chargeArrayFilters(engine);
+  // liquidjs's own capture renders into an emitter of its own that nothing charges.
+  engine.registerTag('capture', ChargedCaptureTag);
   for (const tag of ['include', 'render', 'layout']) {
     engine.registerTag(tag, {
       parse() {
