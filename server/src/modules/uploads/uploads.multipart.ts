@@ -1,8 +1,29 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError, validationError } from '../../http/errors.ts';
 
-/** @fastify/multipart's error codes and what the envelope says for each. */
+/**
+ * busboy's parse failures (@fastify/busboy: "Multipart: Boundary not found", "Unexpected end of
+ * multipart data", "Part terminated early due to unexpected end of multipart data") are plain
+ * errors without a code; server faults (I/O, system calls) carry one, and are not the client's.
+ */
+const MULTIPART_PARSE_MESSAGE = /^Multipart:|^Unexpected end of|unexpected end of multipart data/;
+
+function isMultipartParseError(error: unknown): error is Error {
+  return (
+    error instanceof Error &&
+    !(error instanceof AppError) &&
+    (error as { code?: unknown }).code === undefined &&
+    MULTIPART_PARSE_MESSAGE.test(error.message)
+  );
+}
+
+/** @fastify/multipart's error codes, and busboy's parse failures, and what the envelope says for each. */
 function toUploadError(error: unknown, maxBytes: number): unknown {
+  if (isMultipartParseError(error)) {
+    return new AppError('INVALID_INPUT', 'The multipart/form-data body is malformed', {
+      reason: 'MALFORMED_MULTIPART',
+    });
+  }
   switch ((error as { code?: string }).code) {
     case 'FST_REQ_FILE_TOO_LARGE':
       return new AppError('FILE_TOO_LARGE', `File exceeds the ${maxBytes}-byte upload limit`, { maxBytes });
@@ -28,7 +49,9 @@ function toUploadError(error: unknown, maxBytes: number): unknown {
  * a cap: at most `maxBytes` bytes are ever held in memory (the rest is discarded as it arrives).
  * @returns the file's bytes and the client's file name (informational only: never trusted for the type).
  * @throws AppError FILE_TOO_LARGE (400, `details.maxBytes`) above `maxBytes`; VALIDATION_ERROR (400)
- *   without a file in `field`; INVALID_INPUT (400) when the body is not multipart/form-data.
+ *   without a file in `field`; INVALID_INPUT (400) when the body is not multipart/form-data (reason
+ *   UNSUPPORTED_CONTENT_TYPE), has too many parts (TOO_MANY_PARTS), was interrupted (PREMATURE_CLOSE)
+ *   or cannot be parsed: no boundary, truncated (MALFORMED_MULTIPART).
  */
 export async function readUploadedFile(
   request: FastifyRequest,
