@@ -57,12 +57,15 @@ export interface AcceptInvitationResult {
  * lock and the invitation's row lock, so it is accepted at most once.
  * better-auth's own acceptInvitation is not used: with our TypeID ids it requires a verified email,
  * which accounts made by the first-run setup do not have.
+ * Not signed in, the answer does not tell whether an account has the email until a valid
+ * `{name, password}` is sent (issue #8): password sign-in being off, then a missing body, are
+ * refused first, the same for every email.
  * @throws NOT_FOUND (404; reason EXPIRED when expired), CONFLICT (409, reason ALREADY_ACCEPTED),
  *   FORBIDDEN (403, reason WRONG_ACCOUNT) when signed in as another email, ALREADY_EXISTS (409,
- *   reason ALREADY_MEMBER), UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when not signed in but an
- *   account with the email exists (and is not reclaimed, see above), FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED) when not
- *   signed in, no account with the email exists and password sign-in is off, VALIDATION_ERROR (400)
- *   when name or password is missing.
+ *   reason ALREADY_MEMBER); when not signed in: FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED)
+ *   when password sign-in is off, VALIDATION_ERROR (400) when name or password is missing, then
+ *   UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when an account with the email exists (and is not
+ *   reclaimed, see above).
  */
 export async function acceptInvitation(
   deps: AcceptInvitationDeps,
@@ -115,9 +118,9 @@ async function acceptWithNewAccount(
   invitation: InvitationDetails,
   now: Date,
 ): Promise<AcceptInvitationResult> {
-  const existing = await teamRepository.findUserByEmail(deps.db, invitation.email);
-  // Only the owner of the mailbox may take over an account nobody proved the email of.
-  if (existing && (existing.emailVerified || !invitation.tokenEmailed)) throw signInRequired();
+  // What the caller sent is checked before whether an account has the email, so that an answer
+  // without a valid `{name, password}` is the same either way: whoever holds a link (the inviter,
+  // when no adapter could email it) learns nothing of which emails have accounts (issue #8).
   // No password credential may be created (nor signed in with) when password sign-in is off.
   if (!deps.passwordSignIn) {
     throw new AppError(
@@ -135,6 +138,9 @@ async function acceptWithNewAccount(
       { path: 'body.password', message: 'required to create the account' },
     ]);
   }
+  const existing = await teamRepository.findUserByEmail(deps.db, invitation.email);
+  // Only the owner of the mailbox may take over an account nobody proved the email of.
+  if (existing && (existing.emailVerified || !invitation.tokenEmailed)) throw signInRequired();
   const passwordHash = await (await deps.auth.$context).password.hash(account.password);
 
   let accepted: AcceptedInvitationView;

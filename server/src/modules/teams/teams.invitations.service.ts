@@ -132,12 +132,22 @@ export async function listInvitations(db: Executor, teamId: string, now: Date): 
 }
 
 /**
- * Cancels a pending invitation of the team (issue #3, `DELETE /api/team/invitations/:id`); its
- * link stops working at once.
- * @throws NOT_FOUND (404) when the team has no pending invitation with this id.
+ * Cancels a pending invitation of the caller's active team (issue #3, `DELETE /api/team/invitations/:id`);
+ * its link stops working at once. Only owners cancel an invitation for owner, as only they create or
+ * renew one. Under the team's lock, as inviting is, so the role checked is the one canceled.
+ * @throws NOT_FOUND (404) when the team has no pending invitation with this id; FORBIDDEN (403,
+ *   reason OWNER_REQUIRED) when a non-owner cancels an owner's invitation.
  */
-export async function cancelInvitation(db: Executor, teamId: string, id: string): Promise<void> {
-  if (!(await teamRepository.cancelInvitation(db, teamId, id))) throw notFound('Invitation');
+export async function cancelInvitation(db: Database, principal: SessionPrincipal, id: string): Promise<void> {
+  const { teamId } = principal;
+  // Only `tx` inside: on PGlite (one connection) the root database would wait for this transaction.
+  await db.transaction(async (tx) => {
+    await teamRepository.lockTeam(tx, teamId);
+    const pending = await teamRepository.findInvitationDetails(tx, id, { forUpdate: true });
+    if (pending?.organizationId !== teamId || pending.status !== 'pending') throw notFound('Invitation');
+    if (pending.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
+    if (!(await teamRepository.cancelInvitation(tx, teamId, id))) throw notFound('Invitation');
+  });
 }
 
 /**

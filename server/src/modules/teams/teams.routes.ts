@@ -44,7 +44,7 @@ const security = [{ session: [] }];
  *   the email with the link going out through the queue (`delivery.status` queued or skipped; no
  *   SMTP wait), and `url` (the link) only when skipped;
  * - `GET /api/team/invitations` (team:manage) → pending ones, without links;
- *   `DELETE /api/team/invitations/:id` (team:manage);
+ *   `DELETE /api/team/invitations/:id` (team:manage; an owner's invitation: owners only);
  * - `GET /api/auth/invitations/:token` (public; the token of the link, never the id) → what the
  *   invitation is for;
  * - `POST /api/auth/invitations/:token/accept` (signed in, or `{name, password}`) → 201
@@ -190,7 +190,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      await invitations.cancelInvitation(db(), sessionOf(request).teamId, request.params.id);
+      await invitations.cancelInvitation(db(), sessionOf(request), request.params.id);
       return deleted;
     },
   );

@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newUnguessableId } from '../src/ids.ts';
+import { insertMember, insertTeam, insertUserWithPassword } from '../src/modules/auth/auth.repository.ts';
+import { newInvitationToken } from '../src/modules/teams/invitation-token.ts';
+import { teamRepository } from '../src/modules/teams/teams.repository.ts';
+import { createTestContext, type TestContext } from './helpers/app.ts';
+import { addTeamMember, type OidcProvider, setupOwner, startOidcProvider } from './helpers/auth.ts';
+import { expectError } from './helpers/factories.ts';
+import { acceptInvitation, asUser, buildInvitation, inviteeEmail, tokenOf } from './helpers/teams.ts';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The status, code and details of an error answer: what a caller can tell two answers apart by. */
+function errorShape(response: { statusCode: number; json: () => any }) {
+  const { code, details } = response.json().error;
+  return { status: response.statusCode, code, details };
+}
+
+describe('team invitation rules (PostgreSQL)', () => {
+  let ctx: TestContext;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  const app = () => ctx.app;
+
+  async function pendingIds(user: { cookie: string }): Promise<string[]> {
+    const list = await asUser(app(), user, 'GET', '/api/team/invitations');
+    expect(list.statusCode, list.body).toBe(200);
+    return list.json().data.map((i: { id: string }) => i.id);
+  }
+
+  it("lets only owners cancel an owner's invitation, as only they create or renew one", async () => {
+    const owner = await setupOwner(app());
+    const admin = await addTeamMember(app(), owner, 'admin');
+    const forOwner = await buildInvitation(app(), owner, { role: 'owner' });
+
+    const byAdmin = await asUser(app(), admin, 'DELETE', `/api/team/invitations/${forOwner.id}`);
+    expect(expectError(byAdmin, 403, 'FORBIDDEN').details.reason).toBe('OWNER_REQUIRED');
+    expect(await pendingIds(owner)).toContain(forOwner.id);
+    const shown = await app().inject({
+      method: 'GET',
+      url: `/api/auth/invitations/${tokenOf(forOwner.url)}`,
+    });
+    expect(shown.json().data).toMatchObject({ status: 'pending', role: 'owner' });
+
+    // An admin still cancels the invitations they may make.
+    const forAdmin = await buildInvitation(app(), admin, { role: 'admin' });
+    const adminCancels = await asUser(app(), admin, 'DELETE', `/api/team/invitations/${forAdmin.id}`);
+    expect(adminCancels.statusCode, adminCancels.body).toBe(200);
+
+    const byOwner = await asUser(app(), owner, 'DELETE', `/api/team/invitations/${forOwner.id}`);
+    expect(byOwner.statusCode, byOwner.body).toBe(200);
+    expect(byOwner.json()).toEqual({ success: true });
+    expect(await pendingIds(owner)).not.toContain(forOwner.id);
+    // Another team's admin finds nothing to cancel, owner's invitation or not.
+    const other = await setupOwner(app());
+    const otherForOwner = await buildInvitation(app(), other, { role: 'owner' });
+    expectError(
+      await asUser(app(), admin, 'DELETE', `/api/team/invitations/${otherForOwner.id}`),
+      404,
+      'NOT_FOUND',
+    );
+  });
+
+  it('answers an accept without a session the same whether or not an account has the invited email', async () => {
+    const owner = await setupOwner(app());
+    const existing = await setupOwner(app());
+    // No adapter: the link is shown to the inviter, who could probe emails with it.
+    const forExisting = tokenOf((await buildInvitation(app(), owner, { email: existing.email })).url);
+    const forFresh = tokenOf((await buildInvitation(app(), owner, { email: inviteeEmail() })).url);
+
+    const bodies = [undefined, {}, { name: 'Probe' }, { name: 'Probe', password: 'short' }];
+    for (const body of bodies) {
+      const toExisting = await acceptInvitation(app(), forExisting, { body });
+      const toFresh = await acceptInvitation(app(), forFresh, { body });
+      expectError(toExisting, 400, 'VALIDATION_ERROR');
+      expect(errorShape(toExisting), JSON.stringify(body)).toEqual(errorShape(toFresh));
+      expect(toExisting.json().error.message).toBe(toFresh.json().error.message);
+    }
+    // With a valid name and password, an existing account still has to sign in.
+    const withAccount = await acceptInvitation(app(), forExisting, {
+      body: { name: 'Probe', password: 'password123' },
+    });
+    expect(expectError(withAccount, 401, 'UNAUTHORIZED').details.reason).toBe('SIGN_IN_REQUIRED');
+  });
+});
+
+describe('team invitation rules with password sign-in off (PostgreSQL)', () => {
+  let ctx: TestContext;
+  let oidc: OidcProvider;
+
+  beforeAll(async () => {
+    oidc = await startOidcProvider();
+    ctx = await createTestContext('postgres', { AUTH_PASSWORD: 'false', ...oidc.env });
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await oidc?.close();
+  });
+
+  /** A team with an owner, inserted directly, and a pending invitation for `email` with its token. */
+  async function invitationFor(email: string): Promise<string> {
+    const passwordHash = await (await ctx.app.ctx.auth.$context).password.hash('an unused password');
+    const { token, tokenHash } = newInvitationToken();
+    await ctx.app.ctx.database.db.transaction(async (tx) => {
+      const owner = await insertUserWithPassword(tx, {
+        name: 'Olivia Owner',
+        email: `owner-${randomBytes(5).toString('hex')}@example.test`,
+        passwordHash,
+      });
+      const team = await insertTeam(tx, { name: 'SSO Team', slug: `sso-${randomBytes(4).toString('hex')}` });
+      await insertMember(tx, { teamId: team.id, userId: owner.id, role: 'owner' });
+      await teamRepository.insertInvitation(tx, {
+        id: newUnguessableId('invitation'),
+        organizationId: team.id,
+        email,
+        role: 'member',
+        status: 'pending',
+        expiresAt: new Date(Date.now() + DAY_MS),
+        inviterId: owner.id,
+        tokenHash,
+        tokenEmailed: false,
+      });
+    });
+    return token;
+  }
+
+  it('answers an accept without a session the same whether or not an account has the invited email', async () => {
+    const existingEmail = `existing-${randomBytes(5).toString('hex')}@example.test`;
+    const passwordHash = await (await ctx.app.ctx.auth.$context).password.hash('an existing password');
+    await insertUserWithPassword(ctx.app.ctx.database.db, {
+      name: 'Eve Existing',
+      email: existingEmail,
+      passwordHash,
+    });
+    const forExisting = await invitationFor(existingEmail);
+    const forFresh = await invitationFor(`fresh-${randomBytes(5).toString('hex')}@example.test`);
+
+    for (const body of [undefined, { name: 'Probe', password: 'password123' }]) {
+      const toExisting = await acceptInvitation(ctx.app, forExisting, { body });
+      const toFresh = await acceptInvitation(ctx.app, forFresh, { body });
+      expect(expectError(toExisting, 403, 'FORBIDDEN').details.reason).toBe('PASSWORD_SIGN_IN_DISABLED');
+      expect(errorShape(toExisting), JSON.stringify(body)).toEqual(errorShape(toFresh));
+    }
+  });
+});
