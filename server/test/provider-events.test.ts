@@ -2,6 +2,8 @@ import { createHmac, createSign, generateKeyPairSync, randomBytes, randomUUID, s
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.ts';
+import { createContext } from '../src/context.ts';
 import { transitionMany } from '../src/modules/emails/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
@@ -384,6 +386,44 @@ describe('Mailgun events (HMAC signing key)', () => {
     const stale = { signature: { timestamp, token, signature }, 'event-data': forged['event-data'] };
     expectError(await post(team.eventsPath, JSON.stringify(stale)), 401, 'UNAUTHORIZED');
     expect((await log(team, id)).status).toBe('delivered');
+    expect(await suppressed(team)).toEqual([]);
+  });
+
+  it('refuses a signature block replayed to another process (the tokens are shared in the database)', async () => {
+    const team = await providerTeam('mailgun', { webhookSigningKey: signingKey });
+    const id = await sentEmail(team, '<mg-elsewhere@mg.example.test>', 'ada@example.com');
+    // "Another process": a second app on the same database, with its own memory of tokens.
+    const { config, database, queue, encryptionKey } = ctx.app.ctx;
+    const elsewhereContext = await createContext({ config, database, queue, encryptionKey });
+    const elsewhere = await buildApp(elsewhereContext);
+    await elsewhere.ready();
+    try {
+      const delivered = JSON.parse(mailgunBody(eventData('delivered', 'mg-elsewhere@mg.example.test')));
+      await dataOf(await post(team.eventsPath, JSON.stringify(delivered)));
+      const forged = {
+        signature: delivered.signature,
+        'event-data': eventData('failed', 'mg-elsewhere@mg.example.test', { severity: 'permanent' }),
+      };
+      const replayed = await elsewhere.inject({
+        method: 'POST',
+        url: team.eventsPath,
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify(forged),
+      });
+      expectError(replayed, 401, 'UNAUTHORIZED');
+      // A fresh block is accepted there.
+      const fresh = await elsewhere.inject({
+        method: 'POST',
+        url: team.eventsPath,
+        headers: { 'content-type': 'application/json' },
+        payload: mailgunBody(eventData('opened', 'mg-elsewhere@mg.example.test')),
+      });
+      expect(await dataOf(fresh)).toEqual({ received: 1, matched: 1 });
+    } finally {
+      await elsewhere.close();
+      await elsewhereContext.close();
+    }
+    expect((await log(team, id)).status).toBe('opened');
     expect(await suppressed(team)).toEqual([]);
   });
 

@@ -382,3 +382,20 @@ export const suppressions = pgTable(
   },
   (t) => [uniqueIndex('suppressions_team_address_idx').on(t.teamId, t.address)],
 );
+
+/**
+ * Signature tokens a provider's events were accepted with, per adapter (issue #11: Mailgun signs
+ * timestamp + token, not the event, so a token is accepted once). Rows older than the signature's
+ * freshness window are deleted by the next claim for the adapter; all processes share them.
+ */
+export const providerEventTokens = pgTable(
+  'provider_event_tokens',
+  {
+    adapterId: text('adapter_id')
+      .notNull()
+      .references(() => adapters.id, { onDelete: 'cascade' }),
+    token: text('token').notNull(),
+    seenAt: ts('seen_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.adapterId, t.token] })],
+);

@@ -27,9 +27,9 @@ import {
  * It does not cover `event-data`, so a signature block once seen could vouch for any event: as
  * Mailgun's page asks, a timestamp more than {@link MAILGUN_SIGNATURE_WINDOW_MS} away from now is
  * refused, and so is a token already accepted for the adapter within that window (replays).
- * The memory of tokens is per process (`deps.mailgunTokens`, a bounded LRU): with several API
- * processes a block could be replayed once more to each of them, and only within the 5 minutes
- * of its timestamp — that window is what bounds the exposure.
+ * Tokens are claimed in the database (`deps.claimToken`, table `provider_event_tokens`: every
+ * process sees them), after a check of the process's own memory (`deps.mailgunTokens`, a
+ * bounded LRU) that spares the database a replay this process has seen.
  */
 
 /** How far a signature's timestamp may be from now (ms), either way (Mailgun: "5 minutes"). */
@@ -56,12 +56,12 @@ export function mailgunTokenMemory(): LRUCache<string, true> {
  * @throws AppError UNAUTHORIZED (401) for a missing or wrong signature, a timestamp more than
  *   {@link MAILGUN_SIGNATURE_WINDOW_MS} from now, or a token already accepted (a replay).
  */
-function verify(
+async function verify(
   signingKey: string,
   signature: Record<string, unknown>,
   adapterId: string,
   deps: ProviderEventDeps,
-): void {
+): Promise<void> {
   const timestamp =
     str(signature.timestamp) ??
     (typeof signature.timestamp === 'number' ? String(signature.timestamp) : undefined);
@@ -79,8 +79,12 @@ function verify(
   }
   // Remembered only once the signature verified, so unsigned requests cannot fill the memory.
   const key = `${adapterId} ${token}`;
-  if (deps.mailgunTokens.has(key)) throw badSignature('Mailgun signature token already used');
+  const replayed = () => badSignature('Mailgun signature token already used');
+  if (deps.mailgunTokens.has(key)) throw replayed();
   deps.mailgunTokens.set(key, true);
+  if (deps.claimToken && !(await deps.claimToken(adapterId, token, MAILGUN_TOKEN_MEMORY_MS))) {
+    throw replayed();
+  }
 }
 
 /**
@@ -90,7 +94,7 @@ function verify(
 export const parseMailgunEvents: ProviderEventParser = async (request, deps) => {
   const body = obj(jsonBody(request));
   const signingKey = configString(request.config, 'webhookSigningKey');
-  if (signingKey) verify(signingKey, obj(body.signature), request.adapterId, deps);
+  if (signingKey) await verify(signingKey, obj(body.signature), request.adapterId, deps);
   const data = obj(body['event-data']);
   const name = str(data.event);
   const messageId = str(obj(obj(data.message).headers)['message-id']);

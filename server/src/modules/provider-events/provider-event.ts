@@ -72,6 +72,12 @@ export interface ProviderEventDeps {
    * a token is accepted once within the signature's freshness window (mailgun.events.ts).
    */
   mailgunTokens: LRUCache<string, true>;
+  /**
+   * Claims a signature token for an adapter across processes (the database, see
+   * claimProviderEventToken): true when new, false for a replay. Unset (unit tests): the
+   * process's memory alone.
+   */
+  claimToken?: ((adapterId: string, token: string, keepMs: number) => Promise<boolean>) | undefined;
 }
 
 /**

@@ -7,6 +7,7 @@ import { AppError, notFound } from '../../http/errors.ts';
 import { adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
 import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
+import { claimProviderEventToken } from './provider-event-tokens.ts';
 import { applyProviderEvents, providerEventParserOf } from './provider-events.service.ts';
 import { certificateCache } from './ses.events.ts';
 
@@ -47,6 +48,8 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
     snsEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
     certificateCache: certificateCache(),
     mailgunTokens: mailgunTokenMemory(),
+    claimToken: (adapterId, token, keepMs) =>
+      claimProviderEventToken(app.ctx.database.db, adapterId, token, keepMs),
   };
 
   app.post(
