@@ -2,12 +2,12 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../src/ids.ts';
-import { transitionMany } from '../src/modules/emails/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
-import { dataOf, expectError, send } from './helpers/factories.ts';
-import { FAKE_ADAPTER_TYPES, FAKE_CREDENTIALS, type FakeKind } from './helpers/fake-providers.ts';
-import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
+import { dataOf, expectError } from './helpers/factories.ts';
+import type { FakeKind } from './helpers/fake-providers.ts';
+import { providerTeam as newProviderTeam, sentEmail as recordedSentEmail } from './helpers/provider-teams.ts';
+import type { SendingTeam } from './helpers/sending-team.ts';
 
 /**
  * Issue #11 "Provider events in", the edges of what a provider may post: batches as large as the
@@ -26,47 +26,13 @@ afterAll(async () => {
   await ctx?.close();
 });
 
-interface ProviderTeam extends SendingTeam {
-  /** The path of the adapter's eventsUrl. */
-  eventsPath: string;
-}
-
-/** A new team with an adapter of `kind` (config `extra` added) and the path of its eventsUrl. */
-async function providerTeam(kind: FakeKind, extra: Record<string, unknown> = {}): Promise<ProviderTeam> {
-  const team = await createTeamWithKey(ctx.app);
-  const headers = sessionHeaders(ctx.app, team.owner);
-  const created = await dataOf(
-    await ctx.app.inject({
-      method: 'POST',
-      url: '/api/adapters',
-      headers,
-      payload: {
-        name: kind,
-        type: FAKE_ADAPTER_TYPES[kind],
-        config: { ...FAKE_CREDENTIALS[kind], ...extra },
-      },
-    }),
-    201,
-  );
-  const adapter = await dataOf(
-    await ctx.app.inject({ method: 'GET', url: `/api/adapters/${created.id}`, headers }),
-  );
-  return { ...team, eventsPath: new URL(adapter.eventsUrl).pathname };
-}
+/** A new team with an adapter of `kind` (config `extra` added) and its eventsUrl (helpers/provider-teams.ts). */
+const providerTeam = (kind: FakeKind, extra: Record<string, unknown> = {}) =>
+  newProviderTeam(ctx, kind, extra);
 
 /** Sends an email to `to` (queued) and records it as `sent` with `providerMessageId`. */
-async function sentEmail(team: SendingTeam, providerMessageId: string, to = 'ada@example.com') {
-  const { id } = await dataOf(
-    await send(ctx.app, team.key, { templateId: team.templateId, to, variables: { first_name: 'Ada' } }),
-    202,
-  );
-  await ctx.context.db.transaction((tx) =>
-    transitionMany(tx, [
-      { email: { id, teamId: team.owner.teamId }, event: { status: 'sent', set: { providerMessageId } } },
-    ]),
-  );
-  return id as string;
-}
+const sentEmail = (team: SendingTeam, providerMessageId: string, to?: string) =>
+  recordedSentEmail(ctx, team, providerMessageId, to);
 
 /**
  * `count` more sent emails of the team, copies of email `model` with their own id, providerMessageId

@@ -4,11 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { createContext } from '../src/context.ts';
-import { transitionMany } from '../src/modules/emails/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
-import { dataOf, expectError, send } from './helpers/factories.ts';
-import { FAKE_ADAPTER_TYPES, FAKE_CREDENTIALS, type FakeKind } from './helpers/fake-providers.ts';
+import { dataOf, expectError } from './helpers/factories.ts';
+import type { FakeKind } from './helpers/fake-providers.ts';
+import { providerTeam as newProviderTeam, sentEmail as recordedSentEmail } from './helpers/provider-teams.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 import { selfSignedSnsCertificate } from './helpers/sns-certificate.ts';
 
@@ -60,56 +60,13 @@ afterAll(async () => {
   await new Promise((resolve) => sns?.server.close(resolve));
 });
 
-interface ProviderTeam extends SendingTeam {
-  providerAdapterId: string;
-  /** The path of the adapter's eventsUrl. */
-  eventsPath: string;
-}
-
-/** A new team with an adapter of `kind` (config `extra` added) and its eventsUrl. */
-async function providerTeam(kind: FakeKind, extra: Record<string, unknown> = {}): Promise<ProviderTeam> {
-  const team = await createTeamWithKey(ctx.app);
-  const created = await dataOf(
-    await ctx.app.inject({
-      method: 'POST',
-      url: '/api/adapters',
-      headers: sessionHeaders(ctx.app, team.owner),
-      payload: {
-        name: kind,
-        type: FAKE_ADAPTER_TYPES[kind],
-        config: { ...FAKE_CREDENTIALS[kind], ...extra },
-      },
-    }),
-    201,
-  );
-  const adapter = await dataOf(
-    await ctx.app.inject({
-      method: 'GET',
-      url: `/api/adapters/${created.id}`,
-      headers: sessionHeaders(ctx.app, team.owner),
-    }),
-  );
-  expect(adapter.eventsUrl).toMatch(
-    new RegExp(`^http://localhost:3000/api/provider-events/${created.id}/[A-Za-z0-9_-]{43}$`),
-  );
-  return { ...team, providerAdapterId: created.id, eventsPath: new URL(adapter.eventsUrl).pathname };
-}
+/** A new team with an adapter of `kind` (config `extra` added) and its eventsUrl (helpers/provider-teams.ts). */
+const providerTeam = (kind: FakeKind, extra: Record<string, unknown> = {}) =>
+  newProviderTeam(ctx, kind, extra);
 
 /** Sends an email to `to` (queued) and records it as `sent` with `providerMessageId`. */
-async function sentEmail(team: SendingTeam, providerMessageId: string, to = 'ada@example.com') {
-  const response = await send(ctx.app, team.key, {
-    templateId: team.templateId,
-    to,
-    variables: { first_name: 'Ada' },
-  });
-  const { id } = await dataOf(response, 202);
-  await ctx.context.db.transaction((tx) =>
-    transitionMany(tx, [
-      { email: { id, teamId: team.owner.teamId }, event: { status: 'sent', set: { providerMessageId } } },
-    ]),
-  );
-  return id as string;
-}
+const sentEmail = (team: SendingTeam, providerMessageId: string, to?: string) =>
+  recordedSentEmail(ctx, team, providerMessageId, to);
 
 async function log(team: SendingTeam, id: string) {
   return dataOf(
