@@ -4,7 +4,7 @@ import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { recipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
-import { checkSendFields, sendFieldsShape } from './send-fields.schema.ts';
+import { checkSendFields, sendFieldsShape, storedText } from './send-fields.schema.ts';
 import { sendFieldsViewShape } from './send-fields.ts';
 import { MAX_PDF_ATTACHMENTS } from './send-pdfs.ts';
 
@@ -21,15 +21,15 @@ export function sendBodySchema(limits: VariablesLimits) {
   const variables = variablesSchema(limits);
   return z
     .object({
-      templateId: z.string().min(1).max(200),
+      templateId: storedText(200),
       to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
       variables: variables.optional(),
       from: mailboxSchema.optional(),
       pdfAttachments: z
         .array(
           z.object({
-            templateId: z.string().min(1).max(200),
-            filename: z.string().trim().min(1).max(200),
+            templateId: storedText(200),
+            filename: z.string().trim().pipe(storedText(200)),
             variables: variables.optional(),
           }),
         )

@@ -59,6 +59,13 @@ function hasNoNul(value: string): boolean {
 }
 const NO_NUL = 'must not contain the NUL character (U+0000)';
 
+/**
+ * An id or name the database looks up or stores (template and adapter ids, PDF file names): 1 to
+ * `max` characters, no NUL (the database would refuse it, a 400 INVALID_INPUT instead of this
+ * field's VALIDATION_ERROR).
+ */
+export const storedText = (max: number) => z.string().min(1).max(max).refine(hasNoNul, NO_NUL);
+
 /** A header-safe text of at most `max` characters (no control characters, see isHeaderText). */
 const headerText = (max: number) => z.string().max(max).refine(isHeaderText, HEADER_TEXT_MESSAGE);
 
@@ -119,11 +126,7 @@ export const sendFieldsShape = {
     .optional()
     .describe("Replaces the template's subject; Liquid, rendered with the variables"),
   /** One of the team's adapters (else the team's default sending adapter). */
-  adapterId: z
-    .string()
-    .min(1)
-    .max(200)
-    .refine(hasNoNul, NO_NUL)
+  adapterId: storedText(200)
     .optional()
     .describe("One of the team's active adapters (default: the team's default adapter)"),
   headers: stringMap(headerName, headerText(998))
@@ -181,8 +184,6 @@ export const sendFieldsShape = {
 
 /** The fields of {@link sendFieldsShape} as parsed, with the send body's own fields the checks read. */
 export interface SendFieldsInput {
-  templateId?: string | undefined;
-  pdfAttachments?: { templateId: string; filename: string }[] | undefined;
   to: string | string[];
   cc?: string | string[] | undefined;
   bcc?: string | string[] | undefined;
@@ -243,23 +244,11 @@ function illFormedStringPath(value: unknown): (string | number)[] | undefined {
 /**
  * The checks across fields (zod `superRefine` of the send body): `to` + `cc` + `bcc` hold at most
  * {@link MAX_TOTAL_RECIPIENTS} addresses; the attachments decode to at most
- * {@link MAX_ATTACHMENT_BYTES} bytes together; `templateId` and each PDF attachment's `templateId`
- * and `filename` hold no NUL (the database cannot look them up or store them); no string of the
- * body, `variables` included, holds an unpaired UTF-16 surrogate. Reported as issues on
- * `to`/`attachments`/the field's path, so the client gets 400 VALIDATION_ERROR instead of the
- * database's refusal.
+ * {@link MAX_ATTACHMENT_BYTES} bytes together; no string of the body, `variables` included, holds
+ * an unpaired UTF-16 surrogate. Reported as issues on `to`/`attachments`/the string's path, so the
+ * client gets 400 VALIDATION_ERROR instead of the database's refusal.
  */
 export function checkSendFields(input: SendFieldsInput, ctx: z.RefinementCtx): void {
-  const noNul: [string | undefined, (string | number)[]][] = [
-    [input.templateId, ['templateId']],
-    ...(input.pdfAttachments ?? []).flatMap((pdf, index): [string, (string | number)[]][] => [
-      [pdf.templateId, ['pdfAttachments', index, 'templateId']],
-      [pdf.filename, ['pdfAttachments', index, 'filename']],
-    ]),
-  ];
-  for (const [value, path] of noNul) {
-    if (value !== undefined && !hasNoNul(value)) ctx.addIssue({ code: 'custom', path, message: NO_NUL });
-  }
   const illFormed = illFormedStringPath(input);
   if (illFormed) {
     ctx.addIssue({
