@@ -1,5 +1,4 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import {
   badPayload,
   badSignature,
@@ -27,9 +26,8 @@ import {
  * It does not cover `event-data`, so a signature block once seen could vouch for any event: as
  * Mailgun's page asks, a timestamp more than {@link MAILGUN_SIGNATURE_WINDOW_MS} away from now is
  * refused, and so is a token already accepted for the adapter within that window (replays).
- * Tokens are claimed in the database (`deps.claimToken`, table `provider_event_tokens`: every
- * process sees them), after a check of the process's own memory (`deps.mailgunTokens`, a
- * bounded LRU) that spares the database a replay this process has seen.
+ * Tokens are claimed in the database (`deps.claimToken`, table `provider_event_tokens`), so every
+ * process sees them.
  */
 
 /** How far a signature's timestamp may be from now (ms), either way (Mailgun: "5 minutes"). */
@@ -39,17 +37,6 @@ export const MAILGUN_SIGNATURE_WINDOW_MS = 5 * 60_000;
  * to 5 minutes after it, so a token seen at the earliest must be kept twice the window.
  */
 export const MAILGUN_TOKEN_MEMORY_MS = 2 * MAILGUN_SIGNATURE_WINDOW_MS;
-/**
- * Most tokens remembered per process (~200 bytes each): far above the events one process is posted
- * in {@link MAILGUN_TOKEN_MEMORY_MS}; past it the oldest are forgotten first.
- */
-export const MAILGUN_TOKEN_MEMORY_MAX = 50_000;
-
-/** A new memory of accepted Mailgun tokens (`deps.mailgunTokens`): LRU, entries expire after 10 min. */
-export function mailgunTokenMemory(): LRUCache<string, true> {
-  return new LRUCache<string, true>({ max: MAILGUN_TOKEN_MEMORY_MAX, ttl: MAILGUN_TOKEN_MEMORY_MS });
-}
-
 /**
  * Checks the signature block of a request to adapter `adapterId`, then that it is fresh and its
  * token new, and remembers the token.
@@ -77,13 +64,9 @@ async function verify(
   if (!isFreshTimestamp(timestamp, MAILGUN_SIGNATURE_WINDOW_MS)) {
     throw badSignature('Mailgun signature timestamp is too old or in the future');
   }
-  // Remembered only once the signature verified, so unsigned requests cannot fill the memory.
-  const key = `${adapterId} ${token}`;
-  const replayed = () => badSignature('Mailgun signature token already used');
-  if (deps.mailgunTokens.has(key)) throw replayed();
-  deps.mailgunTokens.set(key, true);
-  if (deps.claimToken && !(await deps.claimToken(adapterId, token, MAILGUN_TOKEN_MEMORY_MS))) {
-    throw replayed();
+  // Claimed only once the signature verified, so unsigned requests write nothing.
+  if (!(await deps.claimToken(adapterId, token, MAILGUN_TOKEN_MEMORY_MS))) {
+    throw badSignature('Mailgun signature token already used');
   }
 }
 

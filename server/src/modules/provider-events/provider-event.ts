@@ -68,16 +68,10 @@ export interface ProviderEventDeps {
    */
   certificateCache: LRUCache<string, string>;
   /**
-   * Mailgun signature tokens seen lately, by `<adapterId> <token>` (one per app, so per process):
-   * a token is accepted once within the signature's freshness window (mailgun.events.ts).
+   * Claims a signature token for an adapter, kept `keepMs` (ms), across processes (the database,
+   * see claimProviderEventToken): true when new, false for a replay (mailgun.events.ts).
    */
-  mailgunTokens: LRUCache<string, true>;
-  /**
-   * Claims a signature token for an adapter across processes (the database, see
-   * claimProviderEventToken): true when new, false for a replay. Unset (unit tests): the
-   * process's memory alone.
-   */
-  claimToken?: ((adapterId: string, token: string, keepMs: number) => Promise<boolean>) | undefined;
+  claimToken(adapterId: string, token: string, keepMs: number): Promise<boolean>;
 }
 
 /**

@@ -5,7 +5,6 @@ import { access } from '../../http/access.ts';
 import { envelopeOf, ok } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
-import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import { claimProviderEventToken } from './provider-event-tokens.ts';
 import { applyProviderEvents, providerEventParserOf } from './provider-events.service.ts';
@@ -47,7 +46,6 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
     fetchText,
     snsEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
     certificateCache: certificateCache(),
-    mailgunTokens: mailgunTokenMemory(),
     claimToken: (adapterId, token, keepMs) =>
       claimProviderEventToken(app.ctx.database.db, adapterId, token, keepMs),
   };

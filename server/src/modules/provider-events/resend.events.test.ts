@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import { parseResendEvents } from './resend.events.ts';
 import { certificateCache } from './ses.events.ts';
@@ -7,7 +6,7 @@ import { certificateCache } from './ses.events.ts';
 const deps: ProviderEventDeps = {
   fetchText: () => Promise.reject(new Error('no fetch expected')),
   certificateCache: certificateCache(),
-  mailgunTokens: mailgunTokenMemory(),
+  claimToken: () => Promise.resolve(true),
 };
 
 /** Parses `event` as an unsigned Resend request (the Svix signature is tested over HTTP). */

@@ -1,6 +1,5 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import { parseSendGridEvents, SENDGRID_TIMESTAMP_WINDOW_MS } from './sendgrid.events.ts';
 import { certificateCache } from './ses.events.ts';
@@ -10,7 +9,7 @@ const webhookPublicKey = publicKey.export({ format: 'der', type: 'spki' }).toStr
 const deps: ProviderEventDeps = {
   fetchText: () => Promise.reject(new Error('no fetch expected')),
   certificateCache: certificateCache(),
-  mailgunTokens: mailgunTokenMemory(),
+  claimToken: () => Promise.resolve(true),
 };
 
 /** Parses `events` as a SendGrid batch signed at `at` (ms); unsigned when `signed` is false. */

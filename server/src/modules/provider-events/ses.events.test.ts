@@ -2,7 +2,6 @@ import { createSign, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { selfSignedSnsCertificate } from '../../../test/helpers/sns-certificate.ts';
 import { AppError } from '../../http/errors.ts';
-import { mailgunTokenMemory } from './mailgun.events.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import {
   CERTIFICATE_CACHE_MAX,
@@ -86,7 +85,7 @@ describe('parseSesEvents: what is refused before anything is fetched or recorded
       },
       snsEndpoint: origin,
       certificateCache: certificateCache(),
-      mailgunTokens: mailgunTokenMemory(),
+      claimToken: () => Promise.resolve(true),
     };
     return { deps, fetched };
   }
