@@ -6,7 +6,11 @@ import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
 import { dataOf, expectError } from './helpers/factories.ts';
 import type { FakeKind } from './helpers/fake-providers.ts';
-import { providerTeam as newProviderTeam, sentEmail as recordedSentEmail } from './helpers/provider-teams.ts';
+import {
+  providerTeam as newProviderTeam,
+  postProviderEvent,
+  sentEmail as recordedSentEmail,
+} from './helpers/provider-teams.ts';
 import type { SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -58,14 +62,8 @@ async function copiesOf(model: string, count: number, prefix: string, to: (n: nu
   return rows.map((row) => row.id);
 }
 
-function post(pathname: string, body: string, headers: Record<string, string> = {}) {
-  return ctx.app.inject({
-    method: 'POST',
-    url: pathname,
-    headers: { 'content-type': 'application/json', ...headers },
-    payload: body,
-  });
-}
+const post = (pathname: string, body: string, headers: Record<string, string> = {}) =>
+  postProviderEvent(ctx, pathname, body, headers);
 
 async function log(team: SendingTeam, id: string) {
   return dataOf(

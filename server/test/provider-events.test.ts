@@ -1,4 +1,4 @@
-import { createHmac, createSign, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
+import { createHmac, generateKeyPairSync, randomBytes, randomUUID, sign } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,9 +8,13 @@ import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
 import { dataOf, expectError } from './helpers/factories.ts';
 import type { FakeKind } from './helpers/fake-providers.ts';
-import { providerTeam as newProviderTeam, sentEmail as recordedSentEmail } from './helpers/provider-teams.ts';
+import {
+  providerTeam as newProviderTeam,
+  postProviderEvent,
+  sentEmail as recordedSentEmail,
+} from './helpers/provider-teams.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
-import { selfSignedSnsCertificate } from './helpers/sns-certificate.ts';
+import { selfSignedSnsCertificate, signSnsMessage } from './helpers/sns-certificate.ts';
 
 /**
  * Issue #11 "Provider events in": each provider's documented webhook payload, signed in the test
@@ -104,14 +108,8 @@ function iso(seconds: number): string {
   return new Date(Math.floor(Date.now() / 1000) * 1000 + seconds * 1000).toISOString();
 }
 
-function post(pathname: string, body: string, headers: Record<string, string> = {}) {
-  return ctx.app.inject({
-    method: 'POST',
-    url: pathname,
-    headers: { 'content-type': 'application/json', ...headers },
-    payload: body,
-  });
-}
+const post = (pathname: string, body: string, headers: Record<string, string> = {}) =>
+  postProviderEvent(ctx, pathname, body, headers);
 
 // --- Resend (Svix) ---------------------------------------------------------------------------
 
@@ -521,18 +519,7 @@ function snsMessage(fields: Record<string, string>, keyPem = sns.keyPem) {
     SigningCertURL: `${sns.origin}${SNS_CERT_PATH}`,
     ...fields,
   };
-  const order =
-    message.Type === 'Notification'
-      ? ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type']
-      : ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'];
-  const text = order
-    .filter((name) => message[name] !== undefined)
-    .map((name) => `${name}\n${message[name]}\n`)
-    .join('');
-  // SignatureVersion 1 = SHA1withRSA (SNS's default), 2 = SHA256withRSA.
-  message.Signature = createSign(version === '1' ? 'RSA-SHA1' : 'RSA-SHA256')
-    .update(text)
-    .sign(keyPem, 'base64');
+  signSnsMessage(message, keyPem);
   return JSON.stringify(message);
 }
 

@@ -66,3 +66,18 @@ export async function sentEmail(
   );
   return id as string;
 }
+
+/** POSTs `body` (JSON unless `headers` say otherwise) to a provider-events path of `ctx`'s app. */
+export function postProviderEvent(
+  ctx: TestContext,
+  pathname: string,
+  body: string,
+  headers: Record<string, string> = {},
+) {
+  return ctx.app.inject({
+    method: 'POST',
+    url: pathname,
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: body,
+  });
+}

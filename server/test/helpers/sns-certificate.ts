@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createSign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -36,4 +37,24 @@ export function selfSignedSnsCertificate(): { certPem: string; keyPem: string } 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Signs SNS `message` (its fields as strings) as Amazon SNS does, with `keyPem`: the string to
+ * sign is the message's fields of its type in SNS's order, `Name\nvalue\n` each; SignatureVersion
+ * 1 = SHA1withRSA, 2 = SHA256withRSA. Sets `message.Signature` (base64) and returns the message.
+ */
+export function signSnsMessage(message: Record<string, string>, keyPem: string): Record<string, string> {
+  const order =
+    message.Type === 'Notification'
+      ? ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type']
+      : ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'];
+  const text = order
+    .filter((name) => message[name] !== undefined)
+    .map((name) => `${name}\n${message[name]}\n`)
+    .join('');
+  message.Signature = createSign(message.SignatureVersion === '1' ? 'RSA-SHA1' : 'RSA-SHA256')
+    .update(text)
+    .sign(keyPem, 'base64');
+  return message;
 }

@@ -1,6 +1,6 @@
-import { createSign, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { selfSignedSnsCertificate } from '../../../test/helpers/sns-certificate.ts';
+import { selfSignedSnsCertificate, signSnsMessage } from '../../../test/helpers/sns-certificate.ts';
 import { AppError } from '../../http/errors.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import {
@@ -102,16 +102,7 @@ describe('parseSesEvents: what is refused before anything is fetched or recorded
       SigningCertURL: certUrl(),
       ...fields,
     };
-    const order =
-      message.Type === 'Notification'
-        ? ['Message', 'MessageId', 'Subject', 'Timestamp', 'TopicArn', 'Type']
-        : ['Message', 'MessageId', 'SubscribeURL', 'Timestamp', 'Token', 'TopicArn', 'Type'];
-    const text = order
-      .filter((name) => message[name] !== undefined)
-      .map((name) => `${name}\n${message[name]}\n`)
-      .join('');
-    message.Signature = createSign('RSA-SHA256').update(text).sign(keyPem, 'base64');
-    return message;
+    return signSnsMessage(message, keyPem);
   }
 
   function parse(message: unknown, deps: ProviderEventDeps) {
