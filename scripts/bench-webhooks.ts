@@ -9,8 +9,8 @@
  *
  * In one process, on a database it creates and drops on BENCH_DATABASE_URL (default: this machine's
  * PostgreSQL): real email logs moved `queued → sent` with the status writer (`transitionMany`),
- * whose outbox enqueues the `webhook.deliver` jobs; the worker is the app's (`startWorkers`, claim
- * loop, WORKER_CONCURRENCY and per-webhook group cap as configured). The raw loop keeps as many
+ * whose outbox writes the deliveries' `webhook_outbox` rows; the worker is the app's
+ * (`startWorkers`: the webhook dispatcher, WORKER_CONCURRENCY and per-webhook cap as configured). The raw loop keeps as many
  * requests in flight as the worker's per-webhook cap allows (100 with the defaults). The worker
  * drains BENCH_ROUNDS backlogs (default 3), with a raw pass before, between and after them; each
  * drain's ratio is to the mean of the raw passes around it, and the figure is the median of those
@@ -346,8 +346,8 @@ async function main(): Promise<void> {
       receiverSeconds += receiver.cpu() - receiverCpuBefore;
       const postgresCpuByPid = postgresCpuBetween(postgresCpuBefore, postgresCpu(name));
       postgresCpuSeconds += [...postgresCpuByPid.values()].reduce((sum, s) => sum + s, 0);
-      // Which of those backends are the queue's (pg-boss: fetch, its maintenance) and which the
-      // app's pool (the webhooks' rows, the delivery records and the jobs' completion).
+      // Which of those backends are the queue's (pg-boss: the other queues' polls, its
+      // maintenance) and which the app's pool (the outbox claims, the webhooks' rows, the records).
       const { rows: backends } = await database.pool.query<{ pid: number; application_name: string }>(
         'select pid, application_name from pg_stat_activity where datname = current_database()',
       );

@@ -86,7 +86,7 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   // The composition root plugs the modules' guards into http (http imports no module).
   registerAccessGuards({ session: requireSession, apiKey: (scopes) => requireApiKey(...scopes) });
   // Status changes made by this process (accepted sends, …) fan out to webhooks (issue #11).
-  wireStatusListeners(context.queue);
+  wireStatusListeners();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   // Paths no route matches fall back to the dashboard's files and client routes (http/dashboard.ts).

@@ -1,5 +1,4 @@
 import type { Context } from './context.ts';
-import type { JobQueue } from './jobs/queue.ts';
 import type { JobHandlers } from './jobs/registry.ts';
 import { emailJobHandlers } from './modules/emails/index.ts';
 import { teamJobHandlers } from './modules/teams/index.ts';
@@ -15,7 +14,7 @@ import { installWebhookOutbox, webhookJobHandlers } from './modules/webhooks/ind
  *   API is built over: database, config, encryption key, queue, providers, storage).
  */
 export function bindJobHandlers(context: Context): JobHandlers {
-  wireStatusListeners(context.queue);
+  wireStatusListeners();
   return {
     ...emailJobHandlers(context),
     ...teamJobHandlers(context),
@@ -26,9 +25,9 @@ export function bindJobHandlers(context: Context): JobHandlers {
 
 /**
  * Plugs the webhook outbox into the emails module's status changes (issue #11): every status change
- * of this process enqueues its webhook deliveries through `queue`, in its own transaction. Called by
+ * of this process writes its webhook deliveries to the outbox, in its own transaction. Called by
  * the API (app.ts) and the workers (above), the two kinds of process that change statuses.
  */
-export function wireStatusListeners(queue: JobQueue): void {
-  installWebhookOutbox(queue);
+export function wireStatusListeners(): void {
+  installWebhookOutbox();
 }

@@ -7,11 +7,10 @@ import { createTestDatabase } from './helpers/database.ts';
 import { recordPoolStatements } from './helpers/pool-statements.ts';
 
 /**
- * The claim loop's `retryLimit` option (webhook.deliver, issue #11 bench): jobs are fetched without
- * pg-boss's metadata (a quarter of the columns to read and parse per job) and each gets the
- * queue's retry limit; without the option, the loop reads each job's own.
+ * The claim loop fetches pg-boss's metadata with each job: a handler tells its last attempt by the
+ * job's own retry limit (`retryCount >= retryLimit`, e.g. email.send's fallback and failure).
  */
-describe('claim loop fetch without metadata', () => {
+describe('claim loop job metadata', () => {
   let queue: JobQueue;
   let database: Awaited<ReturnType<typeof createTestDatabase>>;
 
@@ -19,51 +18,41 @@ describe('claim loop fetch without metadata', () => {
     database = await createTestDatabase();
     queue = new JobQueue(database.handle);
     await queue.start();
-    await queue.boss.createQueue('test.lean', { retryLimit: 3 });
-    await queue.boss.createQueue('test.full', { retryLimit: 4 });
+    await queue.boss.createQueue('test.metadata', { retryLimit: 4 });
   });
   afterAll(async () => {
     await queue?.stop(2_000);
     await database?.drop();
   });
 
-  /** Consumes `name` until one job arrives; returns it and the fetch statements sent meanwhile. */
-  const claimOne = async (name: string, retryLimit?: number) => {
+  it('gives each claimed job its own retry limit, read with the fetch', async () => {
+    const name = 'test.metadata';
     const statements = recordPoolStatements(pg.Client.prototype);
     const claimed: ClaimedJob<{ n: number }>[] = [];
     try {
+      // One job with the queue's retry limit, one enqueued with a limit of its own.
       await queue.boss.send(name, { n: 1 });
+      await queue.boss.send(name, { n: 2 }, { retryLimit: 2 });
       await queue.consume<{ n: number }>(
         name,
-        { maxInFlight: 5, batchSize: 5, pollingIntervalMs: 50, ...(retryLimit ? { retryLimit } : {}) },
+        { maxInFlight: 5, batchSize: 5, pollingIntervalMs: 50 },
         (jobs) =>
           jobs.map(async (job) => {
             claimed.push(job);
             return undefined;
           }),
       );
-      await waitFor(async () => (claimed.length > 0 ? true : undefined), 10_000, `a ${name} job`);
+      await waitFor(async () => (claimed.length >= 2 ? true : undefined), 10_000, `both ${name} jobs`);
     } finally {
       statements.stop();
     }
+    const byN = new Map(claimed.map((job) => [job.data.n, job]));
+    expect(byN.get(1)?.retryLimit).toBe(4);
+    expect(byN.get(2)?.retryLimit).toBe(2);
+    expect(byN.get(1)?.retryCount).toBe(0);
     const fetches = statements.texts.filter(
       (text) => text.includes(`name = '${name}'`) && /RETURNING/i.test(text),
     );
-    return { job: claimed[0]!, fetches };
-  };
-
-  it('fetches only id, data and retry count, and gives each job the queue retry limit it was told', async () => {
-    const { job, fetches } = await claimOne('test.lean', 3);
-    expect(job.data).toEqual({ n: 1 });
-    expect(job.retryCount).toBe(0);
-    expect(job.retryLimit).toBe(3);
-    expect(fetches.length).toBeGreaterThan(0);
-    for (const text of fetches) expect(text).not.toMatch(/retry_limit as "retryLimit"/);
-  }, 20_000);
-
-  it('without it, fetches the metadata and reads each job its own retry limit', async () => {
-    const { job, fetches } = await claimOne('test.full');
-    expect(job.retryLimit).toBe(4);
     expect(fetches.some((text) => /retry_limit as "retryLimit"/.test(text))).toBe(true);
   }, 20_000);
 });

@@ -65,7 +65,7 @@ describe('job queue statistics refresh', () => {
     expect(await other.refreshStatistics('test.backlog')).toBe(false);
   });
 
-  it('is refreshed by a claim loop that claims a big batch (email.send and webhook.deliver run in one)', async () => {
+  it('is refreshed by a claim loop that claims a big batch (email.send runs in one)', async () => {
     // Issue #9: without it, every fetch of the worker's backlog read and sorted all waiting jobs
     // (the larger half of the PostgreSQL CPU per delivered email).
     const jobs = 2 * STALE_BACKLOG_MIN_JOBS;

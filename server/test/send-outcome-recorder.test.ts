@@ -2,7 +2,7 @@ import { eq, inArray, sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
-import { EMAIL_SEND_JOB, WEBHOOK_DELIVER_JOB } from '../src/jobs/definitions.ts';
+import { EMAIL_SEND_JOB } from '../src/jobs/definitions.ts';
 import type { ClaimedJob } from '../src/jobs/queue.ts';
 import { SendOutcomeRecorder } from '../src/modules/emails/send-outcome-recorder.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
@@ -57,10 +57,12 @@ describe('SendOutcomeRecorder', () => {
         sql`select state from pgboss.job where name = ${EMAIL_SEND_JOB} and data->>'emailId' = any(${sql.param([...ids])}::text[])`,
       )) as unknown as { rows: { state: string }[] }
     ).rows.map((row) => row.state);
-  const webhookJobsOf = async (teamId: string) =>
+  /** The events of the webhook deliveries queued (outbox rows) for the webhooks of team `teamId`. */
+  const webhookDeliveriesOf = async (teamId: string) =>
     (
       (await ctx.app.ctx.database.db.execute(
-        sql`select data->>'event' as event from pgboss.job where name = ${WEBHOOK_DELIVER_JOB} and data->>'teamId' = ${teamId}`,
+        sql`select event from webhook_outbox
+          where webhook_id in (select id from webhooks where team_id = ${teamId}) order by id`,
       )) as unknown as { rows: { event: string }[] }
     ).rows.map((row) => row.event);
 
@@ -126,7 +128,7 @@ describe('SendOutcomeRecorder', () => {
       ),
     );
     expect(statements.some((text) => /^\s*begin/i.test(text))).toBe(true);
-    expect(await webhookJobsOf(team.owner.teamId)).toEqual(['email.sent', 'email.sent']);
+    expect(await webhookDeliveriesOf(team.owner.teamId)).toEqual(['email.sent', 'email.sent']);
     expect(await jobStates(ids)).toEqual(['completed', 'completed']);
     const events = (await ctx.app.ctx.database.db.execute(
       sql`select count(*)::int as n from email_events where email_id = any(${sql.param(ids)}::text[]) and status = 'sent'`,

@@ -1,7 +1,7 @@
 import { and, countDistinct, eq } from 'drizzle-orm';
 import { PgBoss } from 'pg-boss';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { webhookDeliveries } from '../src/db/schema/index.ts';
+import { webhookDeliveries, webhookOutbox } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
 import { type CliProcess, startCli } from './helpers/process.ts';
@@ -24,8 +24,9 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
     ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
     smtp = await startTestSmtpServer();
     receiver = await startWebhookReceiver();
-    // pg-boss maintenance every second: fails the killed worker's claimed jobs once their heartbeat
-    // lapses (what any process's next pass would do).
+    // pg-boss maintenance every second: fails the killed worker's claimed email jobs once their
+    // heartbeat lapses (what any process's next pass would do). Its webhook attempts need no
+    // supervisor: their outbox rows' leases lapse (WEBHOOK_LEASE_SECONDS) and the new worker claims them.
     supervisor = new PgBoss({
       connectionString: ctx.app.ctx.database.connectionString,
       schema: 'pgboss',
@@ -110,9 +111,14 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
       'failed and hanging attempts',
     );
     await first.stop('SIGKILL');
-    const jobs = await ctx.queue.boss.findJobs('webhook.deliver', {});
-    const pending = jobs.filter((job) => job.state === 'created' || job.state === 'retry').length;
-    const active = jobs.filter((job) => job.state === 'active').length;
+    // The outbox at the kill: retries waiting (no lease) and attempts the dead worker holds (leased).
+    const rows = await ctx.app.ctx.database.db
+      .select()
+      .from(webhookOutbox)
+      .where(eq(webhookOutbox.webhookId, hook.id));
+    const now = Date.now();
+    const pending = rows.filter((row) => !row.leasedUntil || row.leasedUntil.getTime() <= now).length;
+    const active = rows.length - pending;
     expect(pending).toBeGreaterThan(0);
     expect(active).toBeGreaterThan(0);
     expect(await deliveredMessages(hook.id)).toBe(0);

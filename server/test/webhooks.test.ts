@@ -291,36 +291,34 @@ describe('outbound webhooks (issue #11)', () => {
     expect(receiver.to(hook.path)).toHaveLength(3); // nothing after the success
   });
 
-  it("records each attempt, enqueues its retry and completes the attempt's job in one transaction", async () => {
+  it('records a failed attempt and reschedules its outbox row as the next attempt in one transaction', async () => {
     const hook = await buildWebhook(['email.sent']);
     receiver.answer(hook.path, (nth) =>
       nth === 1 ? { status: 500, body: 'no' } : { status: 200, body: 'ok' },
     );
     await sendOne('one-commit@example.test');
+    // xmin = the transaction that wrote a row's current version: between the two attempts
+    // (WEBHOOK_RETRY_SCHEDULE=1: a second), the first attempt's record and its outbox row, now
+    // attempt 2 with no lease, carry the same one.
+    const [between] = await waitFor(async () => {
+      const { rows } = (await db().execute(sql`
+          select d.xmin::text as record_tx, o.xmin::text as row_tx, o.attempt, o.leased_until
+          from webhook_deliveries d join webhook_outbox o on o.message_id = d.message_id
+          where d.webhook_id = ${hook.id} and d.attempt_count = 1`)) as unknown as {
+        rows: { record_tx: string; row_tx: string; attempt: number; leased_until: Date | null }[];
+      };
+      return rows.length > 0 && rows[0]!.attempt === 2 ? rows : undefined;
+    }, 20_000);
+    expect(between).toMatchObject({ attempt: 2, leased_until: null });
+    expect(between!.row_tx).toBe(between!.record_tx);
+    // The second attempt succeeds: its record is written and its row leaves, together.
     await waitFor(async () => ((await deliveriesOf(hook.id)).length === 2 ? true : undefined), 20_000);
-    // xmin = the transaction that wrote a row's current version: a job's completion and its
-    // attempt's delivery record carry the same one (attempt 2's job exists: its retry was enqueued).
-    const readRows = async () =>
-      (
-        (await db().execute(sql`
-          select d.attempt_count as attempt, d.xmin::text as record_tx, j.xmin::text as job_tx,
-            j.state, n.id is not null as has_next
-          from webhook_deliveries d
-          join pgboss.job j on j.name = 'webhook.deliver' and j.data->>'messageId' = d.message_id
-            and (j.data->>'attempt')::int = d.attempt_count
-          left join pgboss.job n on n.name = 'webhook.deliver' and n.data->>'messageId' = d.message_id
-            and (n.data->>'attempt')::int = d.attempt_count + 1
-          where d.webhook_id = ${hook.id}
-          order by d.attempt_count`)) as unknown as {
-          rows: { attempt: number; record_tx: string; job_tx: string; state: string; has_next: boolean }[];
-        }
-      ).rows;
-    const rows = await waitFor(async () => {
-      const found = await readRows();
-      return found.length === 2 && found.every((row) => row.state === 'completed') ? found : undefined;
+    await waitFor(async () => {
+      const { rows } = (await db().execute(
+        sql`select count(*)::int as n from webhook_outbox where webhook_id = ${hook.id}`,
+      )) as unknown as { rows: { n: number }[] };
+      return rows[0]!.n === 0 ? true : undefined;
     });
-    for (const row of rows) expect(row.job_tx, `attempt ${row.attempt}`).toBe(row.record_tx);
-    expect(rows.map((row) => row.has_next)).toEqual([true, false]);
   });
 
   it('stops after the last attempt of the schedule, counting consecutive failures', async () => {
@@ -563,10 +561,12 @@ describe('outbound webhooks (issue #11)', () => {
     expect((verifyWebhook(hook.secret, request!) as any).event).toBe('email.delivered');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(receiver.to(hook.path)).toHaveLength(1);
-    const jobs = (await db().execute(
-      sql`select data->>'event' as event from pgboss.job where name = 'webhook.deliver' and data->>'webhookId' = ${hook.id}`,
+    // Every event ever queued for the webhook: delivered (records) or still waiting (outbox rows).
+    const queued = (await db().execute(
+      sql`select event from webhook_deliveries where webhook_id = ${hook.id}
+        union all select event from webhook_outbox where webhook_id = ${hook.id}`,
     )) as unknown as { rows: { event: string }[] };
-    expect(jobs.rows.map((r) => r.event)).toEqual(['email.delivered']);
+    expect(queued.rows.map((r) => r.event)).toEqual(['email.delivered']);
   });
 
   it("webhooks of another team get none of this team's events and cannot be read across teams", async () => {

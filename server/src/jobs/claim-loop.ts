@@ -1,9 +1,6 @@
 import type { SQL } from 'drizzle-orm';
-import type { Job, JobWithMetadata, PgBoss } from 'pg-boss';
+import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
-
-/** A fetched job: with pg-boss's metadata, or without it (then no `retryLimit`, see ClaimLoopOptions). */
-type FetchedJob<T> = Job<T> & Partial<Pick<JobWithMetadata<T>, 'retryLimit'>>;
 
 /**
  * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its
@@ -25,9 +22,6 @@ export interface JobSettler {
    */
   completionSql(jobs: readonly ClaimedJob<unknown>[], onlyIf?: SQL): SQL | undefined;
 }
-
-/** A claimed job as the loop runs it: a fetched one, or one handed to {@link ClaimLoop.adopt}. */
-type AdoptedJob<T> = Pick<FetchedJob<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
 /** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */
 export interface ClaimedJob<T> {
@@ -68,28 +62,6 @@ export interface ClaimLoopOptions {
   groupConcurrency?: number;
   /** Wait before fetching again after a fetch found less than it asked for (ms). */
   pollingIntervalMs: number;
-  /**
-   * The wait instead of `pollingIntervalMs` while the queue is busy: a fetch within the last
-   * {@link BUSY_WINDOW_MS} found jobs (ms; unset = always `pollingIntervalMs`). pg-boss has no
-   * notification of new jobs, so this bounds the pick-up delay of a steady trickle of jobs (e.g.
-   * webhook deliveries, each due at once) without polling fast while the queue is idle. Doubled
-   * after each fetch in a row that found nothing, up to `pollingIntervalMs` (see
-   * {@link emptyFetchWait}).
-   */
-  busyPollingIntervalMs?: number;
-  /**
-   * Slots freed since a short fetch that make the next fetch worth its query before
-   * MIN_REFETCH_GAP_MS has passed (unset: a quarter of `min(groupConcurrency ?? maxInFlight,
-   * batchSize)`). Lower for a queue whose jobs are short next to that gap (webhook deliveries: a
-   * freed slot of a capped group otherwise idles up to the gap).
-   */
-  refetchAfter?: number;
-  /**
-   * The retry limit of every job of the queue, when none is enqueued with its own: jobs are then
-   * fetched without pg-boss's metadata (id, data and retry count: a quarter of the columns to read
-   * and parse, issue #11 bench) and get this as their `retryLimit`. Unset: fetched with metadata.
-   */
-  retryLimit?: number;
   /** How often held jobs' heartbeats are refreshed (ms); unset when the queue has no heartbeat. */
   heartbeatRefreshMs?: number;
   /** Gives up a job the handler could not be made to settle; see {@link ClaimLoop.stop}. */
@@ -112,28 +84,6 @@ interface Held {
  * enough slots were freed (see #run).
  */
 const MIN_REFETCH_GAP_MS = 20;
-/**
- * How long after a nudge the loop polls every MIN_REFETCH_GAP_MS (ms): a nudge comes before the
- * enqueuing transaction commits, so the fetch it wakes may come too early to see the jobs.
- */
-const NUDGE_WINDOW_MS = 100;
-/** How long after a fetch that found jobs the queue counts as busy (see busyPollingIntervalMs, ms). */
-export const BUSY_WINDOW_MS = 2_000;
-/**
- * The wait of a busy loop after `emptyFetches` fetches in a row that found nothing (ms):
- * `busyMs` doubled for each after the first, at most `idleMs` (the queue's polling interval).
- * Why: a group at its cap (a webhook's deliveries in flight, issue #11) with waiting jobs keeps the
- * loop busy — its jobs come by hand-off — while every fetch finds nothing; pg-boss's fetch applies
- * the cap row by row in queue order, so each such fetch reads the group's whole backlog (measured
- * in `bench:webhooks`: ~5.6 ms of PostgreSQL per empty fetch with 5,000 waiting, one every ~45 ms:
- * 22-39 µs of PostgreSQL CPU per delivery). Jobs of other groups enqueued by other processes are
- * then picked up within `idleMs` at worst, as on an idle queue; a nudge (a local enqueue) or a
- * fetch that finds jobs resets the count.
- */
-export function emptyFetchWait(busyMs: number, idleMs: number, emptyFetches: number): number {
-  return Math.min(idleMs, busyMs * 2 ** Math.max(0, emptyFetches - 1));
-}
-
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
 
@@ -167,16 +117,8 @@ export class ClaimLoop<T> {
   /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
   #wakePending = false;
   #heartbeat: NodeJS.Timeout | undefined;
-  /** Slots freed so far (settled jobs whose settle was written), less those adopted jobs took. */
+  /** Slots freed so far (settled jobs whose settle was written). */
   #freed = 0;
-  /** {@link #freed} when the last fetch started. */
-  #freedAtFetch = 0;
-  /** When {@link nudge} was last called. */
-  #nudgedAt = Number.NEGATIVE_INFINITY;
-  /** When a fetch last found jobs, or a local enqueue announced some (see {@link nudge}). */
-  #lastFound = Number.NEGATIVE_INFINITY;
-  /** Fetches in a row that found nothing since the last that did or the last nudge (see emptyFetchWait). */
-  #emptyFetches = 0;
   /** Freed slots that make a refetch worth it before MIN_REFETCH_GAP_MS (see #run). */
   readonly #refetchAfter: number;
 
@@ -186,11 +128,8 @@ export class ClaimLoop<T> {
     this.#options = options;
     this.#handler = handler;
     // A quarter of what one group may hold (the batch a capped group can take), else of the slots.
-    const { groupConcurrency, maxInFlight, batchSize, refetchAfter } = options;
-    this.#refetchAfter = Math.max(
-      1,
-      refetchAfter ?? Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4),
-    );
+    const { groupConcurrency, maxInFlight, batchSize } = options;
+    this.#refetchAfter = Math.max(1, Math.ceil(Math.min(groupConcurrency ?? maxInFlight, batchSize) / 4));
   }
 
   /** Starts fetching (returns at once). */
@@ -198,45 +137,6 @@ export class ClaimLoop<T> {
     this.#running = this.#run();
     const every = this.#options.heartbeatRefreshMs;
     if (every) this.#heartbeat = setInterval(() => void this.#touch(), every);
-  }
-
-  /**
-   * Says jobs were just enqueued in this process (their transaction may not have committed yet):
-   * the loop counts as busy from now (polling every `busyPollingIntervalMs` for BUSY_WINDOW_MS)
-   * and fetches soon — within MIN_REFETCH_GAP_MS of its last fetch, and every MIN_REFETCH_GAP_MS
-   * for NUDGE_WINDOW_MS while its fetches come back short (the enqueuing transaction commits after
-   * the nudge) — instead of waiting out a poll interval. (A busy loop is otherwise
-   * woken by the slots its settles free; jobs handed over in their place free none, and the jobs
-   * enqueued meanwhile waited up to `busyPollingIntervalMs`: issue #11 bench, p99 delay 50 ms
-   * instead of 20.) No effect without `busyPollingIntervalMs`.
-   */
-  nudge(): void {
-    if (this.#options.busyPollingIntervalMs === undefined || this.#stopping) return;
-    this.#lastFound = Date.now();
-    this.#nudgedAt = this.#lastFound;
-    this.#emptyFetches = 0;
-    this.#wakeUp();
-  }
-
-  /**
-   * Runs jobs that a statement of this process claimed for this loop's queue in the place of jobs it
-   * completed (JobQueue.handoffStatement), as if a fetch had returned them: held at once, handed to
-   * the handler on the next turn of the event loop (setImmediate). They fill the slots their
-   * completed jobs leave, so they do not count as freed slots (no fetch is made for those).
-   */
-  adopt(jobs: readonly AdoptedJob<T>[]): void {
-    if (jobs.length === 0) return;
-    this.#freed -= jobs.length;
-    this.#lastFound = Date.now();
-    // Held now, run on the next turn of the event loop: the caller is typically a group commit
-    // whose next statement should go out before the handler's own work on these jobs.
-    const held = this.#hold(jobs);
-    setImmediate(() => this.#start(held));
-  }
-
-  /** Whether the loop takes new jobs (started and not stopping): see {@link adopt}. */
-  get accepting(): boolean {
-    return this.#running !== undefined && !this.#stopping;
   }
 
   /** Jobs claimed and not yet settled. */
@@ -278,15 +178,6 @@ export class ClaimLoop<T> {
      * all it asked for, until a full batch).
      */
     let limited: { freed: number; floor: number } | undefined;
-    const { busyPollingIntervalMs } = this.#options;
-    const idleWait = () => {
-      if (busyPollingIntervalMs === undefined) return pollingIntervalMs;
-      const now = Date.now();
-      // Just nudged: the enqueuing transaction may have committed only after the last fetch.
-      if (now - this.#nudgedAt < NUDGE_WINDOW_MS) return MIN_REFETCH_GAP_MS;
-      if (now - this.#lastFound >= BUSY_WINDOW_MS) return pollingIntervalMs;
-      return emptyFetchWait(busyPollingIntervalMs, pollingIntervalMs, this.#emptyFetches);
-    };
     while (!this.#stopping) {
       let free = maxInFlight - this.#held.size;
       // Gather a few free slots rather than fetching one job per settle, but never wait long.
@@ -303,21 +194,16 @@ export class ClaimLoop<T> {
         const freedSince = this.#freed - limited.freed;
         wanted = Math.min(wanted, Math.max(limited.floor, 2 * Math.max(freedSince, this.#refetchAfter)));
       }
-      let jobs: FetchedJob<T>[];
+      let jobs: JobWithMetadata<T>[];
       try {
         lastFetch = Date.now();
-        this.#freedAtFetch = this.#freed;
         jobs = await this.#fetch(wanted);
       } catch (error) {
         this.#options.onError(error);
         await this.#nap(pollingIntervalMs);
         continue;
       }
-      if (jobs.length > 0) {
-        this.#lastFound = Date.now();
-        this.#emptyFetches = 0;
-        this.#dispatch(jobs);
-      } else this.#emptyFetches += 1;
+      if (jobs.length > 0) this.#start(this.#hold(jobs));
       // An empty fetch keeps the mark (the group may still be at its cap); one that found all it
       // asked for doubles the next request, back to full batches within a few fetches.
       if (jobs.length >= wanted) {
@@ -325,12 +211,11 @@ export class ClaimLoop<T> {
       } else if (jobs.length > 0) limited = { freed: this.#freed, floor: 0 };
       if (jobs.length < wanted) {
         // Nothing more to claim now, or the remaining jobs' groups are at their cap: wait for the
-        // poll interval (the busy one while jobs keep coming), or for a settle (which may have
-        // freed a group's capacity); then fetch
+        // poll interval, or for a settle (which may have freed a group's capacity); then fetch
         // once enough slots were freed since this fetch to make a batch worth its query, or
         // MIN_REFETCH_GAP_MS after it, whichever comes first.
         const freedBefore = this.#freed;
-        await this.#nap(idleWait());
+        await this.#nap(pollingIntervalMs);
         for (;;) {
           const wait = MIN_REFETCH_GAP_MS - (Date.now() - lastFetch);
           if (this.#stopping || wait <= 0 || this.#freed - freedBefore >= this.#refetchAfter) break;
@@ -340,21 +225,17 @@ export class ClaimLoop<T> {
     }
   }
 
-  #fetch(batchSize: number): Promise<FetchedJob<T>[]> {
+  #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
     const { groupConcurrency } = this.#options;
     return this.#boss.fetch<T>(this.#name, {
       batchSize,
-      includeMetadata: this.#options.retryLimit === undefined,
+      includeMetadata: true,
       ...(groupConcurrency ? { groupConcurrency } : {}),
     });
   }
 
-  #dispatch(jobs: AdoptedJob<T>[]): void {
-    this.#start(this.#hold(jobs));
-  }
-
   /** Holds claimed jobs (they count against maxInFlight and get heartbeats from now). */
-  #hold(jobs: readonly AdoptedJob<T>[]): Held[] {
+  #hold(jobs: readonly JobWithMetadata<T>[]): Held[] {
     return jobs.map((job) => {
       const abort = new AbortController();
       const held: Held = {
@@ -362,7 +243,7 @@ export class ClaimLoop<T> {
           id: job.id,
           data: job.data,
           retryCount: job.retryCount,
-          retryLimit: job.retryLimit ?? this.#options.retryLimit ?? 0,
+          retryLimit: job.retryLimit,
           signal: abort.signal,
           settler: this.#options.settler,
         },
@@ -437,9 +318,7 @@ export class ClaimLoop<T> {
         }
         for (const held of group) this.#held.delete(held.job.id);
         this.#freed += group.length;
-        // Slots that jobs handed over in the settled ones' place (adopt) filled again are no
-        // reason to fetch (jobs enqueued here meanwhile wake the loop themselves, see nudge).
-        if (this.#freed > this.#freedAtFetch) this.#wakeUp();
+        this.#wakeUp();
       }
     } finally {
       // In the same step as the loop's last look at #settled (not a microtask later, as a

@@ -34,20 +34,6 @@ const sendJobPayload = emailJobPayload.extend({
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 /** A template whose thumbnail to (re)take (issue #12). */
 const thumbnailJobPayload = z.object({ templateId: z.string(), teamId: z.string() });
-/**
- * One attempt of one webhook event (issue #11): `messageId` is the Standard Webhooks `webhook-id`
- * (the same on every attempt), `payload` the JSON body as the spec's Events section shapes it,
- * `attempt` 1 for the first try. Each failed attempt enqueues the next one as a new job.
- */
-const webhookJobPayload = z.object({
-  webhookId: z.string(),
-  teamId: z.string(),
-  messageId: z.string(),
-  event: z.string(),
-  payload: z.record(z.string(), z.unknown()),
-  attempt: z.number().int().min(1),
-});
-
 /** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
 export interface RetryPolicy {
   retryLimit: number;
@@ -120,48 +106,6 @@ export const JOB_DEFINITIONS = {
     retry: (): RetryPolicy => ({ retryLimit: 2, retryDelaySeconds: 10, retryBackoff: true }),
     expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },
-  /**
-   * Delivers one webhook attempt (issue #11), enqueued in the transaction of the status change
-   * that causes it (outbox). The attempt schedule (WEBHOOK_RETRY_SCHEDULE) is the handler's: a
-   * failed attempt is recorded and its successor enqueued with a delay. The queue's own retries
-   * only cover a worker that died or failed to record (the request may then be repeated; receivers
-   * deduplicate, spec "Events").
-   */
-  'webhook.deliver': {
-    payload: webhookJobPayload,
-    deadLetter: undefined,
-    retry: (): RetryPolicy => ({ retryLimit: 5, retryDelaySeconds: 5, retryBackoff: true }),
-    /** One webhook's deliveries form a group: a slow receiver holds at most the group cap of slots. */
-    group: (payload: z.infer<typeof webhookJobPayload>): string => payload.webhookId,
-    /** Attempts of one webhook in flight at once across all workers (see webhookDeliveriesInFlight). */
-    groupConcurrency: (config: Config): number => webhookDeliveriesInFlight(config),
-    expireInSeconds: (config: Config): number =>
-      Math.max(DEFAULT_EXPIRE_SECONDS, 4 * config.WEBHOOK_TIMEOUT_SECONDS),
-    /** A killed worker's attempts are retried after this, not after their expiry. */
-    heartbeatSeconds: 20,
-    /**
-     * The claim loop's wait between fetches while deliveries keep coming (ms; 500 when idle): a
-     * delivery is due at once, and pg-boss has no notification of new jobs (see ClaimLoopOptions).
-     */
-    busyPollingIntervalMs: 50,
-    /**
-     * Fetch again once this many attempts settled (ClaimLoopOptions.refetchAfter), not a quarter
-     * of the group cap: a fast receiver's attempts take a few ms, so with the default a busy
-     * webhook's freed slots idled up to the loop's 20 ms refetch gap, most of an attempt's time
-     * (issue #11 bench: ~0.3× the raw POST loop). 30 rather than 10: each fetch costs PostgreSQL
-     * about a millisecond whatever it claims, and a group's attempts settle together (one record
-     * statement each), so 10 made ~1 fetch per 30 deliveries, 30 makes ~1 per 40 (bench: the
-     * queue's backends 44-48 µs a delivery instead of 50-56, same delay).
-     */
-    refetchAfter: 30,
-    /**
-     * The claim loop fetches these jobs without pg-boss's metadata (ClaimLoopOptions.retryLimit:
-     * a quarter of the columns to read per job): they are all enqueued with the queue's retry
-     * policy (outbox and recorder: enqueueMany, no per-job policy), so each job's retry limit is
-     * the queue's.
-     */
-    fetchWithoutMetadata: true,
-  },
 } as const;
 
 export type JobName = keyof typeof JOB_DEFINITIONS;
@@ -169,7 +113,6 @@ export type JobPayload<N extends JobName> = z.infer<(typeof JOB_DEFINITIONS)[N][
 export const EMAIL_SEND_JOB = 'email.send' satisfies JobName;
 export const EMAIL_SEND_FAILED_JOB = 'email.send.failed' satisfies JobName;
 export const INVITATION_SEND_JOB = 'invitation.send' satisfies JobName;
-export const WEBHOOK_DELIVER_JOB = 'webhook.deliver' satisfies JobName;
 export const TEMPLATE_THUMBNAIL_JOB = 'template.thumbnail' satisfies JobName;
 
 /**
@@ -183,8 +126,8 @@ export function teamSendsInFlight(config: Pick<Config, 'ADAPTER_MAX_CONNECTIONS'
 }
 
 /**
- * Attempts to one webhook in flight at once across all workers (the `webhook.deliver` group cap):
- * half a worker's slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS) leaves
+ * Attempts to one webhook in flight at once in one worker process (the webhook dispatcher's cap):
+ * half its slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS) leaves
  * the other half to every other webhook, while a fast one gets enough concurrency to keep up.
  */
 export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURRENCY'>): number {

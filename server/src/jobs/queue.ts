@@ -55,11 +55,10 @@ export const BACKLOG_BATCH = 10;
 export const STATISTICS_CHECK_INTERVAL_MS = 60_000;
 /**
  * The job table's columns whose statistics the queue's statements are planned from (pg-boss's
- * fetch, completion and hand-off: their filters, sort keys and per-group counts):
+ * fetch and completion: their filters, sort keys and per-group counts):
  * JobQueue.refreshStatistics analyzes only these. The payload columns (`data`, `output`) are most of
  * a whole-table ANALYZE and no plan of the queue filters on them (measured on this machine, 10,000
- * webhook jobs: 152-159 ms for the table, 26-34 ms for these columns; in `bench:webhooks` the whole
- * table's refresh was 89-184 ms of PostgreSQL CPU inside the worker's 5,000-delivery run).
+ * jobs with JSON payloads: 152-159 ms for the table, 26-34 ms for these columns).
  * Autovacuum still analyzes the whole table later: a column list does not reset the table's count
  * of changes since its last analyze (PostgreSQL "ANALYZE", pgstat_report_analyze).
  */
@@ -80,53 +79,6 @@ export const PLANNED_JOB_COLUMNS = [
 export type QueuedJob<T> = Pick<JobWithMetadata<T>, 'id' | 'data' | 'retryCount' | 'retryLimit'>;
 
 /**
- * The update pg-boss 12's complete() makes (state `completed`, `completed_on`, no output), for the
- * active jobs of queue `name` in pg-boss table `table` whose ids are in the uuid-array literal
- * `ids` and whose `id:retry_count` pairs are in the text-array literal `attempts` (values or
- * placeholders), gated by `onlyIf`; `returning id`. The one text behind
- * {@link JobQueue.completionSql} and {@link JobQueue.completionStatement}.
- */
-function completionUpdate(table: string, name: string, ids: unknown, attempts: unknown, onlyIf: SQL): SQL {
-  return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
-        state = 'completed', output = null
-      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
-      returning id`;
-}
-
-/**
- * The claim pg-boss 12's fetch makes (state `active`, `started_on` and `heartbeat_on` now, the
- * retry count up on a job claimed before), for the jobs of queue `name` in pg-boss table `table`
- * that a statement hands on (see {@link JobQueue.handoffStatement}): of the first `limit` waiting
- * jobs in the fetch's order (priority, then creation; due, not blocked; locked rows skipped),
- * those of the groups named in the JSON object `quotas` (group id → most jobs), at most their
- * quota each, in that order; `returning id, data, retry_count`. `limit` and `quotas` are values
- * or placeholders.
- */
-function handoffUpdate(table: string, name: string, limit: unknown, quotas: unknown): SQL {
-  const jobs = sql.raw(`pgboss.${table}`);
-  return sql`update ${jobs} h set state = 'active', started_on = pgboss.job_now(),
-        heartbeat_on = pgboss.job_now(),
-        retry_count = case when h.started_on is not null then h.retry_count + 1 else h.retry_count end
-      where h.name = ${name} and h.id = any(array(
-        select ranked.id from (
-          select waiting.id, row_number() over (partition by waiting.group_id
-              order by waiting.priority desc, waiting.created_on) as position,
-            (${quotas}::jsonb ->> waiting.group_id)::int as quota
-          from (
-            select w.id, w.group_id, w.priority, w.created_on from ${jobs} w
-            where w.name = ${name} and w.state < 'active' and not w.blocked
-              and w.start_after <= pgboss.job_now()
-            order by w.priority desc, w.created_on
-            limit ${limit}
-            for update skip locked
-          ) waiting
-        ) ranked
-        where ranked.position <= ranked.quota))
-      returning h.id, h.data, h.retry_count`;
-}
-
-/**
  * The durable job queue: pg-boss on the system-of-record database (ARCHITECTURE.md "Runtime shape"),
  * with its own connections. Jobs are enqueued inside the caller's transaction so a row and its job
  * commit together or not at all.
@@ -137,15 +89,6 @@ export class JobQueue {
   /** pg-boss's own connections (not the application's pool: its polls must not wait behind requests). */
   readonly #pool: pg.Pool;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
-  /** This process's claim loops by queue, nudged when this process enqueues (ClaimLoop.nudge). */
-  readonly #loopsByName = new Map<
-    string,
-    {
-      readonly accepting: boolean;
-      nudge(): void;
-      adopt(jobs: readonly { id: string; data: unknown; retryCount: number }[]): void;
-    }
-  >();
   #started = false;
   /** When refreshStatistics last checked each queue (ms since the epoch). */
   readonly #statisticsCheckedAt = new Map<string, number>();
@@ -226,7 +169,6 @@ export class JobQueue {
       db: fromDrizzle(tx as never, sql as never),
       ...(group ? { group: { id: group } } : {}),
     });
-    this.#loopsByName.get(name)?.nudge();
   }
 
   /**
@@ -269,7 +211,6 @@ export class JobQueue {
       handle,
     );
     this.#loops.push(loop);
-    this.#loopsByName.set(name, loop);
     loop.start();
   }
 
@@ -291,88 +232,14 @@ export class JobQueue {
   ): SQL | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
-    const { completeIds, completeAttempts } = JobQueue.completionValues(jobs);
-    return completionUpdate(table, name, completeIds, completeAttempts, onlyIf);
-  }
-
-  /**
-   * {@link JobQueue.completionSql} with the jobs as the placeholders `completeIds` and
-   * `completeAttempts` (filled with {@link JobQueue.completionValues}): one text for every group,
-   * so the caller's statement can be built once and run as a named statement (issue #11 bench:
-   * the webhook recorder's). Undefined when the queue's table is not known (not consumed here).
-   */
-  completionStatement(name: string): SQL | undefined {
-    const table = this.#tables.get(name);
-    if (!table) return undefined;
-    return completionUpdate(
-      table,
-      name,
-      sql.placeholder('completeIds'),
-      sql.placeholder('completeAttempts'),
-      sql`true`,
-    );
-  }
-
-  /**
-   * The hand-off of queue `name` (issue #11 bench: a slot freed by a completion is refilled by the
-   * completing statement itself, not by a fetch a round trip or more later): an `update … returning
-   * id, data, retry_count` to run as a data-modifying CTE beside {@link completionStatement}, which
-   * claims, among the first `handoffLimit` waiting jobs in pg-boss's fetch order, at most
-   * `handoffQuotas[group]` jobs of each group (placeholders, see {@link handoffValues}: the
-   * completed jobs' count, per group). A group then never has more jobs active than before the
-   * statement, so its cap (groupConcurrency) holds, and no job is taken out of its turn in the
-   * queue: only jobs that a fetch of `handoffLimit` would have met come. The claimed jobs are this
-   * process's to run: hand them to {@link adopt}. Only for a queue of pg-boss's `standard` policy
-   * (the hand-off knows nothing of singleton keys or strict FIFO). Undefined when the queue's table
-   * is not known.
-   */
-  handoffStatement(name: string): SQL | undefined {
-    const table = this.#tables.get(name);
-    if (!table) return undefined;
-    return handoffUpdate(table, name, sql.placeholder('handoffLimit'), sql.placeholder('handoffQuotas'));
-  }
-
-  /**
-   * The placeholder values of {@link handoffStatement} that replace `jobs` of queue `name` (being
-   * completed by the same statement) with as many of their groups' waiting jobs; `groupOf` names a
-   * job's group. None are claimed while this process's loop of `name` stops (it takes no new jobs).
-   */
-  handoffValues(
-    name: string,
-    jobs: readonly ClaimedJob<unknown>[],
-    groupOf: (job: ClaimedJob<unknown>) => string,
-  ): { handoffLimit: number; handoffQuotas: string } {
-    if (this.#loopsByName.get(name)?.accepting !== true) return { handoffLimit: 0, handoffQuotas: '{}' };
-    const quotas: Record<string, number> = {};
-    for (const job of jobs) {
-      const group = groupOf(job);
-      quotas[group] = (quotas[group] ?? 0) + 1;
-    }
-    return { handoffLimit: jobs.length, handoffQuotas: JSON.stringify(quotas) };
-  }
-
-  /**
-   * Runs jobs of `name` that a statement of this process claimed ({@link handoffStatement}) in
-   * this process's claim loop of `name`, as if its fetch had returned them.
-   * @throws Error when this process has no claim loop of `name` (nothing would run them).
-   */
-  adopt(name: string, jobs: readonly { id: string; data: unknown; retryCount: number }[]): void {
-    if (jobs.length === 0) return;
-    const loop = this.#loopsByName.get(name);
-    if (!loop) throw new Error(`adopt: no claim loop of ${name} in this process`);
-    loop.adopt(jobs);
-  }
-
-  /** The placeholder values of {@link JobQueue.completionStatement} for `jobs`. */
-  static completionValues(jobs: readonly ClaimedJob<unknown>[]): {
-    completeIds: string;
-    completeAttempts: string;
-  } {
     // Array literals (uuids and `uuid:n` have no comma, quote or brace).
-    return {
-      completeIds: `{${jobs.map((job) => job.id).join(',')}}`,
-      completeAttempts: `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`,
-    };
+    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
+    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
+    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+        state = 'completed', output = null
+      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
+        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
+      returning id`;
   }
 
   /** The pg-boss job table of queue `name` (a partitioned queue has its own), or undefined. */
@@ -445,8 +312,6 @@ export class JobQueue {
    *   earliest time it may run (`startAfter`, ISO 8601; at once otherwise).
    * @throws JobNotInsertedError when a job was not inserted: pg-boss's insert skips an id that
    *   already exists (ON CONFLICT DO NOTHING), which would leave a row without its job.
-   * This process's claim loop of `name`, if any, is nudged (ClaimLoop.nudge: it polls at its busy
-   * interval for a while, so the jobs are picked up soon after `tx` commits).
    */
   async enqueueMany<N extends JobName>(
     tx: Executor,
@@ -473,7 +338,6 @@ export class JobQueue {
       const missing = jobs.filter((job) => !inserted.has(job.id)).map((job) => job.id);
       throw new JobNotInsertedError(`${name}: job id(s) already exist: ${missing.join(', ')}`);
     }
-    this.#loopsByName.get(name)?.nudge();
   }
 
   /**
@@ -556,6 +420,14 @@ export class JobQueue {
         });
       },
     );
+  }
+
+  /**
+   * Stops `loop` (a worker loop of its own tables, e.g. the webhook dispatcher) with this queue's
+   * claim loops, before pg-boss: {@link stop} waits for both the same way.
+   */
+  attach(loop: { stop(timeoutMs: number): Promise<void> }): void {
+    this.#loops.push(loop);
   }
 
   /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance, then closes pg-boss's pool. */

@@ -1,13 +1,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from '../db/client.ts';
 import type { ProviderCache } from '../providers/index.ts';
-import {
-  JOB_DEFINITIONS,
-  type JobName,
-  type JobPayload,
-  type RetryPolicy,
-  teamSendsInFlight,
-} from './definitions.ts';
+import { JOB_DEFINITIONS, type JobName, type JobPayload, teamSendsInFlight } from './definitions.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -24,8 +18,6 @@ export interface WorkerDeps {
   config: Config;
   db: Database;
   encryptionKey: Buffer;
-  /** The queue, for handlers that enqueue follow-up jobs in their own transactions (webhook retries). */
-  queue: JobQueue;
   /** Open providers (connection pools), shared by every job of this context. */
   providers: ProviderCache;
 }
@@ -40,7 +32,13 @@ export type JobBinding<N extends JobName> =
  * module provides the bindings of its own jobs (e.g. emails: `email.send`, `email.send.failed`)
  * and the composition root merges them, so jobs imports no module (issue #9).
  */
-export type JobHandlers = { [N in JobName]: JobBinding<N> };
+export type JobHandlers = { [N in JobName]: JobBinding<N> } & {
+  /**
+   * Worker loops over tables of their own rather than pg-boss jobs (the webhook dispatcher, issue
+   * #11), each started by startWorkers and stopped with the queue (JobQueue.attach).
+   */
+  loops?: readonly (() => { stop(timeoutMs: number): Promise<void> })[];
+};
 
 /** Creates every queue of {@link JOB_DEFINITIONS} with its policies (API and worker processes). */
 export async function declareQueues(queue: JobQueue, config: Config): Promise<void> {
@@ -83,18 +81,8 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
         {
           maxInFlight: config.WORKER_CONCURRENCY,
           batchSize: Math.min(SEND_BATCH_SIZE, config.WORKER_CONCURRENCY),
-          groupConcurrency:
-            'groupConcurrency' in definition
-              ? definition.groupConcurrency(config)
-              : teamSendsInFlight(config),
+          groupConcurrency: teamSendsInFlight(config),
           pollingIntervalMs: 500,
-          ...('busyPollingIntervalMs' in definition
-            ? { busyPollingIntervalMs: definition.busyPollingIntervalMs }
-            : {}),
-          ...('refetchAfter' in definition ? { refetchAfter: definition.refetchAfter } : {}),
-          ...('fetchWithoutMetadata' in definition && definition.fetchWithoutMetadata
-            ? { retryLimit: (definition.retry as (config: Config) => RetryPolicy)(config).retryLimit }
-            : {}),
           heartbeatRefreshMs: 5_000,
           deadLetter: definition.deadLetter,
         },
@@ -108,6 +96,7 @@ export async function startWorkers(queue: JobQueue, config: Config, handlers: Jo
       async (job) => binding.handle({ ...job, data: parse(job.data) }),
     );
   }
+  for (const start of handlers.loops ?? []) queue.attach(start());
 }
 
 /** Runs `handle` on the jobs whose payload parses; the others reject with their parse error. */

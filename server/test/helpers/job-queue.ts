@@ -1,5 +1,4 @@
 import { newId } from '../../src/ids.ts';
-import { WEBHOOK_DELIVER_JOB } from '../../src/jobs/definitions.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
 import type { AttemptOutcome } from '../../src/modules/webhooks/webhook-attempt.ts';
 import { createTestDatabase } from './database.ts';
@@ -13,10 +12,10 @@ export interface TestJobQueue {
 }
 
 /**
- * Creates a test database, starts a JobQueue on it and creates the pg-boss queues `names`
- * (default: `webhook.deliver`), for tests of the claim loop and the webhook worker.
+ * Creates a test database, starts a JobQueue on it and creates the pg-boss queues `names` (none by
+ * default), for tests of the claim loop and of worker loops stopped with the queue.
  */
-export async function startTestJobQueue(names: string[] = [WEBHOOK_DELIVER_JOB]): Promise<TestJobQueue> {
+export async function startTestJobQueue(names: string[] = []): Promise<TestJobQueue> {
   const database = await createTestDatabase();
   const queue = new JobQueue(database.handle);
   await queue.start();

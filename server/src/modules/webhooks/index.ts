@@ -1,4 +1,5 @@
-export { createDeliverWebhookHandler, webhookJobHandlers } from './webhook-delivery.job.ts';
+export { startWebhookDispatcher, WebhookDispatcher } from './webhook-dispatcher.ts';
 export { WEBHOOK_EVENTS, type WebhookEvent } from './webhook-events.ts';
+export { webhookJobHandlers } from './webhook-jobs.ts';
 export { createWebhookOutbox, installWebhookOutbox } from './webhook-outbox.ts';
 export { webhookRoutes } from './webhooks.routes.ts';

@@ -11,7 +11,13 @@ export interface AttemptRequest {
   webhook: WebhookRow;
   messageId: string;
   event: string;
-  payload: Record<string, unknown>;
+  /** The event's JSON text, sent as is (and signed). */
+  body: string;
+  /**
+   * The event as an object, for the delivery record's `payload` when the caller shows it (the
+   * test and redeliver endpoints); the worker's records take the body from the outbox row.
+   */
+  payload?: unknown;
   /** 1 for the first attempt of the message. */
   attempt: number;
 }
@@ -84,7 +90,7 @@ export async function attemptDelivery(
 ): Promise<AttemptOutcome> {
   const { webhook } = request;
   const now = new Date();
-  const body = JSON.stringify(request.payload);
+  const { body } = request;
   let result: AttemptResult;
   try {
     const keys = signingKeysOf(webhook, encryptionKey, now);

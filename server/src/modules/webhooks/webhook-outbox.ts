@@ -1,7 +1,7 @@
+import { sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
-import { newId, newJobId } from '../../ids.ts';
-import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
-import type { JobQueue } from '../../jobs/queue.ts';
+import { webhookOutbox } from '../../db/schema/index.ts';
+import { newId } from '../../ids.ts';
 import {
   callerFieldsOf,
   type EmailStatus,
@@ -10,17 +10,30 @@ import {
   type StatusChangeListener,
 } from '../emails/index.ts';
 import { eventPayload } from './webhook-events.ts';
-import { COMPLETED_JOB_RETENTION_SECONDS } from './webhook-recorder.ts';
 import { webhookRepository } from './webhooks.repository.ts';
+
+/** Called after each outbox write of this process (the dispatcher's nudge; before the commit). */
+const outboxListeners = new Set<() => void>();
+
+/**
+ * Calls `listener` whenever this process writes outbox rows — inside the writing transaction, so
+ * possibly before they are visible (the dispatcher polls briefly after a nudge).
+ * @returns a function that removes the listener.
+ */
+export function onOutboxWrite(listener: () => void): () => void {
+  outboxListeners.add(listener);
+  return () => outboxListeners.delete(listener);
+}
 
 /**
  * The webhook outbox (issue #11): for each email whose status changed in `tx`, one
- * `webhook.deliver` job per active webhook of its team subscribed to `email.<status>`, inserted in
- * `tx` (one query for the subscribers, one multi-row insert for the jobs). A status change that
- * commits always has its deliveries queued; one that rolls back has none. Its `idleWhen` gives the
- * SQL condition "no such webhook" (the worker's one-statement recording, issue #9).
+ * `webhook_outbox` row per active webhook of its team subscribed to `email.<status>`, inserted in
+ * `tx` (one query for the subscribers, one multi-row insert for the rows) with the event's body as
+ * the JSON text every attempt sends. A status change that commits always has its deliveries
+ * queued; one that rolls back has none. Its `idleWhen` gives the SQL condition "no such webhook"
+ * (the worker's one-statement recording, issue #9).
  */
-export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
+export function createWebhookOutbox(): StatusChangeListener {
   const outbox = async (tx: Executor, emails: readonly StatusChangedEmail[]) => {
     const teamIds = [...new Set(emails.map((email) => email.teamId))];
     const subscribers = await webhookRepository.activeSubscribers(tx, teamIds);
@@ -32,28 +45,29 @@ export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
       );
     // The sends' metadata and tags ride in the payloads (issue #11), read for subscribed emails only.
     const callerFields = await callerFieldsOf(tx, emails.filter(subscribed));
-    const jobs: { id: string; data: JobPayload<'webhook.deliver'>; deleteAfterSeconds: number }[] = [];
+    const webhookIds: string[] = [];
+    const messageIds: string[] = [];
+    const events: string[] = [];
+    const bodies: string[] = [];
     for (const email of emails) {
       const event = `email.${email.status}`;
-      let payload: Record<string, unknown> | undefined;
+      let body: string | undefined;
       for (const webhook of subscribers) {
         if (webhook.teamId !== email.teamId || !webhook.events.includes(event)) continue;
-        payload ??= eventPayload({ ...email, ...callerFields.get(email.id) }, email.updatedAt ?? now);
-        jobs.push({
-          id: newJobId().uuid,
-          data: {
-            webhookId: webhook.id,
-            teamId: webhook.teamId,
-            messageId: newId('webhookMessage'),
-            event,
-            payload,
-            attempt: 1,
-          },
-          deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS,
-        });
+        body ??= JSON.stringify(
+          eventPayload({ ...email, ...callerFields.get(email.id) }, email.updatedAt ?? now),
+        );
+        webhookIds.push(webhook.id);
+        messageIds.push(newId('webhookMessage'));
+        events.push(event);
+        bodies.push(body);
       }
     }
-    await queue.enqueueMany(tx, WEBHOOK_DELIVER_JOB, jobs);
+    if (webhookIds.length === 0) return;
+    await tx.execute(sql`insert into ${webhookOutbox} (webhook_id, message_id, event, body)
+      select * from unnest(${sql.param(webhookIds)}::text[], ${sql.param(messageIds)}::text[],
+        ${sql.param(events)}::text[], ${sql.param(bodies)}::text[])`);
+    for (const listener of outboxListeners) listener();
   };
   // Nothing to enqueue exactly when no active webhook of these teams subscribes to these events
   // (the same rows activeSubscribers and the filter above would find).
@@ -67,9 +81,9 @@ export function createWebhookOutbox(queue: JobQueue): StatusChangeListener {
 }
 
 /**
- * Makes every status change of this process fan out to webhooks through `queue` (the composition
- * root calls it in API and worker processes alike: both change statuses).
+ * Makes every status change of this process fan out to webhooks through the outbox (the
+ * composition root calls it in API and worker processes alike: both change statuses).
  */
-export function installWebhookOutbox(queue: JobQueue): void {
-  onStatusChange(createWebhookOutbox(queue));
+export function installWebhookOutbox(): void {
+  onStatusChange(createWebhookOutbox());
 }

@@ -1,65 +1,60 @@
-import type { SQL } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { GroupCommit } from '../../db/group-commit.ts';
-import { newJobId } from '../../ids.ts';
-import { type JobPayload, WEBHOOK_DELIVER_JOB } from '../../jobs/definitions.ts';
-import { type ClaimedJob, JobQueue, SETTLED } from '../../jobs/queue.ts';
 import type { AttemptOutcome } from './webhook-attempt.ts';
-import { type HandedJob, type WebhookAttemptSummary, webhookRepository } from './webhooks.repository.ts';
+import {
+  type ClaimedAttempt,
+  type OutboxClaim,
+  type WebhookAttemptSummary,
+  webhookRepository,
+} from './webhooks.repository.ts';
 
 /** A webhook failing for this long without a success is disabled (issue #11: 5 days). */
 export const DISABLE_AFTER_FAILING_MS = 5 * 24 * 60 * 60 * 1000;
 
 /**
- * An attempt to record, the attempt to schedule after it if it failed and the webhook lives, and
- * the claimed job it came from, completed in the same transaction. No `outcome` = the job is only
- * completed (its webhook was deleted or disabled: no request was made).
+ * An attempt to record: its outcome (none: no request was made, the webhook is gone or disabled),
+ * the outbox row it came from (none for the test and redeliver endpoints), and, when it failed and
+ * the message has attempts left, the next attempt's number and delay (the row is then rescheduled,
+ * else deleted).
  */
 export interface RecordedAttempt {
   outcome?: AttemptOutcome | undefined;
-  /** The next attempt's job payload and its delay (seconds), when there is one. */
-  next?: { data: JobPayload<'webhook.deliver'>; delaySeconds: number } | undefined;
-  /** The claimed `webhook.deliver` job of this attempt, completed with its record (see ClaimLoop). */
-  job?: ClaimedJob<unknown> | undefined;
+  row?: ClaimedAttempt | undefined;
+  next?: { attempt: number; delaySeconds: number } | undefined;
 }
 
 /**
- * How long pg-boss keeps a completed `webhook.deliver` job: the delivery record is what lasts.
- */
-export const COMPLETED_JOB_RETENTION_SECONDS = 24 * 60 * 60;
-
-/**
  * Records delivery attempts through a group commit (issue #11; the pattern of issue #9's send
- * recorder): attempts finishing together share one transaction with one insert of their delivery
- * records, one update of their webhooks (failure counters, `lastTriggeredAt`, `lastSuccessAt`, the
- * 410 and 5-day disabling), one insert of the retry jobs, for webhooks still active after it, and
- * one `complete` of their claimed jobs (JobSettler): an attempt costs no commit of its own. A group
- * without retries to schedule (the usual one: every attempt succeeded, or failed for good) is ONE
- * statement instead, no transaction around it: records, webhooks, the jobs' completion
- * (JobQueue.completionStatement) and the hand-off of as many waiting jobs of the same webhooks in
- * their place (JobQueue.handoffStatement, given to `onHanded`) in one round trip, not four (begin,
- * complete, record, commit) plus a fetch — the time an attempt's slot of the webhook's cap stands
- * empty. One group is written at a time: two at once contended for the same first waiting jobs
- * and rows (issue #11 bench, alternating runs: 0.40–0.42× raw with two, 0.49–0.58× with one;
- * PostgreSQL's CPU per delivery 100–110 µs against 70–78).
+ * recorder): attempts finishing together are ONE statement ({@link webhookRepository.recordAttempts}):
+ * their delivery records, their webhooks' counters (`lastTriggeredAt`, `lastSuccessAt`, failures,
+ * the 410 and 5-day disabling), their outbox rows deleted or rescheduled, and the claim of as many
+ * due rows in their place (the hand-off: `claimFor` sizes it, `onClaimed` gets what it claimed once
+ * committed) — one round trip, no transaction around it, where a fetch would come a round trip
+ * later. One group is written at a time: two at once contended for the same first due rows and the
+ * same webhook rows (issue #11 bench, alternating runs: 0.40–0.42× raw with two, 0.49–0.58× with
+ * one). When the statement fails, the group's attempts are written again one at a time in a
+ * transaction's savepoints (GroupCommit), without a claim: one that cannot be written fails alone.
  */
 export class WebhookAttemptRecorder {
   readonly #commit: GroupCommit<RecordedAttempt>;
 
   /**
-   * @param onHanded runs the jobs a group's statement claimed in its completed jobs' place (the
-   *   hand-off, JobQueue.handoffStatement), once it committed; default: `queue.adopt` them.
+   * @param claimFor the hand-off claim for a group of attempts about to be written (undefined: none).
+   * @param onClaimed runs the rows a group's statement claimed, once it committed.
    */
   constructor(
     db: Database,
-    queue: JobQueue,
-    onHanded: (jobs: HandedJob[]) => void = (jobs) => queue.adopt(WEBHOOK_DELIVER_JOB, jobs),
+    claimFor: (items: readonly RecordedAttempt[]) => OutboxClaim | undefined,
+    onClaimed: (rows: ClaimedAttempt[]) => void,
   ) {
     this.#commit = new GroupCommit<RecordedAttempt>(db, {
       write: async (tx, items) => {
-        await writeAttempts(queue, tx, items);
+        await writeAttempts(tx, items);
       },
-      writeBatch: (db, items) => writeAttemptsAlone(db, queue, items, onHanded),
+      writeBatch: async (db, items) => {
+        const claimed = await writeAttempts(db, items, claimFor(items));
+        if (claimed.length > 0) onClaimed(claimed);
+      },
       maxBatch: 200,
       windowMs: 0,
       maxInFlight: 1,
@@ -67,126 +62,46 @@ export class WebhookAttemptRecorder {
   }
 
   /**
-   * Resolves once `attempt` is committed — with SETTLED when its `job` was completed in that
-   * transaction (the claim loop then has nothing left to do for it); rejects with its own error
-   * (nothing of it committed: the job is still the loop's to fail, and the queue retries it).
+   * Resolves once `attempt` is committed; rejects with its own error (nothing of it committed: its
+   * outbox row stays claimed until its lease ends, then it is attempted again).
    */
-  async record(attempt: RecordedAttempt): Promise<undefined | typeof SETTLED> {
-    await this.#commit.submit(attempt);
-    return attempt.job ? SETTLED : undefined;
+  record(attempt: RecordedAttempt): Promise<void> {
+    return this.#commit.submit(attempt);
   }
 }
 
 /**
- * Writes a group of attempts on `db`: with no retry to schedule, as one statement that also
- * completes their jobs (atomic on its own); otherwise, or when the queue cannot name the jobs'
- * table, in a transaction ({@link writeAttempts}).
- */
-async function writeAttemptsAlone(
-  db: Database,
-  queue: JobQueue,
-  items: readonly RecordedAttempt[],
-  onHanded: (jobs: HandedJob[]) => void,
-): Promise<void> {
-  const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
-  const statements = jobs.length > 0 ? statementsOf(queue) : undefined;
-  if (items.some((item) => item.next) || (jobs.length > 0 && !statements)) {
-    await db.transaction((tx) => writeAttempts(queue, tx, items));
-    return;
-  }
-  const handed = await writeAttempts(
-    queue,
-    db,
-    items,
-    statements && {
-      sql: statements.complete,
-      handoff: statements.handoff,
-      values: {
-        ...JobQueue.completionValues(jobs),
-        ...queue.handoffValues(
-          WEBHOOK_DELIVER_JOB,
-          jobs,
-          (job) => (job.data as JobPayload<'webhook.deliver'>).webhookId,
-        ),
-      },
-    },
-  );
-  // Committed: the jobs claimed in the completed jobs' place run in this process's loop.
-  if (handed.length > 0) onHanded(handed);
-}
-
-/**
- * Each queue's completion and hand-off statements of `webhook.deliver` jobs
- * (JobQueue.completionStatement, JobQueue.handoffStatement), once known.
- */
-const queueStatements = new WeakMap<JobQueue, { complete: SQL; handoff: SQL }>();
-
-/** `queue`'s completion and hand-off of `webhook.deliver` jobs, built once (undefined until they can be). */
-function statementsOf(queue: JobQueue): { complete: SQL; handoff: SQL } | undefined {
-  let statements = queueStatements.get(queue);
-  if (!statements) {
-    const complete = queue.completionStatement(WEBHOOK_DELIVER_JOB);
-    const handoff = queue.handoffStatement(WEBHOOK_DELIVER_JOB);
-    if (!complete || !handoff) return undefined;
-    statements = { complete, handoff };
-    queueStatements.set(queue, statements);
-  }
-  return statements;
-}
-
-/**
- * Writes attempts in `tx`; exported for the synchronous test and redeliver endpoints. With
- * `complete` (JobQueue.completionStatement and its values for the items' jobs; `tx` must then be the
- * database itself, not a transaction) the jobs are completed by the records'
- * statement instead of the settler's own.
+ * Writes attempts on `db` (the database, or a transaction: the test and redeliver endpoints, the
+ * group commit's fallback) with ONE statement, asynchronous commit included: the records, the
+ * outbox rows' deletion or rescheduling and the claim commit together, so a database crash that
+ * loses this commit loses all of them — the rows are still claimed, their lease lapses and the
+ * attempts are made again. The receiver may get one twice, which it must tolerate anyway (spec
+ * "Events"), but none is lost.
+ * @returns the outbox rows `claim` claimed (none without one).
  */
 export async function writeAttempts(
-  queue: JobQueue | undefined,
-  tx: Executor,
+  db: Executor,
   items: readonly RecordedAttempt[],
-  complete?: { sql: SQL; handoff?: SQL; values: Record<string, unknown> },
-): Promise<HandedJob[]> {
+  claim?: OutboxClaim,
+): Promise<ClaimedAttempt[]> {
   const attempts = items.flatMap((item) => (item.outcome ? [{ ...item, outcome: item.outcome }] : []));
-  const jobs = items.flatMap((item) => (item.job ? [item.job] : []));
-  if (jobs.length > 0 && !complete) await jobs[0]!.settler.complete(tx, jobs);
-  // One statement for the records and the webhooks' rows, last: every group of one busy webhook
-  // updates its row, so its lock is held from here to the commit only (two groups in flight would
-  // otherwise take turns for the whole transaction).
-  // No wait for this commit's WAL flush (asyncCommit): the records, the retry jobs and the
-  // completion of the attempts' jobs commit together, so a database crash that loses this commit
-  // loses all of them: the jobs are still active, their heartbeat lapses and the queue makes the
-  // attempts again. The receiver may get one twice, which it must tolerate anyway (spec
-  // "Events"), but none is lost.
-  const now = new Date();
-  const { active, handed } = await webhookRepository.recordAttempts(
-    tx,
-    attempts.map((item) => ({ ...item.outcome.delivery, payloadJson: item.outcome.body })),
-    summarize(attempts),
-    new Date(now.getTime() - DISABLE_AFTER_FAILING_MS),
-    {
-      asyncCommit: true,
-      complete: complete?.sql,
-      handoff: complete?.handoff,
-      completeValues: complete?.values,
-    },
-  );
-  const retries = attempts.flatMap((item) =>
-    item.next && active.get(item.next.data.webhookId)
-      ? [
-          {
-            id: newJobId().uuid,
-            data: item.next.data,
-            startAfter: new Date(now.getTime() + item.next.delaySeconds * 1000).toISOString(),
-            deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS,
-          },
-        ]
-      : [],
-  );
-  if (retries.length > 0) {
-    if (!queue) throw new Error('writeAttempts: a retry needs the job queue');
-    await queue.enqueueMany(tx, WEBHOOK_DELIVER_JOB, retries);
+  const finished: { id: string; claims: number }[] = [];
+  const retries: { id: string; claims: number; attempt: number; delaySeconds: number }[] = [];
+  for (const { row, next } of items) {
+    if (!row) continue;
+    if (next) retries.push({ id: row.id, claims: row.claims, ...next });
+    else finished.push({ id: row.id, claims: row.claims });
   }
-  return handed;
+  const withRows = finished.length > 0 || retries.length > 0 || claim !== undefined;
+  return webhookRepository.recordAttempts(
+    db,
+    attempts.map(({ outcome, row }) =>
+      row ? { ...outcome.delivery, outboxId: row.id } : { ...outcome.delivery, payloadJson: outcome.body },
+    ),
+    summarize(attempts),
+    new Date(Date.now() - DISABLE_AFTER_FAILING_MS),
+    { asyncCommit: true, outbox: withRows ? { finished, retries, claim } : undefined },
+  );
 }
 
 /**

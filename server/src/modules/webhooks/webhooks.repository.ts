@@ -1,7 +1,7 @@
 import { and, desc, eq, inArray, max, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
-import { webhookDeliveries, webhooks } from '../../db/schema/index.ts';
+import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
 
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type NewWebhookRow = typeof webhooks.$inferInsert;
@@ -48,14 +48,51 @@ const findManyStatements = new WeakMap<
 >();
 
 /**
- * A job claimed by recordAttempts' hand-off (JobQueue.handoffStatement), for JobQueue.adopt, with
- * its webhook's `updatedAt` and `isActive` as that statement saw them (null: the webhook is gone).
+ * A claimed outbox row (webhook_outbox): one attempt of one message to one webhook, with its
+ * webhook's `updatedAt` and `isActive` as the claiming statement saw them (null: the webhook is
+ * gone). `claims` fences the claimant's writes to this claim (see settleOutbox values).
  */
-export interface HandedJob {
+export interface ClaimedAttempt {
+  /** The outbox row's id (a bigint, as text). */
   id: string;
-  data: unknown;
-  retryCount: number;
+  webhookId: string;
+  /** The Standard Webhooks `webhook-id`, the same for every attempt of the message. */
+  messageId: string;
+  event: string;
+  /** The event's JSON text, sent as the request body. */
+  body: string;
+  /** 1 for the message's first attempt. */
+  attempt: number;
+  /** Claims of this row so far, this one included (more than `attempt` after a worker died). */
+  claims: number;
   webhook: { updatedAt: Date; isActive: boolean } | null;
+}
+
+/**
+ * A claim of due outbox rows: at most `limit`, in due order, leased for `leaseSeconds` (their
+ * `leasedUntil`; rows whose lease has not lapsed are not due), skipping rows locked by other claimants and the webhooks in
+ * `capped`, and taking at most `cap - inFlight[webhookId]` rows of each webhook.
+ */
+export interface OutboxClaim {
+  limit: number;
+  leaseSeconds: number;
+  cap: number;
+  /** Attempts of each webhook this process already holds (absent: none). */
+  inFlight: Record<string, number>;
+  /** Webhooks whose rows are not even looked at (at their cap here). */
+  capped: string[];
+}
+
+/**
+ * What a group of attempts does to their outbox rows, fenced to each claim (`id` and `claims`):
+ * `finished` rows are deleted (their message is done: success, final failure, or webhook gone);
+ * `retries` are rescheduled as attempt `attempt` after `delaySeconds`; `claim` claims rows in their
+ * place in the same statement (a hand-off: no fetch a round trip later).
+ */
+export interface OutboxSettlement {
+  finished: { id: string; claims: number }[];
+  retries: { id: string; claims: number; attempt: number; delaySeconds: number }[];
+  claim?: OutboxClaim | undefined;
 }
 
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
@@ -170,45 +207,36 @@ export const webhookRepository = {
   /**
    * Records attempts with ONE statement (one round trip, issue #11 throughput): inserts the
    * delivery records `rows` (they travel as one JSON parameter, `jsonb_to_recordset`: far cheaper
-   * to build than Drizzle's bound parameter per value; a row's `payloadJson`, when given, is its
-   * payload already serialised — the request body — and is spliced in rather than serialised
-   * again) and applies the attempt `summaries` to their webhooks: success resets
-   * `consecutiveFailures` and `failingSince`; failures add up and keep the first failure's time;
-   * the webhook is disabled (`isActive=false`, `disabledReason`) on a 410 Gone, or when it has
-   * failed without a success since `disableBefore` or earlier (issue #11: 5 days). With
-   * `asyncCommit`, the statement also sets `synchronous_commit = off` for the rest of the
-   * transaction (`set_config(…, true)`; the caller's reason to need no WAL flush at commit).
-   * With `complete` (JobQueue.completionStatement: an `update … returning id` completing the attempts'
-   * jobs, `completeValues` its placeholders' values; outside a transaction only), the statement
-   * completes them too: it is then the whole recording, atomic, in one round trip. Outside a
-   * transaction it runs as a named statement built once (NamedStatement: parsed and planned once
-   * per connection, not on every group).
-   * A webhook whose attempts all succeeded, with no failures to reset, is updated only when its
-   * `lastTriggeredAt` or `lastSuccessAt` lag more than TIMESTAMPS_THROTTLE behind them.
-   * With `handoff` too (JobQueue.handoffStatement), the statement claims waiting jobs in the
-   * completed ones' place and returns them.
-   * @returns `active`: each updated webhook's id and whether it is still active afterwards (every
-   *   webhook with a failed attempt among them); `handed`: the jobs the hand-off claimed.
+   * to build than Drizzle's bound parameter per value; a row's payload is its outbox row's body
+   * when it names one, `outboxId` — it is not sent back — else its `payloadJson`, the request body
+   * already serialised, else its `payload`) and applies the attempt `summaries` to their webhooks:
+   * success resets `consecutiveFailures` and `failingSince`; failures add up and keep the first
+   * failure's time; the webhook is disabled (`isActive=false`, `disabledReason`) on a 410 Gone, or
+   * when a message's last attempt failed and the webhook has failed without a success since
+   * `disableBefore` or earlier (issue #11: 5 days). A webhook whose attempts all succeeded, with no
+   * failures to reset, is updated only when its `lastTriggeredAt` or `lastSuccessAt` lag more than
+   * TIMESTAMPS_THROTTLE behind them.
+   * With `outbox`, the same statement deletes the finished outbox rows, reschedules the retried
+   * ones and claims rows in their place (see {@link OutboxSettlement}): the whole recording of a
+   * group of attempts, atomic, in one round trip. With `asyncCommit`, the statement also sets
+   * `synchronous_commit = off` for the rest of the transaction (`set_config(…, true)`).
+   * Outside a transaction it runs as a named statement built once (NamedStatement: parsed and
+   * planned once per connection, not on every group); in one, with its values inline.
+   * @returns the outbox rows the statement claimed (none without `outbox.claim`).
    */
   async recordAttempts(
     db: Executor,
-    rows: readonly (NewWebhookDeliveryRow & { createdAt: Date; payloadJson?: string | undefined })[],
+    rows: readonly (NewWebhookDeliveryRow & {
+      createdAt: Date;
+      payloadJson?: string | undefined;
+      outboxId?: string | undefined;
+    })[],
     summaries: readonly WebhookAttemptSummary[],
     disableBefore: Date,
-    options: {
-      asyncCommit?: boolean;
-      /** JobQueue.completionStatement of the jobs' queue, with `completeValues` its placeholders' values. */
-      complete?: SQL | undefined;
-      /**
-       * With `complete`: JobQueue.handoffStatement of the same queue (its values in
-       * `completeValues` too); the jobs it claims come back in `handed`.
-       */
-      handoff?: SQL | undefined;
-      completeValues?: Record<string, unknown>;
-    } = {},
-  ): Promise<{ active: Map<string, boolean>; handed: HandedJob[] }> {
-    if (rows.length === 0 && summaries.length === 0 && !options.complete)
-      return { active: new Map(), handed: [] };
+    options: { asyncCommit?: boolean; outbox?: OutboxSettlement | undefined } = {},
+  ): Promise<ClaimedAttempt[]> {
+    const { outbox } = options;
+    if (rows.length === 0 && summaries.length === 0 && !outbox) return [];
     const values: RecordValues = {
       deliveries: `[${rows.map(deliveryJson).join(',')}]`,
       summaries: JSON.stringify(
@@ -224,46 +252,73 @@ export const webhookRepository = {
         })),
       ),
       disableBefore: disableBefore.toISOString(),
-      ...options.completeValues,
+      finishedIds: (outbox?.finished ?? []).map((f) => f.id),
+      finishedClaims: (outbox?.finished ?? []).map((f) => `${f.id}:${f.claims}`),
+      retryIds: (outbox?.retries ?? []).map((r) => r.id),
+      retries: JSON.stringify(
+        (outbox?.retries ?? []).map((r) => ({
+          id: r.id,
+          claims: r.claims,
+          attempt: r.attempt,
+          delay: r.delaySeconds,
+        })),
+      ),
+      ...claimValues(outbox?.claim),
     };
     const asyncCommit = options.asyncCommit ?? false;
     const pool = poolOf(db);
-    type Row = {
-      id: string;
-      is_active: boolean;
-      handed?: boolean;
-      data?: unknown;
-      retry_count?: number;
-      webhook_updated_at?: Date | null;
-      webhook_active?: boolean | null;
-    };
-    let result: Row[];
+    let result: ClaimRow[];
     if (pool) {
-      const handoff = options.complete ? options.handoff : undefined;
-      const statement = recordStatementFor(asyncCommit, options.complete, handoff);
+      let statement = recordStatements.get(asyncCommit);
+      if (!statement) {
+        statement = new NamedStatement<RecordValues>(
+          recordAttemptsSql(asyncCommit, (name) => sql.placeholder(name)),
+        );
+        recordStatements.set(asyncCommit, statement);
+      }
       result = await statement.run(pool, values);
     } else {
-      if (options.complete) throw new Error('recordAttempts: a completion runs outside a transaction only');
-      // In a transaction (a group with retries, the test and redeliver endpoints): Drizzle on the
-      // transaction's connection, the values in place of the placeholders.
-      const query = recordAttemptsSql(asyncCommit, undefined, undefined, (key) => values[key]);
-      result = ((await db.execute(query)) as unknown as { rows: typeof result }).rows;
+      // In a transaction (the test and redeliver endpoints, a group commit's fallback): Drizzle on
+      // the transaction's connection, the values in place of the placeholders.
+      const query = recordAttemptsSql(asyncCommit, (key) => values[key]);
+      result = ((await db.execute(query)) as unknown as { rows: ClaimRow[] }).rows;
     }
-    const active = new Map<string, boolean>();
-    const handed: HandedJob[] = [];
-    for (const row of result) {
-      if (row.handed)
-        handed.push({
-          id: row.id,
-          data: row.data,
-          retryCount: row.retry_count ?? 0,
-          webhook: row.webhook_updated_at
-            ? { updatedAt: row.webhook_updated_at, isActive: row.webhook_active === true }
-            : null,
-        });
-      else active.set(row.id, row.is_active);
-    }
-    return { active, handed };
+    return result.map(claimedAttempt);
+  },
+
+  /**
+   * Claims due outbox rows (see {@link OutboxClaim}) in ONE named statement on the database (not
+   * in a transaction: the claim commits at once).
+   * @returns the claimed rows in the order they were written, each with its webhook's version as
+   *   the statement saw it.
+   */
+  async claimAttempts(db: Executor, claim: OutboxClaim): Promise<ClaimedAttempt[]> {
+    const pool = poolOf(db);
+    if (!pool) throw new Error('claimAttempts: runs on the database, not in a transaction');
+    claimStatement ??=
+      new NamedStatement<ClaimValues>(sql`with handed as (${claimSql((name) => sql.placeholder(name))})
+      select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
+          w.updated_at as webhook_updated_at, w.is_active as webhook_active
+        from handed h left join ${webhooks} w on w.id = h.webhook_id
+        order by h.id`);
+    const result = await claimStatement.run<ClaimRow>(pool, claimValues(claim));
+    return result.map(claimedAttempt);
+  },
+
+  /**
+   * Moves the lease of the outbox rows `held` (fenced to their claims) to `leaseSeconds` from now:
+   * the dispatcher's heartbeat, so an attempt that takes long is not claimed again meanwhile.
+   */
+  async extendLeases(
+    db: Executor,
+    held: readonly { id: string; claims: number }[],
+    leaseSeconds: number,
+  ): Promise<void> {
+    if (held.length === 0) return;
+    await db.execute(sql`update ${webhookOutbox} o
+      set leased_until = now() + make_interval(secs => ${leaseSeconds})
+      from jsonb_to_recordset(${JSON.stringify(held)}::jsonb) as h(id bigint, claims integer)
+      where o.id = h.id and o.claims = h.claims`);
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
@@ -316,11 +371,16 @@ export const webhookRepository = {
 };
 
 /**
- * One delivery record as the JSON object `recordAttempts` reads (snake_case columns), with
- * `payloadJson` spliced in as the payload when the row has it (the exact body sent).
+ * One delivery record as the JSON object `recordAttempts` reads (snake_case columns): its payload
+ * taken from outbox row `outboxId` when it names one (not sent at all), else `payloadJson` spliced
+ * in (the exact body sent), else `payload` serialised.
  */
 function deliveryJson(
-  r: NewWebhookDeliveryRow & { createdAt: Date; payloadJson?: string | undefined },
+  r: NewWebhookDeliveryRow & {
+    createdAt: Date;
+    payloadJson?: string | undefined;
+    outboxId?: string | undefined;
+  },
 ): string {
   const fields = JSON.stringify({
     id: r.id,
@@ -336,6 +396,7 @@ function deliveryJson(
     error: r.error ?? null,
     created_at: r.createdAt.toISOString(),
   });
+  if (r.outboxId !== undefined) return `${fields.slice(0, -1)},"outbox_id":${r.outboxId}}`;
   return `${fields.slice(0, -1)},"payload":${r.payloadJson ?? JSON.stringify(r.payload)}}`;
 }
 
@@ -348,24 +409,103 @@ function deliveryJson(
  */
 const TIMESTAMPS_THROTTLE = sql.raw(`interval '1 second'`);
 
-/** The values of recordAttempts' statement: its placeholders (and the completion's, if any). */
-type RecordValues = { deliveries: string; summaries: string; disableBefore: string } & Record<
-  string,
-  unknown
->;
+/** The placeholder values of {@link claimSql}. */
+type ClaimValues = {
+  claimLimit: number;
+  claimLease: number;
+  claimCap: number;
+  claimInFlight: string;
+  claimCapped: string[];
+};
+
+/** The values of recordAttempts' statement: its placeholders. */
+type RecordValues = {
+  deliveries: string;
+  summaries: string;
+  disableBefore: string;
+  finishedIds: string[];
+  finishedClaims: string[];
+  retries: string;
+  retryIds: string[];
+} & ClaimValues;
+
+/** A claimed outbox row as the claim statements return it. */
+type ClaimRow = {
+  id: string;
+  webhook_id: string;
+  message_id: string;
+  event: string;
+  body: string;
+  attempt: number;
+  claims: number;
+  webhook_updated_at: Date | null;
+  webhook_active: boolean | null;
+};
+
+function claimedAttempt(row: ClaimRow): ClaimedAttempt {
+  return {
+    id: row.id,
+    webhookId: row.webhook_id,
+    messageId: row.message_id,
+    event: row.event,
+    body: row.body,
+    attempt: row.attempt,
+    claims: row.claims,
+    webhook: row.webhook_updated_at
+      ? { updatedAt: row.webhook_updated_at, isActive: row.webhook_active === true }
+      : null,
+  };
+}
+
+/** The placeholder values of a claim (none claimed without one). */
+function claimValues(claim: OutboxClaim | undefined): ClaimValues {
+  return {
+    claimLimit: claim?.limit ?? 0,
+    claimLease: claim?.leaseSeconds ?? 0,
+    claimCap: claim?.cap ?? 0,
+    claimInFlight: JSON.stringify(claim?.inFlight ?? {}),
+    claimCapped: claim?.capped ?? [],
+  };
+}
+
+/**
+ * The claim of due outbox rows (see {@link OutboxClaim}) as an `update … returning` (for a CTE):
+ * the first `claimLimit` due rows in due order, rows locked by another claimant skipped, the
+ * webhooks of `claimCapped` not looked at, at most `claimCap - claimInFlight[webhook]` of each
+ * webhook taken; each taken row's `leased_until` moves to the end of its lease and its `claims` up
+ * (no indexed column written: an update in place, see db/schema `webhookOutbox`).
+ * `value(key)` is where each value goes (a placeholder, or the value itself).
+ */
+function claimSql(value: (key: keyof ClaimValues) => unknown): SQL {
+  return sql`update ${webhookOutbox} o
+      set leased_until = now() + make_interval(secs => ${value('claimLease')}::double precision),
+        claims = o.claims + 1
+      where o.id = any(array(
+        select r.id from (
+          select c.id, c.webhook_id, row_number() over (partition by c.webhook_id
+              order by c.due_at, c.id) as position
+          from (
+            select w.id, w.webhook_id, w.due_at from ${webhookOutbox} w
+            where w.due_at <= now() and (w.leased_until is null or w.leased_until < now())
+              and w.webhook_id <> all(${value('claimCapped')}::text[])
+            order by w.due_at
+            limit ${value('claimLimit')}::integer
+            for update skip locked
+          ) c
+        ) r
+        where r.position <= ${value('claimCap')}::integer
+          - coalesce((${value('claimInFlight')}::jsonb ->> r.webhook_id)::integer, 0)))
+      returning o.id, o.webhook_id, o.message_id, o.event, o.body, o.attempt, o.claims`;
+}
 
 /**
  * recordAttempts' statement, with `value(key)` where each value goes (a placeholder for a named
- * statement, the value itself in a transaction). The insert and the completion are
- * data-modifying CTEs (always run, whatever the update reads); the setting is a plain CTE, run
- * because the insert reads it.
+ * statement, the value itself in a transaction). The outbox's delete, reschedule and claim, the
+ * insert and the webhooks' update are data-modifying CTEs (always run, whatever the final select
+ * reads; all see the snapshot of the statement's start: the insert reads the bodies of the rows
+ * the delete removes); the setting is a plain CTE, run because the insert reads it.
  */
-function recordAttemptsSql(
-  asyncCommit: boolean,
-  complete: SQL | undefined,
-  handoff: SQL | undefined,
-  value: (key: 'deliveries' | 'summaries' | 'disableBefore') => unknown,
-): SQL {
+function recordAttemptsSql(asyncCommit: boolean, value: (key: keyof RecordValues) => unknown): SQL {
   const failures = sql`case when v.last_success_at is not null then v.failures_after
       else ${webhooks.consecutiveFailures} + v.failures_after end`;
   const failingSince = sql`case when v.last_success_at is not null then v.first_failure_at
@@ -376,82 +516,67 @@ function recordAttemptsSql(
   const disable = sql`(v.gone or (v.final_failure and v.failures_after > 0 and (${failingSince}) <= ${value('disableBefore')}::timestamptz))`;
   const reason = sql`case when v.gone then 'The receiver answered 410 Gone'
       else 'Every delivery failed for 5 days (' || (${failures})::text || ' attempts in a row)' end`;
-  const update = sql`update ${webhooks} set
-        consecutive_failures = ${failures},
-        failing_since = ${failingSince},
-        last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
-        last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
-        is_active = case when ${disable} then false else ${webhooks.isActive} end,
-        disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
-          else ${webhooks.disabledReason} end,
-        updated_at = case when ${disable} and ${webhooks.isActive} then now()
-          else ${webhooks.updatedAt} end
-      from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
-        last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
-        gone boolean, failed boolean, final_failure boolean)
-      where ${webhooks.id} = v.id and (v.failed or v.gone
-        or ${webhooks.consecutiveFailures} <> 0 or ${webhooks.failingSince} is not null
-        or ${webhooks.lastTriggeredAt} is null
-        or ${webhooks.lastTriggeredAt} < v.last_triggered_at - ${TIMESTAMPS_THROTTLE}
-        or (v.last_success_at is not null and (${webhooks.lastSuccessAt} is null
-          or ${webhooks.lastSuccessAt} < v.last_success_at - ${TIMESTAMPS_THROTTLE})))
-      returning ${webhooks.id} as id, ${webhooks.isActive} as is_active`;
   return sql`
       with setting as (
         ${asyncCommit ? sql`select set_config('synchronous_commit', 'off', true)` : sql`select 1`}
       ),
-      ${complete ? sql`completed as (${complete}),` : sql``}
-      ${handoff ? sql`handed as (${handoff}),` : sql``}
+      finished as (
+        delete from ${webhookOutbox} o
+        where o.id = any(${value('finishedIds')}::bigint[])
+          and (o.id::text || ':' || o.claims::text) = any(${value('finishedClaims')}::text[])
+        returning o.id
+      ),
+      retried as (
+        update ${webhookOutbox} o
+        set attempt = r.attempt, due_at = now() + make_interval(secs => r.delay), leased_until = null
+        from jsonb_to_recordset(${value('retries')}::jsonb) as r(id bigint, claims integer,
+          attempt integer, delay double precision)
+        where o.id = any(${value('retryIds')}::bigint[]) and o.id = r.id and o.claims = r.claims
+        returning o.id
+      ),
+      handed as (${claimSql(value)}),
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
-        select x.id, x.team_id, x.webhook_id, x.message_id, x.event, x.payload, x.response_status,
+        select x.id, x.team_id, x.webhook_id, x.message_id, x.event,
+          coalesce(x.payload, (select b.body from ${webhookOutbox} b where b.id = x.outbox_id)::jsonb,
+            'null'::jsonb), x.response_status,
           x.response_body, x.success, x.attempt_count, x.duration_ms, x.error, x.created_at
         from setting, jsonb_to_recordset(${value('deliveries')}::jsonb) as x(id text, team_id text,
-          webhook_id text, message_id text, event text, payload jsonb, response_status integer,
-          response_body text, success boolean, attempt_count integer, duration_ms integer,
-          error text, created_at timestamptz)
+          webhook_id text, message_id text, event text, payload jsonb, outbox_id bigint,
+          response_status integer, response_body text, success boolean, attempt_count integer,
+          duration_ms integer, error text, created_at timestamptz)
+      ),
+      updated as (
+        update ${webhooks} set
+          consecutive_failures = ${failures},
+          failing_since = ${failingSince},
+          last_triggered_at = greatest(${webhooks.lastTriggeredAt}, v.last_triggered_at),
+          last_success_at = coalesce(v.last_success_at, ${webhooks.lastSuccessAt}),
+          is_active = case when ${disable} then false else ${webhooks.isActive} end,
+          disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
+            else ${webhooks.disabledReason} end,
+          updated_at = case when ${disable} and ${webhooks.isActive} then now()
+            else ${webhooks.updatedAt} end
+        from jsonb_to_recordset(${value('summaries')}::jsonb) as v(id text, last_triggered_at timestamptz,
+          last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
+          gone boolean, failed boolean, final_failure boolean)
+        where ${webhooks.id} = v.id and (v.failed or v.gone
+          or ${webhooks.consecutiveFailures} <> 0 or ${webhooks.failingSince} is not null
+          or ${webhooks.lastTriggeredAt} is null
+          or ${webhooks.lastTriggeredAt} < v.last_triggered_at - ${TIMESTAMPS_THROTTLE}
+          or (v.last_success_at is not null and (${webhooks.lastSuccessAt} is null
+            or ${webhooks.lastSuccessAt} < v.last_success_at - ${TIMESTAMPS_THROTTLE})))
+        returning ${webhooks.id} as id, ${webhooks.isActive} as is_active
       )
-      ${
-        handoff
-          ? sql`, updated as (${update})
-      select id, is_active, false as handed, null::jsonb as data, null::integer as retry_count,
-          null::timestamptz as webhook_updated_at, null::boolean as webhook_active
-        from updated
-      union all
-      select h.id::text, null, true, h.data, h.retry_count, w.updated_at,
-          coalesce(u.is_active, w.is_active)
-        from handed h left join ${webhooks} w on w.id = h.data ->> 'webhookId'
-          left join updated u on u.id = w.id`
-          : update
-      }`;
+      select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
+          w.updated_at as webhook_updated_at, coalesce(u.is_active, w.is_active) as webhook_active
+        from handed h left join ${webhooks} w on w.id = h.webhook_id
+          left join updated u on u.id = w.id
+        order by h.id`;
 }
 
-/**
- * recordAttempts' named statements, by asyncCommit and hand-off: without a completion, and per
- * completion (a completion and its queue's hand-off come in pairs, each built once).
- */
-const plainRecordStatements = new Map<string, NamedStatement<RecordValues>>();
-const completingRecordStatements = new WeakMap<SQL, Map<string, NamedStatement<RecordValues>>>();
-
-/** The named statement of recordAttempts for these options, built on first use. */
-function recordStatementFor(
-  asyncCommit: boolean,
-  complete: SQL | undefined,
-  handoff: SQL | undefined,
-): NamedStatement<RecordValues> {
-  let statements = plainRecordStatements;
-  if (complete) {
-    statements = completingRecordStatements.get(complete) ?? new Map();
-    completingRecordStatements.set(complete, statements);
-  }
-  const key = `${asyncCommit}:${handoff !== undefined}`;
-  let statement = statements.get(key);
-  if (!statement) {
-    statement = new NamedStatement<RecordValues>(
-      recordAttemptsSql(asyncCommit, complete, handoff, (name) => sql.placeholder(name)),
-    );
-    statements.set(key, statement);
-  }
-  return statement;
-}
+/** recordAttempts' named statements, by asyncCommit (built on first use). */
+const recordStatements = new Map<boolean, NamedStatement<RecordValues>>();
+/** claimAttempts' named statement (built on first use). */
+let claimStatement: NamedStatement<ClaimValues> | undefined;

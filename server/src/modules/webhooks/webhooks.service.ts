@@ -194,6 +194,11 @@ const DELIVERY_OWNER_FKS = [
   'webhook_deliveries_team_id_teams_id_fk',
 ];
 
+/** An event as an attempt's body (its JSON text) and payload (the object, for the record shown). */
+function withBody(payload: unknown): { body: string; payload: unknown } {
+  return { body: JSON.stringify(payload), payload };
+}
+
 /**
  * Records a synchronous attempt (test, redeliver) with the same bookkeeping as the worker's.
  * @throws NOT_FOUND (404) when the webhook (or its team) was deleted while the request was out (up
@@ -201,7 +206,7 @@ const DELIVERY_OWNER_FKS = [
  */
 async function recordNow(deps: WebhookServiceDeps, outcome: AttemptOutcome): Promise<DeliveryView> {
   try {
-    await deps.db.transaction((tx) => writeAttempts(undefined, tx, [{ outcome }]));
+    await writeAttempts(deps.db, [{ outcome }]);
   } catch (error) {
     if (DELIVERY_OWNER_FKS.some((constraint) => isForeignKeyViolation(error, constraint)))
       throw notFound('Webhook');
@@ -228,7 +233,7 @@ export async function testWebhook(
     webhook,
     messageId: newId('webhookMessage'),
     event,
-    payload: sampleEventPayload(event, new Date()),
+    ...withBody(sampleEventPayload(event, new Date())),
     attempt: 1,
   });
   return recordNow(deps, outcome);
@@ -254,7 +259,7 @@ export async function redeliver(
     webhook,
     messageId: delivery.messageId,
     event: delivery.event,
-    payload: delivery.payload as Record<string, unknown>,
+    ...withBody(delivery.payload),
     attempt,
   });
   return recordNow(deps, outcome);

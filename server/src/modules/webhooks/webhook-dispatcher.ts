@@ -1,0 +1,421 @@
+import { LRUCache } from 'lru-cache';
+import type { Config } from '../../config.ts';
+import type { Database } from '../../db/client.ts';
+import { newId } from '../../ids.ts';
+import { webhookDeliveriesInFlight } from '../../jobs/definitions.ts';
+import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
+import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
+import { onOutboxWrite } from './webhook-outbox.ts';
+import { type RecordedAttempt, WebhookAttemptRecorder } from './webhook-recorder.ts';
+import { type ClaimedAttempt, type WebhookRow, webhookRepository } from './webhooks.repository.ts';
+
+/**
+ * How long a claimed outbox row stays the claimant's (s): its `leased_until` moves this far ahead at the
+ * claim and at every heartbeat ({@link LEASE_REFRESH_MS}); a worker killed mid-attempt leaves its
+ * rows to be claimed again at most this long after its last heartbeat (issue #11 crash test).
+ */
+export const WEBHOOK_LEASE_SECONDS = 30;
+/** How often the dispatcher extends the leases of the rows it holds (ms). */
+const LEASE_REFRESH_MS = 10_000;
+/**
+ * Claims of one attempt beyond its own after which it is given up: a row whose claimants died this
+ * many times (e.g. a body that crashes the worker) is recorded as a failed, final attempt.
+ */
+export const MAX_LOST_CLAIMS = 5;
+/** Wait between fetches while idle (ms): the pick-up delay of rows other processes write. */
+const IDLE_POLL_MS = 500;
+/**
+ * Wait between fetches while busy (a fetch found rows within BUSY_WINDOW_MS), doubled after each
+ * empty fetch in a row up to IDLE_POLL_MS: a webhook at its cap with a backlog keeps the
+ * dispatcher busy (its rows come by hand-off) while each fetch, which skips that webhook's rows
+ * one by one in due order, finds nothing.
+ */
+const BUSY_POLL_MS = 50;
+const BUSY_WINDOW_MS = 2_000;
+/** After a nudge (this process wrote outbox rows, not yet committed), poll this often (ms)… */
+const NUDGE_POLL_MS = 20;
+/** …for this long (ms). */
+const NUDGE_WINDOW_MS = 100;
+/**
+ * Free slots that wake the loop for a fetch when an attempt ends (fewer wait for the poll): a fetch
+ * costs PostgreSQL about a millisecond whatever it finds (issue #11 bench).
+ */
+const REFETCH_AFTER = 30;
+/**
+ * Rows claimed ahead of the request slots, as a multiple of them (per webhook and per process): a
+ * slot freed by a response starts its webhook's next row at once, while the response's recording
+ * and the claim of its replacement (one statement per group, one group at a time) run behind.
+ * With rows only for the slots, each slot stood empty from its response to the commit of the
+ * statement that refilled it.
+ */
+const CLAIM_AHEAD = 2;
+/** Webhook rows kept from earlier lookups, reused while their `updatedAt` is unchanged. */
+const WEBHOOK_ROWS_KEPT = 1_000;
+
+/** A claimed row waiting for a request slot, with its claim's webhook lookup. */
+interface Waiting {
+  row: ClaimedAttempt;
+  webhooks: Promise<Map<string, WebhookRow | undefined>>;
+}
+
+/** What the dispatcher needs (the worker's context provides it). */
+export interface WebhookDispatcherDeps {
+  db: Database;
+  encryptionKey: Buffer;
+  config: Pick<
+    Config,
+    'WEBHOOK_RETRY_SCHEDULE' | 'WEBHOOK_TIMEOUT_SECONDS' | 'WEBHOOKS_ALLOW_PRIVATE' | 'WORKER_CONCURRENCY'
+  >;
+  /** The HTTP client (default: the process's, see webhookClientFor). */
+  client?: WebhookClient;
+  /** Reports a failed fetch, heartbeat or recording (default: console.error). */
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * The webhook delivery worker (issue #11: deliveries go through the batched worker, not one loop
+ * per webhook): claims due rows of the outbox (`webhook_outbox`, webhook-outbox.ts) and makes each
+ * one signed POST ({@link attemptDelivery}) — up to WORKER_CONCURRENCY requests in flight per
+ * process, at most {@link webhookDeliveriesInFlight} of them to one webhook, with up to
+ * {@link CLAIM_AHEAD} times as many rows claimed so a freed slot starts its next row at once — and
+ * records each with the group-commit recorder, which deletes the row (success, final failure, 410)
+ * or reschedules it as the next attempt after WEBHOOK_RETRY_SCHEDULE[n-1] seconds, up to 1 + the
+ * schedule's length attempts, and claims due rows in the finished ones' place in the same statement.
+ * A row of a deleted or disabled webhook is deleted without a request. Claimed rows are leased
+ * ({@link WEBHOOK_LEASE_SECONDS}, extended every {@link LEASE_REFRESH_MS} while held): a worker that
+ * dies leaves them to be claimed again when the lease lapses — the receiver may then get an attempt
+ * twice, with the same `webhook-id` (spec "Events": receivers deduplicate), and none is lost.
+ * The per-webhook cap is per process (each worker process counts its own requests).
+ */
+export class WebhookDispatcher {
+  readonly #deps: WebhookDispatcherDeps;
+  readonly #client: WebhookClient;
+  readonly #recorder: WebhookAttemptRecorder;
+  /** Requests in flight at once in this process (WORKER_CONCURRENCY). */
+  readonly #maxRequests: number;
+  /** Requests to one webhook in flight at once in this process (webhookDeliveriesInFlight). */
+  readonly #cap: number;
+  readonly #onError: (error: unknown) => void;
+  /** Claimed rows this process holds (waiting, requesting or being recorded), by row id. */
+  readonly #held = new Map<string, ClaimedAttempt>();
+  /** Rows held per webhook (at most CLAIM_AHEAD × the cap). */
+  readonly #perWebhook = new Map<string, number>();
+  /** Claimed rows waiting for a request slot, per webhook, in claim order. */
+  readonly #waiting = new Map<string, Waiting[]>();
+  /** Requests in flight per webhook, and in all. */
+  readonly #requests = new Map<string, number>();
+  #requesting = 0;
+  /** The webhooks' rows as last read, reused while a claim saw the same `updatedAt`. */
+  readonly #rows = new LRUCache<string, WebhookRow>({ max: WEBHOOK_ROWS_KEPT });
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+  #emptyFetches = 0;
+  #busyUntil = 0;
+  #nudgedUntil = 0;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #unsubscribe: (() => void) | undefined;
+  /** Resolves when nothing is held (stop waits for it). */
+  #drained: (() => void) | undefined;
+
+  constructor(deps: WebhookDispatcherDeps) {
+    this.#deps = deps;
+    this.#client = deps.client ?? webhookClientFor(deps.config);
+    this.#maxRequests = deps.config.WORKER_CONCURRENCY;
+    this.#cap = webhookDeliveriesInFlight(deps.config);
+    this.#onError =
+      deps.onError ??
+      ((error) => console.error('[webhooks]', error instanceof Error ? error.message : error));
+    this.#recorder = new WebhookAttemptRecorder(
+      deps.db,
+      (items) => this.#handoffFor(items),
+      (rows) => this.#run(rows),
+    );
+  }
+
+  /** Starts claiming (idempotent until stopped). */
+  start(): void {
+    if (this.#loop) return;
+    this.#unsubscribe = onOutboxWrite(() => this.nudge());
+    this.#heartbeat = setInterval(() => void this.#extendLeases(), LEASE_REFRESH_MS);
+    this.#heartbeat.unref();
+    this.#loop = this.#fetchLoop();
+  }
+
+  /** Rows were written to the outbox in this process: poll briefly at a short interval. */
+  nudge(): void {
+    this.#nudgedUntil = Date.now() + NUDGE_WINDOW_MS;
+    this.#wake?.();
+  }
+
+  /**
+   * Stops claiming and waits up to `timeoutMs` for the attempts in flight to be recorded; rows
+   * still held after that stay leased and are attempted again when their lease lapses.
+   */
+  async stop(timeoutMs: number): Promise<void> {
+    this.#stopping = true;
+    this.#unsubscribe?.();
+    this.#wake?.();
+    await this.#loop;
+    // Rows claimed ahead and not started go back at once (their lease ends now), for any worker.
+    const unstarted = [...this.#waiting.values()].flat().map(({ row }) => row);
+    this.#waiting.clear();
+    if (unstarted.length > 0) {
+      try {
+        await webhookRepository.extendLeases(this.#deps.db, unstarted, 0);
+      } catch (error) {
+        this.#onError(error);
+      }
+      for (const row of unstarted) this.#release(row);
+    }
+    if (this.#held.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          this.#drained = resolve;
+        }),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, timeoutMs);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    clearInterval(this.#heartbeat);
+  }
+
+  /** Rows held now: waiting, requesting or being recorded (for tests and diagnostics). */
+  get held(): number {
+    return this.#held.size;
+  }
+
+  async #fetchLoop(): Promise<void> {
+    while (!this.#stopping) {
+      const free = CLAIM_AHEAD * this.#maxRequests - this.#held.size;
+      let full = false;
+      if (free > 0) {
+        try {
+          const rows = await webhookRepository.claimAttempts(this.#deps.db, this.#claim(free));
+          if (rows.length > 0) {
+            this.#emptyFetches = 0;
+            this.#busyUntil = Date.now() + BUSY_WINDOW_MS;
+            this.#run(rows);
+          } else this.#emptyFetches++;
+          full = rows.length === free;
+        } catch (error) {
+          this.#onError(error);
+        }
+      }
+      if (full || this.#stopping) continue;
+      await this.#sleep(this.#pollDelay());
+    }
+  }
+
+  /** The wait before the next fetch (ms), see the constants above. */
+  #pollDelay(): number {
+    const now = Date.now();
+    if (now < this.#nudgedUntil) return NUDGE_POLL_MS;
+    if (now >= this.#busyUntil) return IDLE_POLL_MS;
+    return Math.min(IDLE_POLL_MS, BUSY_POLL_MS * 2 ** Math.max(0, this.#emptyFetches - 1));
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = () => {
+        this.#wake = undefined;
+        done();
+      };
+    });
+  }
+
+  /** A claim of up to `limit` rows with this process's per-webhook counts (`without`: rows leaving). */
+  #claim(limit: number, without?: Map<string, number>) {
+    const inFlight: Record<string, number> = {};
+    const capped: string[] = [];
+    for (const [webhookId, count] of this.#perWebhook) {
+      const held = count - (without?.get(webhookId) ?? 0);
+      if (held <= 0) continue;
+      inFlight[webhookId] = held;
+      if (held >= CLAIM_AHEAD * this.#cap) capped.push(webhookId);
+    }
+    return { limit, leaseSeconds: WEBHOOK_LEASE_SECONDS, cap: CLAIM_AHEAD * this.#cap, inFlight, capped };
+  }
+
+  /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
+  #handoffFor(items: readonly RecordedAttempt[]) {
+    if (this.#stopping) return undefined;
+    const leaving = new Map<string, number>();
+    let count = 0;
+    for (const { row } of items) {
+      if (!row || !this.#held.has(row.id)) continue;
+      leaving.set(row.webhookId, (leaving.get(row.webhookId) ?? 0) + 1);
+      count++;
+    }
+    return count > 0 ? this.#claim(count, leaving) : undefined;
+  }
+
+  /**
+   * Takes claimed rows: holds each until its attempt is recorded (or its recording failed), and
+   * starts as many as the request slots allow; the others wait for a slot of their webhook.
+   */
+  #run(rows: ClaimedAttempt[]): void {
+    const webhooks = this.#webhooksOf(rows);
+    for (const row of rows) {
+      this.#held.set(row.id, row);
+      this.#perWebhook.set(row.webhookId, (this.#perWebhook.get(row.webhookId) ?? 0) + 1);
+      let queue = this.#waiting.get(row.webhookId);
+      if (!queue) {
+        queue = [];
+        this.#waiting.set(row.webhookId, queue);
+      }
+      queue.push({ row, webhooks });
+    }
+    for (const webhookId of new Set(rows.map((row) => row.webhookId))) this.#pump(webhookId);
+  }
+
+  /** Starts waiting rows of `webhookId` while it and the process have request slots free. */
+  #pump(webhookId: string): void {
+    const queue = this.#waiting.get(webhookId);
+    if (!queue) return;
+    let requests = this.#requests.get(webhookId) ?? 0;
+    while (queue.length > 0 && requests < this.#cap && this.#requesting < this.#maxRequests) {
+      const next = queue.shift()!;
+      requests++;
+      this.#requesting++;
+      void this.#attempt(next)
+        .catch((error: unknown) => this.#onError(error))
+        .finally(() => this.#release(next.row));
+    }
+    this.#requests.set(webhookId, requests);
+    if (queue.length === 0) this.#waiting.delete(webhookId);
+  }
+
+  /** A request of `webhookId` ended: its slot goes to the next waiting row (its webhook's first). */
+  #requestDone(webhookId: string): void {
+    const requests = (this.#requests.get(webhookId) ?? 1) - 1;
+    if (requests > 0) this.#requests.set(webhookId, requests);
+    else this.#requests.delete(webhookId);
+    const full = this.#requesting === this.#maxRequests;
+    this.#requesting--;
+    this.#pump(webhookId);
+    // The process's slots were all taken: rows of other webhooks may be waiting for this one.
+    if (full) for (const waiting of [...this.#waiting.keys()]) this.#pump(waiting);
+  }
+
+  /** A row's attempt is recorded (or could not be): it is no longer held. */
+  #release(row: ClaimedAttempt): void {
+    this.#held.delete(row.id);
+    const count = (this.#perWebhook.get(row.webhookId) ?? 1) - 1;
+    if (count > 0) this.#perWebhook.set(row.webhookId, count);
+    else this.#perWebhook.delete(row.webhookId);
+    if (this.#held.size === 0) this.#drained?.();
+    // Free room (the hand-off refills most) worth a fetch before the poll; not after an empty
+    // fetch: the due rows left are then those of webhooks at their cap (see BUSY_POLL_MS).
+    if (this.#emptyFetches === 0 && CLAIM_AHEAD * this.#maxRequests - this.#held.size >= REFETCH_AFTER)
+      this.#wake?.();
+  }
+
+  /**
+   * The webhooks of `rows`: the kept row when the claim saw the same version (`updatedAt`), with
+   * `isActive` as the claim saw it; otherwise ONE lookup for all that are not known. Undefined for
+   * a webhook that is gone.
+   */
+  #webhooksOf(rows: readonly ClaimedAttempt[]): Promise<Map<string, WebhookRow | undefined>> {
+    const known = new Map<string, WebhookRow | undefined>();
+    const unknown = new Set<string>();
+    for (const { webhookId, webhook: seen } of rows) {
+      if (known.has(webhookId) || unknown.has(webhookId)) continue;
+      const kept = this.#rows.get(webhookId);
+      if (seen === null) known.set(webhookId, undefined);
+      else if (kept && kept.updatedAt.getTime() === seen.updatedAt.getTime())
+        known.set(webhookId, kept.isActive === seen.isActive ? kept : { ...kept, isActive: seen.isActive });
+      else unknown.add(webhookId);
+    }
+    if (unknown.size === 0) return Promise.resolve(known);
+    return webhookRepository.findMany(this.#deps.db, [...unknown]).then((found) => {
+      for (const row of found) {
+        this.#rows.set(row.id, row);
+        known.set(row.id, row);
+      }
+      return known;
+    });
+  }
+
+  /**
+   * Makes (or drops) the attempt of a row, frees its request slot, and records it (the slot's next
+   * row does not wait for the recording).
+   */
+  async #attempt({ row, webhooks }: Waiting): Promise<void> {
+    let attempt: RecordedAttempt;
+    try {
+      attempt = await this.#outcomeOf(row, (await webhooks).get(row.webhookId));
+    } finally {
+      this.#requestDone(row.webhookId);
+    }
+    await this.#recorder.record(attempt);
+  }
+
+  /** What to record of `row`'s attempt: made now, given up, or dropped (webhook gone or disabled). */
+  async #outcomeOf(row: ClaimedAttempt, webhook: WebhookRow | undefined): Promise<RecordedAttempt> {
+    // A deleted or disabled webhook: no request, the row leaves with the group.
+    if (!webhook?.isActive) return { row };
+    if (row.claims - row.attempt >= MAX_LOST_CLAIMS) return { row, outcome: abandoned(webhook, row) };
+    const outcome = await attemptDelivery(this.#client, this.#deps.encryptionKey, {
+      webhook,
+      messageId: row.messageId,
+      event: row.event,
+      body: row.body,
+      attempt: row.attempt,
+    });
+    const delay = this.#deps.config.WEBHOOK_RETRY_SCHEDULE[row.attempt - 1];
+    const retry = !outcome.result.success && outcome.result.responseStatus !== 410 && delay !== undefined;
+    return { row, outcome, next: retry ? { attempt: row.attempt + 1, delaySeconds: delay } : undefined };
+  }
+
+  /** The heartbeat: moves the leases of the rows held forward. */
+  async #extendLeases(): Promise<void> {
+    const held = [...this.#held.values()].map(({ id, claims }) => ({ id, claims }));
+    try {
+      await webhookRepository.extendLeases(this.#deps.db, held, WEBHOOK_LEASE_SECONDS);
+    } catch (error) {
+      this.#onError(error);
+    }
+  }
+}
+
+/** The record of an attempt given up after its claimants died {@link MAX_LOST_CLAIMS} times. */
+function abandoned(webhook: WebhookRow, row: ClaimedAttempt): AttemptOutcome {
+  const error = `Given up: the workers that claimed this attempt stopped before recording it ${row.claims - row.attempt + 1} times`;
+  return {
+    result: { success: false, responseStatus: null, responseBody: null, error, durationMs: 0 },
+    delivery: {
+      id: newId('webhookDelivery'),
+      teamId: webhook.teamId,
+      webhookId: webhook.id,
+      messageId: row.messageId,
+      event: row.event,
+      payload: undefined,
+      responseStatus: null,
+      responseBody: null,
+      success: false,
+      attemptCount: row.attempt,
+      durationMs: 0,
+      error,
+      createdAt: new Date(),
+    },
+  };
+}
+
+/**
+ * Starts the webhook dispatcher of a worker process; the queue stops it with its own loops
+ * (JobQueue.attach). Called by startWorkers through the webhooks module's bindings.
+ */
+export function startWebhookDispatcher(deps: WebhookDispatcherDeps): WebhookDispatcher {
+  const dispatcher = new WebhookDispatcher(deps);
+  dispatcher.start();
+  return dispatcher;
+}

@@ -1,0 +1,451 @@
+import { readFileSync } from 'node:fs';
+import { and, eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.ts';
+import { teams, webhookDeliveries, webhookOutbox, webhooks } from '../src/db/schema/index.ts';
+import { newId } from '../src/ids.ts';
+import { JobQueue } from '../src/jobs/queue.ts';
+import { MAX_LOST_CLAIMS, WebhookDispatcher } from '../src/modules/webhooks/webhook-dispatcher.ts';
+import { writeAttempts } from '../src/modules/webhooks/webhook-recorder.ts';
+import {
+  type ClaimedAttempt,
+  type OutboxClaim,
+  webhookRepository,
+} from '../src/modules/webhooks/webhooks.repository.ts';
+import { createWebhook } from '../src/modules/webhooks/webhooks.service.ts';
+import { waitFor } from './helpers/app.ts';
+import { createTestDatabase } from './helpers/database.ts';
+import { attemptOutcome } from './helpers/job-queue.ts';
+import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
+
+type TestDatabase = Awaited<ReturnType<typeof createTestDatabase>>;
+const ENCRYPTION_KEY = Buffer.alloc(32, 5);
+
+/** Inserts outbox rows of `webhookId`, one per label (message `msg_<label>`, body `{"label": …}`), in order. */
+async function insertRows(database: TestDatabase, webhookId: string, labels: string[], dueAt?: Date) {
+  for (const label of labels) {
+    await database.handle.db.insert(webhookOutbox).values({
+      webhookId,
+      messageId: `msg_${label}`,
+      event: 'email.sent',
+      body: JSON.stringify({ label }),
+      ...(dueAt ? { dueAt } : {}),
+    });
+  }
+}
+
+const labelsOf = (rows: readonly ClaimedAttempt[]) => rows.map((row) => JSON.parse(row.body).label as string);
+
+const claim = (overrides: Partial<OutboxClaim> = {}): OutboxClaim => ({
+  limit: 10,
+  leaseSeconds: 30,
+  cap: 10,
+  inFlight: {},
+  capped: [],
+  ...overrides,
+});
+
+/** Test webhooks (a team of their own, https URLs never called). */
+async function insertWebhooks(database: TestDatabase, count: number) {
+  const teamId = newId('team');
+  await database.handle.db.insert(teams).values({ id: teamId, name: 'Outbox', slug: `outbox-${teamId}` });
+  const ids = Array.from({ length: count }, () => newId('webhook'));
+  for (const id of ids) {
+    await database.handle.db.insert(webhooks).values({
+      id,
+      teamId,
+      name: id,
+      url: 'https://receiver.example/hook',
+      events: ['email.sent'],
+      secretEncrypted: 'v2:unused',
+    });
+  }
+  return { teamId, ids };
+}
+
+describe('webhook outbox: claims, leases and recording', () => {
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('claims due rows in due order, at most cap − held of each webhook, skipping capped webhooks and leased rows', async () => {
+    const { ids } = await insertWebhooks(database, 2);
+    const [hookA, hookB] = ids as [string, string];
+    await insertRows(database, hookA, ['a1', 'a2', 'a3', 'a4']);
+    await insertRows(database, hookB, ['b1']);
+    await insertRows(database, hookA, ['later'], new Date(Date.now() + 60_000));
+    const { db } = database.handle;
+
+    const first = await webhookRepository.claimAttempts(db, claim({ cap: 3 }));
+    expect(labelsOf(first).sort()).toEqual(['a1', 'a2', 'a3', 'b1']);
+    expect(first.every((row) => row.claims === 1 && row.attempt === 1)).toBe(true);
+    expect(first.find((row) => row.webhookId === hookA)?.webhook?.isActive).toBe(true);
+    // A is at its cap here: its a4 is not even looked at; the claimed rows are leased.
+    const second = await webhookRepository.claimAttempts(
+      db,
+      claim({ cap: 3, inFlight: { [hookA]: 3, [hookB]: 1 }, capped: [hookA] }),
+    );
+    expect(second).toEqual([]);
+    // One of A's attempts done: a4 comes; the row due later does not.
+    const third = await webhookRepository.claimAttempts(db, claim({ cap: 3, inFlight: { [hookA]: 2 } }));
+    expect(labelsOf(third)).toEqual(['a4']);
+  });
+
+  it('claims a row again once its lease lapsed (its worker died), counting the claim', async () => {
+    const { ids } = await insertWebhooks(database, 1);
+    await insertRows(database, ids[0]!, ['c1']);
+    const { db } = database.handle;
+    const leased = await webhookRepository.claimAttempts(db, claim({ leaseSeconds: 0.2 }));
+    expect(leased.map((row) => row.claims)).toEqual([1]);
+    expect(await webhookRepository.claimAttempts(db, claim())).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const again = await webhookRepository.claimAttempts(db, claim());
+    expect(again.map((row) => [row.id, row.claims])).toEqual([[leased[0]!.id, 2]]);
+  });
+
+  it('extends the leases of held rows (the heartbeat) and gives rows back at once (lease 0)', async () => {
+    const { ids } = await insertWebhooks(database, 1);
+    await insertRows(database, ids[0]!, ['h1']);
+    const { db } = database.handle;
+    const [row] = await webhookRepository.claimAttempts(db, claim({ leaseSeconds: 0.3 }));
+    await webhookRepository.extendLeases(db, [row!], 30);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await webhookRepository.claimAttempts(db, claim())).toEqual([]);
+    await webhookRepository.extendLeases(db, [row!], 0);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect((await webhookRepository.claimAttempts(db, claim())).map((r) => r.id)).toEqual([row!.id]);
+  });
+
+  it('records a group in ONE statement: finished rows leave with their records, retries wait, replacements are claimed', async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    await insertRows(database, hook, ['d1', 'd2', 'd3']);
+    const { db, pool } = database.handle;
+    const [d1, d2] = await webhookRepository.claimAttempts(db, claim({ limit: 2 }));
+    const outcome = (row: ClaimedAttempt, success: boolean) =>
+      attemptOutcome({ teamId, webhookId: hook, messageId: row.messageId, payload: {}, success });
+
+    let statements = 0;
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof pool.query>) => {
+      statements++;
+      return query(...args);
+    }) as typeof pool.query;
+    let handed: ClaimedAttempt[];
+    try {
+      handed = await writeAttempts(
+        db,
+        [
+          { row: d1, outcome: outcome(d1!, true) },
+          { row: d2, outcome: outcome(d2!, false), next: { attempt: 2, delaySeconds: 300 } },
+        ],
+        claim({ limit: 2, inFlight: { [hook]: 2 } }),
+      );
+    } finally {
+      pool.query = query;
+    }
+    expect(statements).toBe(1);
+    expect(labelsOf(handed)).toEqual(['d3']);
+    const rows = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook));
+    expect(rows.map((row) => JSON.parse(row.body).label).sort()).toEqual(['d2', 'd3']);
+    const retry = rows.find((row) => row.messageId === 'msg_d2')!;
+    expect(retry.attempt).toBe(2);
+    expect(retry.leasedUntil).toBeNull();
+    expect(retry.dueAt.getTime()).toBeGreaterThan(Date.now() + 290_000);
+    // The records: each attempt's, its payload the row's body (never sent back by the worker).
+    const records = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook));
+    expect(
+      records
+        .map((r) => [r.messageId, r.success, r.payload])
+        .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    ).toEqual([
+      ['msg_d1', true, { label: 'd1' }],
+      ['msg_d2', false, { label: 'd2' }],
+    ]);
+    const [counters] = await db.select().from(webhooks).where(eq(webhooks.id, hook));
+    expect(counters!.consecutiveFailures).toBe(1);
+    expect(counters!.lastSuccessAt).not.toBeNull();
+  });
+
+  it("fences a claimant's writes to its claim: a row claimed again after its lease lapsed stays its new claimant's", async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    await insertRows(database, hook, ['e1']);
+    const { db } = database.handle;
+    const [stale] = await webhookRepository.claimAttempts(db, claim({ leaseSeconds: 0.1 }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const [current] = await webhookRepository.claimAttempts(db, claim());
+    const outcome = attemptOutcome({ teamId, webhookId: hook, messageId: 'msg_e1', payload: {} });
+    await writeAttempts(db, [{ row: stale, outcome }]);
+    const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook));
+    expect(left.map((row) => row.claims)).toEqual([2]);
+    await writeAttempts(db, [
+      {
+        row: current,
+        outcome: { ...outcome, delivery: { ...outcome.delivery, id: newId('webhookDelivery') } },
+      },
+    ]);
+    expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook))).toEqual([]);
+    // Both attempts were made, so both are recorded.
+    const records = await db
+      .select()
+      .from(webhookDeliveries)
+      .where(and(eq(webhookDeliveries.webhookId, hook), eq(webhookDeliveries.messageId, 'msg_e1')));
+    expect(records).toHaveLength(2);
+  });
+
+  it('moves webhook.deliver jobs of the pg-boss queue into the outbox (migration 0011, for an upgrade)', async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    const queue = new JobQueue(database.handle);
+    await queue.start();
+    try {
+      await queue.boss.createQueue('webhook.deliver');
+      const job = (messageId: string, webhookId: string, attempt: number) => ({
+        data: { webhookId, teamId, messageId, event: 'email.sent', payload: { label: messageId }, attempt },
+      });
+      await queue.boss.insert('webhook.deliver', [
+        job('msg_old1', hook, 1),
+        job('msg_old2', hook, 3),
+        job('msg_gone', 'whk_deleted_long_ago', 1),
+      ]);
+      const migration = readFileSync(
+        new URL('../src/db/migrations/0011_webhook_outbox.sql', import.meta.url),
+        'utf8',
+      );
+      const upgrade = migration.slice(migration.lastIndexOf('--> statement-breakpoint') + 24);
+      expect(upgrade).toContain('pgboss.job');
+      await database.handle.pool.query(upgrade);
+    } finally {
+      await queue.stop(1_000);
+    }
+    const rows = await database.handle.db
+      .select()
+      .from(webhookOutbox)
+      .where(eq(webhookOutbox.webhookId, hook));
+    expect(rows.map((row) => [row.messageId, row.attempt, JSON.parse(row.body)]).sort()).toEqual([
+      ['msg_old1', 1, { label: 'msg_old1' }],
+      ['msg_old2', 3, { label: 'msg_old2' }],
+    ]);
+    const { rows: left } = await database.handle.pool.query(
+      `select count(*)::int as n from pgboss.job where name = 'webhook.deliver'`,
+    );
+    expect(left[0].n).toBe(0);
+  });
+});
+
+describe('webhook dispatcher', () => {
+  let database: TestDatabase;
+  let receiver: WebhookReceiver;
+  const dispatchers: WebhookDispatcher[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    receiver = await startWebhookReceiver();
+  });
+  afterAll(async () => {
+    await Promise.all(dispatchers.map((d) => d.stop(1_000)));
+    await receiver?.close();
+    await database?.drop();
+  });
+
+  const configWith = (workerConcurrency: number) =>
+    loadConfig({
+      ...process.env,
+      DATABASE_URL: database.handle.connectionString,
+      ENCRYPTION_KEY: ENCRYPTION_KEY.toString('base64'),
+      BASE_URL: 'http://localhost:3000',
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      WORKER_CONCURRENCY: String(workerConcurrency),
+      WEBHOOK_RETRY_SCHEDULE: '1',
+    });
+
+  const startDispatcher = (workerConcurrency: number) => {
+    const dispatcher = new WebhookDispatcher({
+      db: database.handle.db,
+      encryptionKey: ENCRYPTION_KEY,
+      config: configWith(workerConcurrency),
+    });
+    dispatchers.push(dispatcher);
+    dispatcher.start();
+    return dispatcher;
+  };
+
+  const newTeam = async () => {
+    const teamId = newId('team');
+    await database.handle.db
+      .insert(teams)
+      .values({ id: teamId, name: 'Dispatch', slug: `dispatch-${teamId}` });
+    return teamId;
+  };
+
+  it("keeps at most the webhook's cap of requests in flight, delivers every row once, signed, and empties the outbox", async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(8);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'capped',
+      url: receiver.url('/capped'),
+      events: ['email.sent'],
+    });
+    let inFlight = 0;
+    let most = 0;
+    receiver.answer('/capped', () => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      setTimeout(() => inFlight--, 30);
+      return { delayMs: 30 };
+    });
+    const total = 40;
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: total }, (_, i) => `cap${i}`),
+    );
+    const dispatcher = startDispatcher(8);
+    await waitFor(
+      async () => (receiver.to('/capped').length >= total ? true : undefined),
+      20_000,
+      'every delivery',
+    );
+    await waitFor(
+      async () =>
+        (await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).length === 0
+          ? true
+          : undefined,
+      10_000,
+      'the outbox to empty',
+    );
+    // WORKER_CONCURRENCY 8: 4 per webhook (webhookDeliveriesInFlight).
+    expect(most).toBeLessThanOrEqual(4);
+    expect(most).toBeGreaterThanOrEqual(2);
+    const labels = receiver.to('/capped').map((r) => r.json?.label);
+    expect(new Set(labels).size).toBe(total);
+    for (const request of receiver.to('/capped')) expect(verifyWebhook(hook.secret, request)).toBeTruthy();
+    const records = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id));
+    expect(records).toHaveLength(total);
+    await dispatcher.stop(1_000);
+    expect(dispatcher.held).toBe(0);
+  }, 40_000);
+
+  it('deletes the rows of a disabled webhook without a request, and gives up a row whose claimants kept dying', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const disabled = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'off',
+      url: receiver.url('/off'),
+      events: ['email.sent'],
+    });
+    await webhookRepository.update(db, teamId, disabled.id, { isActive: false });
+    const cursed = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'cursed',
+      url: receiver.url('/cursed'),
+      events: ['email.sent'],
+    });
+    await insertRows(database, disabled.id, ['off1', 'off2']);
+    await insertRows(database, cursed.id, ['cursed1']);
+    // Claimed MAX_LOST_CLAIMS times before by workers that never recorded it.
+    await db
+      .update(webhookOutbox)
+      .set({ claims: MAX_LOST_CLAIMS })
+      .where(eq(webhookOutbox.webhookId, cursed.id));
+    const dispatcher = startDispatcher(4);
+    const rowsOf = async (webhookId: string) =>
+      db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, webhookId));
+    await waitFor(
+      async () =>
+        (await rowsOf(disabled.id)).length + (await rowsOf(cursed.id)).length === 0 ? true : undefined,
+      10_000,
+      'both webhooks rows to leave',
+    );
+    expect(receiver.to('/off')).toEqual([]);
+    expect(receiver.to('/cursed')).toEqual([]);
+    const records = await db
+      .select()
+      .from(webhookDeliveries)
+      .where(eq(webhookDeliveries.webhookId, cursed.id));
+    expect(records.map((r) => [r.success, r.error?.startsWith('Given up')])).toEqual([[false, true]]);
+    expect(
+      await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, disabled.id)),
+    ).toEqual([]);
+    await dispatcher.stop(1_000);
+  }, 30_000);
+
+  it('sends to the new URL every delivery claimed after a change of the webhook', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'moving',
+      url: receiver.url('/old'),
+      events: ['email.sent'],
+    });
+    receiver.answer('/old', () => ({ delayMs: 20 }));
+    receiver.answer('/new', () => ({ delayMs: 20 }));
+    const total = 40;
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: total }, (_, i) => `move${i}`),
+    );
+    const dispatcher = startDispatcher(4);
+    await waitFor(async () => (receiver.to('/old').length >= 8 ? true : undefined), 20_000, '8 deliveries');
+    const sentBefore = receiver.to('/old').length;
+    await webhookRepository.update(db, teamId, hook.id, { url: receiver.url('/new') });
+    await waitFor(
+      async () => (receiver.to('/old').length + receiver.to('/new').length >= total ? true : undefined),
+      30_000,
+      'every delivery',
+    );
+    // After the change, only rows claimed before it still went to the old URL: those in flight or
+    // claimed ahead (2 × the cap of 2) and one group's hand-off (at most as many).
+    expect(receiver.to('/old').length).toBeLessThanOrEqual(sentBefore + 8);
+    expect(receiver.to('/new').length).toBeGreaterThan(0);
+    const labels = [...receiver.to('/old'), ...receiver.to('/new')].map((r) => r.json?.label);
+    expect(new Set(labels).size).toBe(total);
+    await dispatcher.stop(1_000);
+  }, 40_000);
+
+  it('retries a failed attempt after the schedule and records each attempt', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'flaky',
+      url: receiver.url('/flaky'),
+      events: ['email.sent'],
+    });
+    receiver.answer('/flaky', (nth) => ({ status: nth === 1 ? 503 : 200 }));
+    await insertRows(database, hook.id, ['retry1']);
+    const dispatcher = startDispatcher(4);
+    await waitFor(async () => (receiver.to('/flaky').length >= 2 ? true : undefined), 15_000, 'the retry');
+    const [first, second] = receiver.to('/flaky');
+    // WEBHOOK_RETRY_SCHEDULE=1: the second attempt a second after the first, same webhook-id.
+    expect(second!.receivedAt - first!.receivedAt).toBeGreaterThanOrEqual(900);
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    await waitFor(
+      async () => {
+        const records = await db
+          .select()
+          .from(webhookDeliveries)
+          .where(eq(webhookDeliveries.webhookId, hook.id));
+        return records.length === 2 ? records : undefined;
+      },
+      10_000,
+      'both records',
+    ).then((records) =>
+      expect(records.map((r) => [r.attemptCount, r.responseStatus]).sort()).toEqual([
+        [1, 503],
+        [2, 200],
+      ]),
+    );
+    expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).toEqual([]);
+    await dispatcher.stop(1_000);
+  }, 30_000);
+});
