@@ -412,6 +412,41 @@ describe('webhook dispatcher', () => {
     await dispatcher.stop(1_000);
   }, 40_000);
 
+  it('on stop, finishes the requests in flight, gives back the rows claimed ahead and claims no more', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'stopping',
+      url: receiver.url('/stopping'),
+      events: ['email.sent'],
+    });
+    receiver.answer('/stopping', () => ({ delayMs: 300 }));
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: 10 }, (_, i) => `stop${i}`),
+    );
+    const dispatcher = startDispatcher(4);
+    // Cap 2 (WORKER_CONCURRENCY 4): two requests out, two more rows claimed ahead.
+    await waitFor(
+      async () => (receiver.to('/stopping').length >= 2 ? true : undefined),
+      10_000,
+      'two requests',
+    );
+    await dispatcher.stop(5_000);
+    expect(dispatcher.held).toBe(0);
+    expect(receiver.to('/stopping')).toHaveLength(2);
+    const records = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id));
+    expect(records).toHaveLength(2);
+    // The other 8 rows are all claimable now by any worker (none left leased by the stopped one).
+    const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id));
+    expect(left).toHaveLength(8);
+    const now = Date.now();
+    expect(left.filter((row) => row.leasedUntil && row.leasedUntil.getTime() > now)).toEqual([]);
+    expect(left.filter((row) => row.claims > 0).length).toBeGreaterThan(0);
+  }, 30_000);
+
   it('retries a failed attempt after the schedule and records each attempt', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;

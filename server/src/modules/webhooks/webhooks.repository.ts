@@ -442,6 +442,7 @@ type ClaimRow = {
   webhook_active: boolean | null;
 };
 
+/** A claim statement's row as the dispatcher holds it. */
 function claimedAttempt(row: ClaimRow): ClaimedAttempt {
   return {
     id: row.id,
