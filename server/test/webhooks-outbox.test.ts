@@ -265,11 +265,12 @@ describe('webhook dispatcher', () => {
       WEBHOOK_RETRY_SCHEDULE: '1',
     });
 
-  const startDispatcher = (workerConcurrency: number) => {
+  const startDispatcher = (workerConcurrency: number, onError?: (error: unknown) => void) => {
     const dispatcher = new WebhookDispatcher({
       db: database.handle.db,
       encryptionKey: ENCRYPTION_KEY,
       config: configWith(workerConcurrency),
+      ...(onError ? { onError } : {}),
     });
     dispatchers.push(dispatcher);
     dispatcher.start();
@@ -445,6 +446,43 @@ describe('webhook dispatcher', () => {
     const now = Date.now();
     expect(left.filter((row) => row.leasedUntil && row.leasedUntil.getTime() > now)).toEqual([]);
     expect(left.filter((row) => row.claims > 0).length).toBeGreaterThan(0);
+  }, 30_000);
+
+  it('drops the attempts of a webhook deleted while they were out: no record, no error, no row left', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'deleted',
+      url: receiver.url('/deleted'),
+      events: ['email.sent'],
+    });
+    receiver.answer('/deleted', () => ({ delayMs: 300 }));
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: 6 }, (_, i) => `del${i}`),
+    );
+    const errors: unknown[] = [];
+    const dispatcher = startDispatcher(4, (error) => errors.push(error));
+    await waitFor(
+      async () => (receiver.to('/deleted').length >= 2 ? true : undefined),
+      10_000,
+      'two requests',
+    );
+    expect(await webhookRepository.delete(db, teamId, hook.id)).toBe(true);
+    await waitFor(async () => (dispatcher.held === 0 ? true : undefined), 10_000, 'the attempts to end');
+    expect(errors).toEqual([]);
+    // Only rows claimed before the deletion went out: the two in flight and the two claimed ahead
+    // (CLAIM_AHEAD × the cap); the last two never did.
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4);
+    expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).toEqual([]);
+    expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id))).toEqual(
+      [],
+    );
+    await dispatcher.stop(1_000);
   }, 30_000);
 
   it('retries a failed attempt after the schedule and records each attempt', async () => {

@@ -216,6 +216,8 @@ export const webhookRepository = {
    * `disableBefore` or earlier (issue #11: 5 days). A webhook whose attempts all succeeded, with no
    * failures to reset, is updated only when its `lastTriggeredAt` or `lastSuccessAt` lag more than
    * TIMESTAMPS_THROTTLE behind them.
+   * A record with `outboxId` whose webhook is gone (deleted while its attempt was out: its outbox
+   * rows went with it) is not inserted; one without (test, redeliver) fails on the foreign key.
    * With `outbox`, the same statement deletes the finished outbox rows, reschedules the retried
    * ones and claims rows in their place (see {@link OutboxSettlement}): the whole recording of a
    * group of attempts, atomic, in one round trip. With `asyncCommit`, the statement also sets
@@ -547,6 +549,9 @@ function recordAttemptsSql(asyncCommit: boolean, value: (key: keyof RecordValues
           webhook_id text, message_id text, event text, payload jsonb, outbox_id bigint,
           response_status integer, response_body text, success boolean, attempt_count integer,
           duration_ms integer, error text, created_at timestamptz)
+        -- A worker's attempt to a webhook deleted meanwhile (its rows went with it) leaves no
+        -- record, rather than failing the group on the foreign key.
+        where x.outbox_id is null or exists (select 1 from ${webhooks} k where k.id = x.webhook_id)
       ),
       updated as (
         update ${webhooks} set
