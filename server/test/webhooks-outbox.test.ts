@@ -199,6 +199,50 @@ describe('webhook outbox: claims, leases and recording', () => {
     expect(records).toHaveLength(2);
   });
 
+  it('records in a transaction too (the group commit writes a failed group again one attempt at a time)', async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    await insertRows(database, hook, ['t1', 't2']);
+    const { db } = database.handle;
+    const [t1, t2] = await webhookRepository.claimAttempts(db, claim());
+    const outcome = (row: ClaimedAttempt, success: boolean) =>
+      attemptOutcome({ teamId, webhookId: hook, messageId: row.messageId, payload: {}, success });
+    await db.transaction(async (tx) => {
+      await writeAttempts(tx, [{ row: t1, outcome: outcome(t1!, true) }]);
+      await writeAttempts(tx, [
+        { row: t2, outcome: outcome(t2!, false), next: { attempt: 2, delaySeconds: 60 } },
+      ]);
+    });
+    const rows = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook));
+    expect(rows.map((row) => [row.messageId, row.attempt, row.leasedUntil])).toEqual([['msg_t2', 2, null]]);
+    const records = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook));
+    expect(records).toHaveLength(2);
+  });
+
+  it("never claims the statement's own rows in its hand-off, even when their lease lapsed", async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    await insertRows(database, hook, ['s1']);
+    const { db } = database.handle;
+    const [s1] = await webhookRepository.claimAttempts(db, claim({ leaseSeconds: 0.1 }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const outcome = attemptOutcome({
+      teamId,
+      webhookId: hook,
+      messageId: 'msg_s1',
+      payload: {},
+      success: false,
+    });
+    const handed = await writeAttempts(
+      db,
+      [{ row: s1, outcome, next: { attempt: 2, delaySeconds: 60 } }],
+      claim(),
+    );
+    expect(handed).toEqual([]);
+    const [row] = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook));
+    expect([row!.attempt, row!.claims, row!.dueAt.getTime() > Date.now() + 50_000]).toEqual([2, 1, true]);
+  });
+
   it('moves webhook.deliver jobs of the pg-boss queue into the outbox (migration 0011, for an upgrade)', async () => {
     const { teamId, ids } = await insertWebhooks(database, 1);
     const hook = ids[0]!;
@@ -440,12 +484,10 @@ describe('webhook dispatcher', () => {
     expect(receiver.to('/stopping')).toHaveLength(2);
     const records = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id));
     expect(records).toHaveLength(2);
-    // The other 8 rows are all claimable now by any worker (none left leased by the stopped one).
+    // The other 8 rows are all claimable now by any worker (none left leased by the stopped one),
+    // and the claims given back unstarted do not count as lost (MAX_LOST_CLAIMS).
     const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id));
-    expect(left).toHaveLength(8);
-    const now = Date.now();
-    expect(left.filter((row) => row.leasedUntil && row.leasedUntil.getTime() > now)).toEqual([]);
-    expect(left.filter((row) => row.claims > 0).length).toBeGreaterThan(0);
+    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(8).fill([null, 0]));
   }, 30_000);
 
   it('drops the attempts of a webhook deleted while they were out: no record, no error, no row left', async () => {
@@ -483,6 +525,115 @@ describe('webhook dispatcher', () => {
       [],
     );
     await dispatcher.stop(1_000);
+  }, 30_000);
+
+  it('records an answer with a NUL (PostgreSQL refuses U+0000) without failing the other attempts of its group', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(8);
+    const nul = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'nul',
+      url: receiver.url('/nul'),
+      events: ['email.sent'],
+    });
+    const plain = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'plain',
+      url: receiver.url('/plain'),
+      events: ['email.sent'],
+    });
+    receiver.answer('/nul', () => ({ body: 'ok\u0000done' }));
+    await insertRows(database, nul.id, ['n1', 'n2']);
+    await insertRows(database, plain.id, ['p1', 'p2']);
+    const errors: unknown[] = [];
+    const dispatcher = startDispatcher(8, (error) => errors.push(error));
+    const recordsOf = (webhookId: string) =>
+      db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, webhookId));
+    await waitFor(
+      async () =>
+        (await recordsOf(nul.id)).length + (await recordsOf(plain.id)).length === 4 ? true : undefined,
+      10_000,
+      'four records',
+    );
+    expect((await recordsOf(nul.id)).map((r) => r.responseBody)).toEqual(['ok\uFFFDdone', 'ok\uFFFDdone']);
+    expect(errors).toEqual([]);
+    await dispatcher.stop(1_000);
+  }, 30_000);
+
+  it('survives a failed webhook lookup for claimed rows that all wait for a slot (no unhandled rejection)', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (error: unknown) => unhandled.push(error);
+    process.prependListener('unhandledRejection', onUnhandled);
+    const original = webhookRepository.findMany;
+    try {
+      const teamId = await newTeam();
+      const { db } = database.handle;
+      const config = configWith(2);
+      const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+        name: 'lookup',
+        url: receiver.url('/lookup'),
+        events: ['email.sent'],
+      });
+      receiver.answer('/lookup', () => ({ delayMs: 300 }));
+      await insertRows(
+        database,
+        hook.id,
+        Array.from({ length: 8 }, (_, i) => `look${i}`),
+      );
+      const errors: unknown[] = [];
+      const dispatcher = startDispatcher(2, (error) => errors.push(error));
+      await waitFor(async () => (receiver.to('/lookup').length >= 1 ? true : undefined), 10_000, 'a request');
+      // The webhook changes (its kept row is stale), and the next lookups fail.
+      await webhookRepository.update(db, teamId, hook.id, { name: 'renamed' });
+      webhookRepository.findMany = () => Promise.reject(new Error('lookup failed'));
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      webhookRepository.findMany = original;
+      await dispatcher.stop(2_000);
+      expect(unhandled).toEqual([]);
+      expect(errors.length).toBeGreaterThan(0);
+    } finally {
+      webhookRepository.findMany = original;
+      process.removeListener('unhandledRejection', onUnhandled);
+    }
+  }, 30_000);
+
+  it('gives back, unstarted, the rows a recording that began before stop() claims in its place', async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const config = configWith(4);
+    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: 'race',
+      url: receiver.url('/race'),
+      events: ['email.sent'],
+    });
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: 10 }, (_, i) => `race${i}`),
+    );
+    // The webhook's row locked: the first group's recording (it moves lastTriggeredAt) waits.
+    const locker = await database.handle.pool.connect();
+    await locker.query('begin');
+    await locker.query('select 1 from webhooks where id = $1 for update', [hook.id]);
+    try {
+      const dispatcher = startDispatcher(4);
+      // Cap 2, 4 rows claimed: all four answered, the first group's statement waiting.
+      await waitFor(
+        async () => (receiver.to('/race').length >= 4 ? true : undefined),
+        10_000,
+        'four requests',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const stopped = dispatcher.stop(5_000);
+      await locker.query('commit');
+      await stopped;
+      expect(dispatcher.held).toBe(0);
+    } finally {
+      locker.release();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(receiver.to('/race')).toHaveLength(4);
+    const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id));
+    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(6).fill([null, 0]));
   }, 30_000);
 
   it('retries a failed attempt after the schedule and records each attempt', async () => {

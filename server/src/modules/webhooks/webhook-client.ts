@@ -228,8 +228,16 @@ export class WebhookClient {
 }
 
 /**
- * Reads at most `limit` bytes of `stream` as UTF-8 (cut at a character boundary), then drops the
- * rest of it. With 'data' events
+ * `text` with each NUL replaced by U+FFFD: PostgreSQL text and jsonb cannot hold U+0000, and one
+ * receiver's NUL would otherwise fail the recording of every attempt grouped with its own.
+ */
+function withoutNul(text: string): string {
+  return text.includes('\0') ? text.replaceAll('\0', '\uFFFD') : text;
+}
+
+/**
+ * Reads at most `limit` bytes of `stream` as UTF-8 (cut at a character boundary, NULs replaced:
+ * see withoutNul), then drops the rest of it. With 'data' events
  * rather than an async iterator (a third of the cost per small answer: issue #11 bench profile).
  * Rejects with the stream's error (a timeout's abort, a reset).
  */
@@ -247,7 +255,7 @@ function readCapped(stream: Readable, limit: number): Promise<string> {
       // Cut before a character the limit would split (its continuation bytes are 10xxxxxx), so
       // the kept text ends in whole characters and stays within the limit.
       while (end < all.length && end > 0 && (all[end]! & 0xc0) === 0x80) end--;
-      resolve(all.toString('utf8', 0, end));
+      resolve(withoutNul(all.toString('utf8', 0, end)));
     };
     stream.on('data', (chunk: Buffer) => {
       if (settled) return;
@@ -282,7 +290,7 @@ function describeError(error: unknown, timeoutSeconds: number): string {
   if (code === 'ECONNREFUSED') return 'Connection refused';
   if (code === 'ENOTFOUND') return 'Host not found';
   if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return 'Connection reset';
-  return err?.message ?? String(error);
+  return withoutNul(err?.message ?? String(error));
 }
 
 const clients = new Map<string, WebhookClient>();

@@ -18,8 +18,9 @@ export const WEBHOOK_LEASE_SECONDS = 30;
 /** How often the dispatcher extends the leases of the rows it holds (ms). */
 const LEASE_REFRESH_MS = 10_000;
 /**
- * Claims of one attempt beyond its own after which it is given up: a row whose claimants died this
- * many times (e.g. a body that crashes the worker) is recorded as a failed, final attempt.
+ * Claims of a message lost without a record (its worker died, or its recording failed) after which
+ * its row is given up: recorded as a failed, final attempt without a request (e.g. a body that
+ * crashes the worker). Rows a stopping worker gives back unstarted do not count.
  */
 export const MAX_LOST_CLAIMS = 5;
 /** Wait between fetches while idle (ms): the pick-up delay of rows other processes write. */
@@ -115,6 +116,8 @@ export class WebhookDispatcher {
   #nudgedUntil = 0;
   #heartbeat: NodeJS.Timeout | undefined;
   #unsubscribe: (() => void) | undefined;
+  /** Give-backs under way (stop waits for them). */
+  readonly #givingBack = new Set<Promise<void>>();
   /** Resolves when nothing is held (stop waits for it). */
   #drained: (() => void) | undefined;
 
@@ -157,17 +160,11 @@ export class WebhookDispatcher {
     this.#unsubscribe?.();
     this.#wake?.();
     await this.#loop;
-    // Rows claimed ahead and not started go back at once (their lease ends now), for any worker.
+    // Rows claimed ahead and not started go back at once, for any worker; so do rows a recording
+    // claims from now on (see #run).
     const unstarted = [...this.#waiting.values()].flat().map(({ row }) => row);
     this.#waiting.clear();
-    if (unstarted.length > 0) {
-      try {
-        await webhookRepository.extendLeases(this.#deps.db, unstarted, 0);
-      } catch (error) {
-        this.#onError(error);
-      }
-      for (const row of unstarted) this.#release(row);
-    }
+    await this.#giveBack(unstarted);
     if (this.#held.size > 0) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -180,7 +177,22 @@ export class WebhookDispatcher {
       ]);
       clearTimeout(timer);
     }
+    await Promise.all(this.#givingBack);
     clearInterval(this.#heartbeat);
+  }
+
+  /** Gives claimed rows back unstarted (their claim not counted as lost), then lets go of them. */
+  #giveBack(rows: ClaimedAttempt[]): Promise<void> {
+    if (rows.length === 0) return Promise.resolve();
+    const done = webhookRepository
+      .releaseClaims(this.#deps.db, rows)
+      .catch((error: unknown) => this.#onError(error))
+      .finally(() => {
+        for (const row of rows) this.#release(row);
+        this.#givingBack.delete(done);
+      });
+    this.#givingBack.add(done);
+    return done;
   }
 
   /** Rows held now: waiting, requesting or being recorded (for tests and diagnostics). */
@@ -263,10 +275,19 @@ export class WebhookDispatcher {
    * starts as many as the request slots allow; the others wait for a slot of their webhook.
    */
   #run(rows: ClaimedAttempt[]): void {
-    const webhooks = this.#webhooksOf(rows);
     for (const row of rows) {
       this.#held.set(row.id, row);
       this.#perWebhook.set(row.webhookId, (this.#perWebhook.get(row.webhookId) ?? 0) + 1);
+    }
+    // Stopping (a recording that began before stop() claimed these): back at once, unstarted.
+    if (this.#stopping) {
+      void this.#giveBack(rows);
+      return;
+    }
+    const webhooks = this.#webhooksOf(rows);
+    // Each attempt handles a failed lookup itself; none may start (all rows waiting for slots).
+    webhooks.catch(() => {});
+    for (const row of rows) {
       let queue = this.#waiting.get(row.webhookId);
       if (!queue) {
         queue = [];
@@ -389,7 +410,7 @@ export class WebhookDispatcher {
 
 /** The record of an attempt given up after its claimants died {@link MAX_LOST_CLAIMS} times. */
 function abandoned(webhook: WebhookRow, row: ClaimedAttempt): AttemptOutcome {
-  const error = `Given up: the workers that claimed this attempt stopped before recording it ${row.claims - row.attempt + 1} times`;
+  const error = `Given up: the workers that claimed this attempt stopped before recording it ${row.claims - row.attempt} times`;
   return {
     result: { success: false, responseStatus: null, responseBody: null, error, durationMs: 0 },
     delivery: {

@@ -282,7 +282,8 @@ export const webhookRepository = {
     } else {
       // In a transaction (the test and redeliver endpoints, a group commit's fallback): Drizzle on
       // the transaction's connection, the values in place of the placeholders.
-      const query = recordAttemptsSql(asyncCommit, (key) => values[key]);
+      // Each value one bound parameter (Drizzle would spread an array into a list).
+      const query = recordAttemptsSql(asyncCommit, (key) => sql.param(values[key]));
       result = ((await db.execute(query)) as unknown as { rows: ClaimRow[] }).rows;
     }
     return result.map(claimedAttempt);
@@ -321,6 +322,20 @@ export const webhookRepository = {
       set leased_until = now() + make_interval(secs => ${leaseSeconds})
       from jsonb_to_recordset(${JSON.stringify(held)}::jsonb) as h(id bigint, claims integer)
       where o.id = h.id and o.claims = h.claims`);
+  },
+
+  /**
+   * Gives back claimed rows whose attempt was not started (a stopping worker's rows claimed
+   * ahead): claimable again at once, and their claim not counted (MAX_LOST_CLAIMS counts only
+   * claims whose attempt was lost). Fenced to their claims.
+   */
+  async releaseClaims(db: Executor, rows: readonly { id: string; claims: number }[]): Promise<void> {
+    if (rows.length === 0) return;
+    await db.execute(sql`update ${webhookOutbox} o
+      set leased_until = null, claims = o.claims - 1
+      from jsonb_to_recordset(${JSON.stringify(rows.map(({ id, claims }) => ({ id, claims })))}::jsonb)
+        as r(id bigint, claims integer)
+      where o.id = r.id and o.claims = r.claims`);
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
@@ -476,10 +491,11 @@ function claimValues(claim: OutboxClaim | undefined): ClaimValues {
  * the first `claimLimit` due rows in due order, rows locked by another claimant skipped, the
  * webhooks of `claimCapped` not looked at, at most `claimCap - claimInFlight[webhook]` of each
  * webhook taken; each taken row's `leased_until` moves to the end of its lease and its `claims` up
- * (no indexed column written: an update in place, see db/schema `webhookOutbox`).
+ * (no indexed column written: an update in place, see db/schema `webhookOutbox`). `exclude` (an SQL
+ * condition on the candidate row `w`) keeps rows out.
  * `value(key)` is where each value goes (a placeholder, or the value itself).
  */
-function claimSql(value: (key: keyof ClaimValues) => unknown): SQL {
+function claimSql(value: (key: keyof ClaimValues) => unknown, exclude: SQL = sql`true`): SQL {
   return sql`update ${webhookOutbox} o
       set leased_until = now() + make_interval(secs => ${value('claimLease')}::double precision),
         claims = o.claims + 1
@@ -490,7 +506,7 @@ function claimSql(value: (key: keyof ClaimValues) => unknown): SQL {
           from (
             select w.id, w.webhook_id, w.due_at from ${webhookOutbox} w
             where w.due_at <= now() and (w.leased_until is null or w.leased_until < now())
-              and w.webhook_id <> all(${value('claimCapped')}::text[])
+              and w.webhook_id <> all(${value('claimCapped')}::text[]) and (${exclude})
             order by w.due_at
             limit ${value('claimLimit')}::integer
             for update skip locked
@@ -537,7 +553,12 @@ function recordAttemptsSql(asyncCommit: boolean, value: (key: keyof RecordValues
         where o.id = any(${value('retryIds')}::bigint[]) and o.id = r.id and o.claims = r.claims
         returning o.id
       ),
-      handed as (${claimSql(value)}),
+      handed as (${claimSql(
+        value,
+        // Never the statement's own rows (one whose lease lapsed would be claimed, and its delete
+        // or reschedule skipped: PostgreSQL applies one change per row and statement).
+        sql`w.id <> all(${value('finishedIds')}::bigint[]) and w.id <> all(${value('retryIds')}::bigint[])`,
+      )}),
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
