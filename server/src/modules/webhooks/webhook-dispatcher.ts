@@ -352,7 +352,7 @@ export class WebhookDispatcher {
       if (known.has(webhookId) || unknown.has(webhookId)) continue;
       const kept = this.#rows.get(webhookId);
       if (seen === null) known.set(webhookId, undefined);
-      else if (kept && kept.updatedAt.getTime() === seen.updatedAt.getTime())
+      else if (kept && kept.updatedAt.getTime() === seen.updatedAtMs)
         known.set(webhookId, kept.isActive === seen.isActive ? kept : { ...kept, isActive: seen.isActive });
       else unknown.add(webhookId);
     }

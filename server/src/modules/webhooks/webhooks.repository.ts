@@ -49,8 +49,9 @@ const findManyStatements = new WeakMap<
 
 /**
  * A claimed outbox row (webhook_outbox): one attempt of one message to one webhook, with its
- * webhook's `updatedAt` and `isActive` as the claiming statement saw them (null: the webhook is
- * gone). `claims` fences the claimant's writes to this claim (see settleOutbox values).
+ * webhook's `updatedAt` (as ms since the epoch) and `isActive` as the claiming statement saw them
+ * (null: the webhook is gone). `claims` fences the claimant's writes to this claim (see
+ * {@link OutboxSettlement}).
  */
 export interface ClaimedAttempt {
   /** The outbox row's id (a bigint, as text). */
@@ -65,7 +66,7 @@ export interface ClaimedAttempt {
   attempt: number;
   /** Claims of this row so far, this one included (more than `attempt` after a worker died). */
   claims: number;
-  webhook: { updatedAt: Date; isActive: boolean } | null;
+  webhook: { updatedAtMs: number; isActive: boolean } | null;
 }
 
 /**
@@ -301,7 +302,7 @@ export const webhookRepository = {
     claimStatement ??=
       new NamedStatement<ClaimValues>(sql`with handed as (${claimSql((name) => sql.placeholder(name))})
       select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
-          w.updated_at as webhook_updated_at, w.is_active as webhook_active
+          ${UPDATED_MS} as webhook_updated_ms, w.is_active as webhook_active
         from handed h left join ${webhooks} w on w.id = h.webhook_id
         order by h.id`);
     const result = await claimStatement.run<ClaimRow>(pool, claimValues(claim));
@@ -426,6 +427,13 @@ function deliveryJson(
  */
 const TIMESTAMPS_THROTTLE = sql.raw(`interval '1 second'`);
 
+/**
+ * A claimed row's webhook version, `w.updated_at` as ms since the epoch: a float8 the driver reads
+ * as a number (0.06 µs), where a timestamp is a Date parsed from text for every row (postgres-date:
+ * 0.6-0.9 µs on this machine). Exact: the column keeps milliseconds.
+ */
+const UPDATED_MS = sql.raw('(extract(epoch from w.updated_at) * 1000)::float8');
+
 /** The placeholder values of {@link claimSql}. */
 type ClaimValues = {
   claimLimit: number;
@@ -455,7 +463,7 @@ type ClaimRow = {
   body: string;
   attempt: number;
   claims: number;
-  webhook_updated_at: Date | null;
+  webhook_updated_ms: number | null;
   webhook_active: boolean | null;
 };
 
@@ -469,9 +477,10 @@ function claimedAttempt(row: ClaimRow): ClaimedAttempt {
     body: row.body,
     attempt: row.attempt,
     claims: row.claims,
-    webhook: row.webhook_updated_at
-      ? { updatedAt: row.webhook_updated_at, isActive: row.webhook_active === true }
-      : null,
+    webhook:
+      row.webhook_updated_ms !== null
+        ? { updatedAtMs: row.webhook_updated_ms, isActive: row.webhook_active === true }
+        : null,
   };
 }
 
@@ -597,7 +606,7 @@ function recordAttemptsSql(asyncCommit: boolean, value: (key: keyof RecordValues
         returning ${webhooks.id} as id, ${webhooks.isActive} as is_active
       )
       select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
-          w.updated_at as webhook_updated_at, coalesce(u.is_active, w.is_active) as webhook_active
+          ${UPDATED_MS} as webhook_updated_ms, coalesce(u.is_active, w.is_active) as webhook_active
         from handed h left join ${webhooks} w on w.id = h.webhook_id
           left join updated u on u.id = w.id
         order by h.id`;
