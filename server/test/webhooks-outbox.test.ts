@@ -108,7 +108,7 @@ describe('webhook outbox: claims, leases and recording', () => {
     expect(again.map((row) => [row.id, row.claims])).toEqual([[leased[0]!.id, 2]]);
   });
 
-  it('extends the leases of held rows (the heartbeat) and gives rows back at once (lease 0)', async () => {
+  it('extends the leases of held rows (the heartbeat) and gives rows back unstarted, their claim not counted', async () => {
     const { ids } = await insertWebhooks(database, 1);
     await insertRows(database, ids[0]!, ['h1']);
     const { db } = database.handle;
@@ -116,9 +116,9 @@ describe('webhook outbox: claims, leases and recording', () => {
     await webhookRepository.extendLeases(db, [row!], 30);
     await new Promise((resolve) => setTimeout(resolve, 400));
     expect(await webhookRepository.claimAttempts(db, claim())).toEqual([]);
-    await webhookRepository.extendLeases(db, [row!], 0);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    expect((await webhookRepository.claimAttempts(db, claim())).map((r) => r.id)).toEqual([row!.id]);
+    await webhookRepository.releaseClaims(db, [row!]);
+    const again = await webhookRepository.claimAttempts(db, claim());
+    expect(again.map((r) => [r.id, r.claims])).toEqual([[row!.id, 1]]);
   });
 
   it('records a group in ONE statement: finished rows leave with their records, retries wait, replacements are claimed', async () => {
@@ -329,15 +329,18 @@ describe('webhook dispatcher', () => {
     return teamId;
   };
 
+  /** A webhook of `teamId` on the receiver's `path`, subscribed to email.sent (name = path). */
+  const newHook = (teamId: string, path: string) =>
+    createWebhook({ db: database.handle.db, config: configWith(4), encryptionKey: ENCRYPTION_KEY }, teamId, {
+      name: path,
+      url: receiver.url(path),
+      events: ['email.sent'],
+    });
+
   it("keeps at most the webhook's cap of requests in flight, delivers every row once, signed, and empties the outbox", async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(8);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'capped',
-      url: receiver.url('/capped'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/capped');
     let inFlight = 0;
     let most = 0;
     receiver.answer('/capped', () => {
@@ -378,21 +381,40 @@ describe('webhook dispatcher', () => {
     expect(dispatcher.held).toBe(0);
   }, 40_000);
 
+  it('two dispatchers on one database deliver every row exactly once', async () => {
+    const teamId = await newTeam();
+    const hooks = [await newHook(teamId, '/pair-a'), await newHook(teamId, '/pair-b')];
+    receiver.answer('/pair-a', () => ({ delayMs: 5 }));
+    receiver.answer('/pair-b', () => ({ delayMs: 5 }));
+    for (const hook of hooks)
+      await insertRows(
+        database,
+        hook.id,
+        Array.from({ length: 60 }, (_, i) => `${hook.id}-${i}`),
+      );
+    const first = startDispatcher(8);
+    const second = startDispatcher(8);
+    const received = () => [...receiver.to('/pair-a'), ...receiver.to('/pair-b')];
+    await waitFor(async () => (received().length >= 120 ? true : undefined), 20_000, 'every delivery');
+    await Promise.all([first.stop(2_000), second.stop(2_000)]);
+    const labels = received().map((r) => r.json?.label);
+    expect(labels).toHaveLength(120);
+    expect(new Set(labels).size).toBe(120);
+    const { db } = database.handle;
+    for (const hook of hooks) {
+      expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).toEqual([]);
+      expect(
+        await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id)),
+      ).toHaveLength(60);
+    }
+  }, 40_000);
+
   it('deletes the rows of a disabled webhook without a request, and gives up a row whose claimants kept dying', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const disabled = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'off',
-      url: receiver.url('/off'),
-      events: ['email.sent'],
-    });
+    const disabled = await newHook(teamId, '/off');
     await webhookRepository.update(db, teamId, disabled.id, { isActive: false });
-    const cursed = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'cursed',
-      url: receiver.url('/cursed'),
-      events: ['email.sent'],
-    });
+    const cursed = await newHook(teamId, '/cursed');
     await insertRows(database, disabled.id, ['off1', 'off2']);
     await insertRows(database, cursed.id, ['cursed1']);
     // Claimed MAX_LOST_CLAIMS times before by workers that never recorded it.
@@ -425,12 +447,7 @@ describe('webhook dispatcher', () => {
   it('sends to the new URL every delivery claimed after a change of the webhook', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'moving',
-      url: receiver.url('/old'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/old');
     receiver.answer('/old', () => ({ delayMs: 20 }));
     receiver.answer('/new', () => ({ delayMs: 20 }));
     const total = 40;
@@ -460,12 +477,7 @@ describe('webhook dispatcher', () => {
   it('on stop, finishes the requests in flight, gives back the rows claimed ahead and claims no more', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'stopping',
-      url: receiver.url('/stopping'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/stopping');
     receiver.answer('/stopping', () => ({ delayMs: 300 }));
     await insertRows(
       database,
@@ -493,12 +505,7 @@ describe('webhook dispatcher', () => {
   it('drops the attempts of a webhook deleted while they were out: no record, no error, no row left', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'deleted',
-      url: receiver.url('/deleted'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/deleted');
     receiver.answer('/deleted', () => ({ delayMs: 300 }));
     await insertRows(
       database,
@@ -530,17 +537,8 @@ describe('webhook dispatcher', () => {
   it('records an answer with a NUL (PostgreSQL refuses U+0000) without failing the other attempts of its group', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(8);
-    const nul = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'nul',
-      url: receiver.url('/nul'),
-      events: ['email.sent'],
-    });
-    const plain = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'plain',
-      url: receiver.url('/plain'),
-      events: ['email.sent'],
-    });
+    const nul = await newHook(teamId, '/nul');
+    const plain = await newHook(teamId, '/plain');
     receiver.answer('/nul', () => ({ body: 'ok\u0000done' }));
     await insertRows(database, nul.id, ['n1', 'n2']);
     await insertRows(database, plain.id, ['p1', 'p2']);
@@ -567,12 +565,7 @@ describe('webhook dispatcher', () => {
     try {
       const teamId = await newTeam();
       const { db } = database.handle;
-      const config = configWith(2);
-      const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-        name: 'lookup',
-        url: receiver.url('/lookup'),
-        events: ['email.sent'],
-      });
+      const hook = await newHook(teamId, '/lookup');
       receiver.answer('/lookup', () => ({ delayMs: 300 }));
       await insertRows(
         database,
@@ -599,12 +592,7 @@ describe('webhook dispatcher', () => {
   it('gives back, unstarted, the rows a recording that began before stop() claims in its place', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'race',
-      url: receiver.url('/race'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/race');
     await insertRows(
       database,
       hook.id,
@@ -639,12 +627,7 @@ describe('webhook dispatcher', () => {
   it('retries a failed attempt after the schedule and records each attempt', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
-    const config = configWith(4);
-    const hook = await createWebhook({ db, config, encryptionKey: ENCRYPTION_KEY }, teamId, {
-      name: 'flaky',
-      url: receiver.url('/flaky'),
-      events: ['email.sent'],
-    });
+    const hook = await newHook(teamId, '/flaky');
     receiver.answer('/flaky', (nth) => ({ status: nth === 1 ? 503 : 200 }));
     await insertRows(database, hook.id, ['retry1']);
     const dispatcher = startDispatcher(4);

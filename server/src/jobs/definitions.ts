@@ -125,15 +125,6 @@ export function teamSendsInFlight(config: Pick<Config, 'ADAPTER_MAX_CONNECTIONS'
   return 4 * config.ADAPTER_MAX_CONNECTIONS;
 }
 
-/**
- * Attempts to one webhook in flight at once in one worker process (the webhook dispatcher's cap):
- * half its slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS) leaves
- * the other half to every other webhook, while a fast one gets enough concurrency to keep up.
- */
-export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURRENCY'>): number {
-  return Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2));
-}
-
 /** The concurrency group a job of `name` with payload `data` belongs to, if its definition names one. */
 export function groupOf(name: string, data: unknown): string | undefined {
   const definition = JOB_DEFINITIONS[name as JobName];

@@ -1,4 +1,3 @@
-export { startWebhookDispatcher, WebhookDispatcher } from './webhook-dispatcher.ts';
 export { WEBHOOK_EVENTS, type WebhookEvent } from './webhook-events.ts';
 export { webhookJobHandlers } from './webhook-jobs.ts';
 export { createWebhookOutbox, installWebhookOutbox } from './webhook-outbox.ts';

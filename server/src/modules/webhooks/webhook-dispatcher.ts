@@ -2,7 +2,6 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { newId } from '../../ids.ts';
-import { webhookDeliveriesInFlight } from '../../jobs/definitions.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
 import { onOutboxWrite } from './webhook-outbox.ts';
@@ -52,6 +51,15 @@ const REFETCH_AFTER = 30;
 const CLAIM_AHEAD = 2;
 /** Webhook rows kept from earlier lookups, reused while their `updatedAt` is unchanged. */
 const WEBHOOK_ROWS_KEPT = 1_000;
+
+/**
+ * Requests to one webhook in flight at once in one worker process (the dispatcher's cap): half its
+ * WORKER_CONCURRENCY slots, so one slow receiver (each attempt may wait WEBHOOK_TIMEOUT_SECONDS)
+ * leaves the other half to every other webhook, while a fast one gets enough concurrency to keep up.
+ */
+export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURRENCY'>): number {
+  return Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2));
+}
 
 /** A claimed row waiting for a request slot, with its claim's webhook lookup. */
 interface Waiting {
