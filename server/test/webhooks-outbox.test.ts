@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { and, eq } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/db/client.ts';
 import { teams, webhookDeliveries, webhookOutbox, webhooks } from '../src/db/schema/index.ts';
 import { newId } from '../src/ids.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
@@ -72,6 +73,11 @@ describe('webhook outbox: claims, leases and recording', () => {
   afterAll(async () => {
     await database?.drop();
   });
+  // Every test starts from an empty outbox: claims take any team's due rows, and a row an earlier
+  // test left due (given back, or its lease lapsed) would be claimed before the test's own.
+  beforeEach(async () => {
+    await database.handle.db.delete(webhookOutbox);
+  });
 
   it('claims due rows in due order, at most cap − held of each webhook, skipping capped webhooks and leased rows', async () => {
     const { ids } = await insertWebhooks(database, 2);
@@ -94,6 +100,91 @@ describe('webhook outbox: claims, leases and recording', () => {
     // One of A's attempts done: a4 comes; the row due later does not.
     const third = await webhookRepository.claimAttempts(db, claim({ cap: 3, inFlight: { [hookA]: 2 } }));
     expect(labelsOf(third)).toEqual(['a4']);
+  });
+
+  it('claims a row written the same millisecond (its due_at, rounded to the ms, may lie past now())', async () => {
+    const { ids } = await insertWebhooks(database, 1);
+    // In one transaction now() stays put: the row's due_at is now() rounded to the ms (rounded up
+    // about half the time), and the hand-off claim of the same transaction must see it as due.
+    const missed: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const claimed = await database.handle.db.transaction(async (tx) => {
+        await tx.insert(webhookOutbox).values({
+          webhookId: ids[0]!,
+          messageId: `msg_now${i}`,
+          event: 'email.sent',
+          body: JSON.stringify({ label: `now${i}` }),
+        });
+        return webhookRepository.recordAttempts(tx, [], [], new Date(), {
+          outbox: { finished: [], retries: [], claim: claim() },
+        });
+      });
+      if (labelsOf(claimed).join() !== `now${i}`) missed.push(i);
+    }
+    expect(missed).toEqual([]);
+  });
+
+  it('keeps one plan for the recording and claim statements on a connection (planned once, not on every group)', async () => {
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const hook = ids[0]!;
+    // A backlog the planner knows of (as under load): with the values visible, a plan made with
+    // them (a small limit among thousands of due rows) looked cheaper than the generic one, and
+    // PostgreSQL planned the recording statement anew on every execution.
+    await database.handle.pool.query(
+      `insert into webhook_outbox (webhook_id, message_id, event, body)
+         select $1, 'msg_backlog' || g, 'email.sent', '{"label":"backlog"}' from generate_series(1, 3000) g`,
+      [hook],
+    );
+    await database.handle.pool.query('analyze webhook_outbox');
+    // One connection, so every execution meets the same prepared statements.
+    const single = await openDatabase({ databaseUrl: database.url, poolSize: 1 });
+    try {
+      for (let i = 0; i < 12; i++) {
+        const claimed = await webhookRepository.claimAttempts(single.db, claim({ limit: 20, cap: 100 }));
+        await writeAttempts(
+          single.db,
+          claimed.map((row, n) => {
+            const success = n % 4 !== 0;
+            const outcome = attemptOutcome({
+              teamId,
+              webhookId: hook,
+              messageId: row.messageId,
+              payload: {},
+              success,
+            });
+            return success ? { row, outcome } : { row, outcome, next: { attempt: 2, delaySeconds: 300 } };
+          }),
+          claim({ limit: 20, cap: 100 }),
+        );
+      }
+      const { rows } = await single.pool.query<{ statement: string; generic: number; custom: number }>(
+        `select statement, generic_plans::int as generic, custom_plans::int as custom
+           from pg_prepared_statements where name like 'pw_%'`,
+      );
+      const recording = rows.find((row) => row.statement.includes('insert into "webhook_deliveries"'));
+      const claiming = rows.find((row) => !row.statement.includes('insert into "webhook_deliveries"'));
+      // PostgreSQL's plan cache: five custom plans, then the generic plan for good.
+      expect([recording?.custom, recording?.generic]).toEqual([5, 7]);
+      expect([claiming?.custom, claiming?.generic]).toEqual([5, 7]);
+    } finally {
+      await single.close();
+    }
+  });
+
+  it("checks one foreign key per delivery record, its webhook's, which still takes a deleted team's records along (migration 0012)", async () => {
+    const { rows: keys } = await database.handle.pool.query<{ name: string }>(
+      `select conname as name from pg_constraint
+         where conrelid = 'webhook_deliveries'::regclass and contype = 'f'`,
+    );
+    expect(keys.map((key) => key.name)).toEqual(['webhook_deliveries_webhook_id_webhooks_id_fk']);
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const outcome = attemptOutcome({ teamId, webhookId: ids[0]!, messageId: 'msg_team', payload: {} });
+    await webhookRepository.recordAttempts(database.handle.db, [outcome.delivery], [], new Date());
+    const recordsOf = () =>
+      database.handle.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.teamId, teamId));
+    expect(await recordsOf()).toHaveLength(1);
+    await database.handle.db.delete(teams).where(eq(teams.id, teamId));
+    expect(await recordsOf()).toEqual([]);
   });
 
   it('claims a row again once its lease lapsed (its worker died), counting the claim', async () => {
@@ -191,12 +282,13 @@ describe('webhook outbox: claims, leases and recording', () => {
       },
     ]);
     expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook))).toEqual([]);
-    // Both attempts were made, so both are recorded.
+    // Both attempts were made, so both are recorded, each with the row's body (the stale one's row,
+    // left to its new claimant, looked up).
     const records = await db
       .select()
       .from(webhookDeliveries)
       .where(and(eq(webhookDeliveries.webhookId, hook), eq(webhookDeliveries.messageId, 'msg_e1')));
-    expect(records).toHaveLength(2);
+    expect(records.map((record) => record.payload)).toEqual([{ label: 'e1' }, { label: 'e1' }]);
   });
 
   it('records in a transaction too (the group commit writes a failed group again one attempt at a time)', async () => {

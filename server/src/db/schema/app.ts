@@ -273,7 +273,10 @@ export const webhookDeliveries = pgTable(
   'webhook_deliveries',
   {
     id: text('id').primaryKey(),
-    teamId: teamId(),
+    // No foreign key to teams: the webhook's (below) already cascades a team's deletion, and a
+    // second key checked on every record cost PostgreSQL a lookup per attempt (issue #11 bench).
+    // The recorder writes the webhook's own team here.
+    teamId: text('team_id').notNull(),
     webhookId: text('webhook_id')
       .notNull()
       .references(() => webhooks.id, { onDelete: 'cascade' }),
