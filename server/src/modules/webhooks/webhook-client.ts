@@ -1,7 +1,5 @@
-import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
-import type { Readable } from 'node:stream';
-import type { Agent } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import type { OutboundPolicy } from '../../outbound/index.ts';
 import {
   checkWebhookAddresses,
@@ -48,38 +46,98 @@ interface Target {
 }
 
 /**
- * The abort signal of attempts: an EventEmitter with `aborted` and `reason`, which undici's
- * `request` takes like an AbortSignal (its `signal` option: AbortSignal or EventEmitter). Adding
- * and removing a listener costs an EventEmitter a push and a splice; an AbortSignal (an
- * EventTarget) several times that (issue #11 bench profile).
+ * One attempt's response, read as undici's dispatch handler (DispatchHandler, undici 7): the status,
+ * and the body up to `limit` bytes (see cappedText); the request is aborted once that much came,
+ * or at the attempt's deadline. Not undici's `request()`, which wraps every response in a Readable
+ * stream, an async resource, a promise and an abort listener: 20-24 µs of CPU a request against
+ * 28-37 on this machine (issue #11 bench, 100 in flight to a local receiver).
  */
-class DeadlineSignal extends EventEmitter {
-  aborted = false;
-  reason: unknown;
+class CappedResponse implements Dispatcher.DispatchHandler {
+  readonly #limit: number;
+  readonly #resolve: (response: { status: number; body: string }) => void;
+  readonly #reject: (error: unknown) => void;
+  #controller: Dispatcher.DispatchController | undefined;
+  #status = 0;
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+  #settled = false;
+  /** Why the attempt was ended before undici started it (its deadline), if it was. */
+  #abortReason: Error | undefined;
+  /** Called once the attempt settles (its deadline window lets go of it). */
+  onSettled: (() => void) | undefined;
 
-  constructor() {
-    super();
-    // Every attempt of a window listens to it; none of them leaks (undici removes its listener).
-    this.setMaxListeners(0);
+  constructor(
+    limit: number,
+    resolve: (response: { status: number; body: string }) => void,
+    reject: (error: unknown) => void,
+  ) {
+    this.#limit = limit;
+    this.#resolve = resolve;
+    this.#reject = reject;
   }
 
-  abort(reason: unknown): void {
-    this.aborted = true;
-    this.reason = reason;
-    this.emit('abort');
+  /** Ends the attempt with `reason` (its deadline): aborts the request, rejects its answer. */
+  abort(reason: Error): void {
+    if (this.#settled) return;
+    if (this.#controller) this.#controller.abort(reason);
+    else this.#abortReason = reason;
+    this.#fail(reason);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#abortReason) controller.abort(this.#abortReason);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+    // 1xx informational answers come before the final one.
+    if (statusCode >= 200) this.#status = statusCode;
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#chunks.push(chunk);
+    this.#size += chunk.length;
+    if (this.#size >= this.#limit) {
+      this.#succeed();
+      // The rest is not read: the connection is dropped rather than drained.
+      controller.abort(new Error('Response body over the kept size'));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#succeed();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.#fail(error);
+  }
+
+  #succeed(): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.onSettled?.();
+    this.#resolve({ status: this.#status, body: cappedText(this.#chunks, this.#limit) });
+  }
+
+  #fail(error: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.onSettled?.();
+    this.#reject(error);
   }
 }
 
 /**
- * The signals that end attempts at their deadline: attempts starting within one window share one
- * signal and one timer (an AbortSignal.timeout per attempt cost a timer, a signal and its
- * bookkeeping each, issue #11 bench profile). A window's signal aborts `timeoutMs` after the window
- * closes: every attempt gets at least its `timeoutMs`, and at most one window more.
+ * The deadlines of attempts: attempts starting within one window share one timer (a timer per
+ * attempt cost its own bookkeeping, issue #11 bench profile), which ends those of them still
+ * unsettled. A window's timer fires `timeoutMs` after the window closes: every attempt gets at
+ * least its `timeoutMs`, and at most one window more.
  */
-class DeadlineSignals {
+class DeadlineWindows {
   readonly #timeoutMs: number;
   readonly #windowMs: number;
-  #current: { signal: DeadlineSignal; closes: number } | undefined;
+  #current: { attempts: Set<CappedResponse>; closes: number } | undefined;
   /** Timers started so far (one per window with attempts; for tests and diagnostics). */
   timers = 0;
 
@@ -89,19 +147,24 @@ class DeadlineSignals {
     this.#windowMs = Math.max(1, Math.min(100, Math.floor(timeoutMs / 20)));
   }
 
-  /** The signal of an attempt starting now. */
-  next(): DeadlineSignal {
+  /** Puts `attempt`, starting now, under the deadline of the current window. */
+  track(attempt: CappedResponse): void {
     const now = performance.now();
-    if (this.#current && now <= this.#current.closes) return this.#current.signal;
-    const signal = new DeadlineSignal();
-    this.timers++;
-    const seconds = this.#timeoutMs / 1000;
-    setTimeout(
-      () => signal.abort(new DOMException(`No answer within ${seconds} s`, 'TimeoutError')),
-      this.#timeoutMs + this.#windowMs,
-    ).unref();
-    this.#current = { signal, closes: now + this.#windowMs };
-    return signal;
+    let window = this.#current;
+    if (!window || now > window.closes) {
+      const attempts = new Set<CappedResponse>();
+      window = { attempts, closes: now + this.#windowMs };
+      this.#current = window;
+      this.timers++;
+      const seconds = this.#timeoutMs / 1000;
+      setTimeout(() => {
+        const reason = new DOMException(`No answer within ${seconds} s`, 'TimeoutError');
+        for (const pending of attempts) pending.abort(reason);
+      }, this.#timeoutMs + this.#windowMs).unref();
+    }
+    const { attempts } = window;
+    attempts.add(attempt);
+    attempt.onSettled = () => attempts.delete(attempt);
   }
 }
 
@@ -112,12 +175,12 @@ class DeadlineSignals {
  * host on every request), and the response body read up to 2 KB only.
  */
 export class WebhookClient {
-  /** undici, imported on the first delivery: an idle server never loads it (issue #9 idle memory). */
-  #agent: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
+  /** undici's agent, imported on the first delivery: an idle server never loads it (issue #9 idle memory). */
+  #agent: Promise<Agent> | undefined;
   readonly #lookup: ReturnType<typeof webhookLookup>;
   readonly #policy: OutboundPolicy;
   readonly #timeoutMs: number;
-  readonly #deadlines: DeadlineSignals;
+  readonly #deadlines: DeadlineWindows;
   readonly #targets = new Map<string, Target>();
 
   /**
@@ -132,20 +195,20 @@ export class WebhookClient {
   constructor(options: { policy: OutboundPolicy; timeoutSeconds: number; resolve?: Resolver }) {
     this.#policy = options.policy;
     this.#timeoutMs = options.timeoutSeconds * 1000;
-    this.#deadlines = new DeadlineSignals(this.#timeoutMs);
+    this.#deadlines = new DeadlineWindows(this.#timeoutMs);
     this.#lookup = webhookLookup(options.policy, options.resolve);
   }
 
-  #undici(): Promise<{ agent: Agent; request: typeof import('undici').request }> {
-    this.#agent ??= import('undici').then(({ Agent, request }) => ({
-      agent: new Agent({
-        connect: { lookup: this.#lookup, timeout: this.#timeoutMs },
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: this.#timeoutMs,
-        connections: CONNECTIONS_PER_ORIGIN,
-      }),
-      request,
-    }));
+  #undici(): Promise<Agent> {
+    this.#agent ??= import('undici').then(
+      ({ Agent }) =>
+        new Agent({
+          connect: { lookup: this.#lookup, timeout: this.#timeoutMs },
+          headersTimeout: this.#timeoutMs,
+          bodyTimeout: this.#timeoutMs,
+          connections: CONNECTIONS_PER_ORIGIN,
+        }),
+    );
     return this.#agent;
   }
 
@@ -193,16 +256,28 @@ export class WebhookClient {
       if (problem || !target.url) throw new Error(`Webhook URL ${problem}`);
       // Node connects to an IP literal without calling the lookup: its verdict is checked here.
       if (target.literalRefusal) throw new WebhookDestinationRefusedError(target.literalRefusal);
-      const { agent, request } = await this.#undici();
-      const response = await request(target.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'Postwright-Webhooks/1', ...headers },
-        body,
-        dispatcher: agent,
-        signal: this.#deadlines.next(),
-      });
-      const responseBody = await readCapped(response.body, RESPONSE_BODY_LIMIT_BYTES);
-      const status = response.statusCode;
+      const agent = await this.#undici();
+      const destination = target.url;
+      const { status, body: responseBody } = await new Promise<{ status: number; body: string }>(
+        (resolve, reject) => {
+          const response = new CappedResponse(RESPONSE_BODY_LIMIT_BYTES, resolve, reject);
+          this.#deadlines.track(response);
+          agent.dispatch(
+            {
+              origin: destination.origin,
+              path: `${destination.pathname}${destination.search}`,
+              method: 'POST',
+              headers: {
+                'content-type': 'application/json',
+                'user-agent': 'Postwright-Webhooks/1',
+                ...headers,
+              },
+              body,
+            },
+            response,
+          );
+        },
+      );
       return {
         success: status >= 200 && status < 300,
         responseStatus: status,
@@ -223,7 +298,7 @@ export class WebhookClient {
 
   /** Closes the agent's connections. */
   async close(): Promise<void> {
-    if (this.#agent) await (await this.#agent).agent.close();
+    if (this.#agent) await (await this.#agent).close();
   }
 }
 
@@ -236,43 +311,17 @@ function withoutNul(text: string): string {
 }
 
 /**
- * Reads at most `limit` bytes of `stream` as UTF-8 (cut at a character boundary, NULs replaced:
- * see withoutNul), then drops the rest of it. With 'data' events
- * rather than an async iterator (a third of the cost per small answer: issue #11 bench profile).
- * Rejects with the stream's error (a timeout's abort, a reset).
+ * The first `limit` bytes of `chunks` as UTF-8, cut at a character boundary (never half a
+ * multi-byte character), NULs replaced (see withoutNul).
  */
-function readCapped(stream: Readable, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    const finish = () => {
-      if (settled) return;
-      settled = true;
-      // The usual short answer comes in one chunk: decoded in place, not copied first.
-      const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      let end = Math.min(all.length, limit);
-      // Cut before a character the limit would split (its continuation bytes are 10xxxxxx), so
-      // the kept text ends in whole characters and stays within the limit.
-      while (end < all.length && end > 0 && (all[end]! & 0xc0) === 0x80) end--;
-      resolve(withoutNul(all.toString('utf8', 0, end)));
-    };
-    stream.on('data', (chunk: Buffer) => {
-      if (settled) return;
-      chunks.push(chunk);
-      size += chunk.length;
-      if (size >= limit) {
-        finish();
-        stream.destroy();
-      }
-    });
-    stream.once('end', finish);
-    stream.on('error', (error) => {
-      if (settled) return;
-      settled = true;
-      reject(error);
-    });
-  });
+function cappedText(chunks: readonly Buffer[], limit: number): string {
+  // The usual short answer comes in one chunk: decoded in place, not copied first.
+  const all = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  let end = Math.min(all.length, limit);
+  // Cut before a character the limit would split (its continuation bytes are 10xxxxxx), so the
+  // kept text ends in whole characters and stays within the limit.
+  while (end < all.length && end > 0 && (all[end]! & 0xc0) === 0x80) end--;
+  return withoutNul(all.toString('utf8', 0, end));
 }
 
 /** A short reason for a failed request (no stack, no secret: the URL's host at most). */
