@@ -139,6 +139,13 @@ describe('webhook outbox: claims, leases and recording', () => {
     // One connection, so every execution meets the same prepared statements.
     const single = await openDatabase({ databaseUrl: database.url, poolSize: 1 });
     try {
+      // The last execution of each named statement, to explain its plan below.
+      const executed = new Map<string, { name: string; values: unknown[] }>();
+      const query = single.pool.query.bind(single.pool);
+      single.pool.query = ((config: { name?: string; values?: unknown[] }, ...rest: unknown[]) => {
+        if (config?.name) executed.set(config.name, { name: config.name, values: config.values ?? [] });
+        return (query as (...args: unknown[]) => unknown)(config, ...rest);
+      }) as typeof single.pool.query;
       for (let i = 0; i < 12; i++) {
         const claimed = await webhookRepository.claimAttempts(single.db, claim({ limit: 20, cap: 100 }));
         await writeAttempts(
@@ -166,6 +173,28 @@ describe('webhook outbox: claims, leases and recording', () => {
       // PostgreSQL's plan cache: five custom plans, then the generic plan for good.
       expect([recording?.custom, recording?.generic]).toEqual([5, 7]);
       expect([claiming?.custom, claiming?.generic]).toEqual([5, 7]);
+      // That plan finds due rows through the due_at index: never by reading (and sorting) the
+      // whole outbox, as a plan made without the values once did for a webhook's backlog.
+      const client = await single.pool.connect();
+      try {
+        for (const { name, values } of executed.values()) {
+          const literals = values.map((value) =>
+            value === null
+              ? 'null'
+              : Array.isArray(value)
+                ? client.escapeLiteral(`{${value.map((v) => `"${v}"`).join(',')}}`)
+                : client.escapeLiteral(String(value)),
+          );
+          const { rows: plan } = await client.query<{ 'QUERY PLAN': string }>(
+            `explain execute ${name}(${literals.join(',')})`,
+          );
+          const text = plan.map((line) => line['QUERY PLAN']).join('\n');
+          expect(text).toContain('Index Scan using webhook_outbox_due_idx');
+          expect(text).not.toMatch(/Seq Scan on webhook_outbox/);
+        }
+      } finally {
+        client.release();
+      }
     } finally {
       await single.close();
     }
