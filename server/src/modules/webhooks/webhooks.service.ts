@@ -188,11 +188,11 @@ export async function rotateWebhookSecret(
   return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() };
 }
 
-/** The delivery records' foreign keys to their webhook and team (db/schema/app.ts, `webhook_deliveries`). */
-const DELIVERY_OWNER_FKS = [
-  'webhook_deliveries_webhook_id_webhooks_id_fk',
-  'webhook_deliveries_team_id_teams_id_fk',
-];
+/**
+ * The delivery records' foreign key to their webhook (db/schema/app.ts, `webhook_deliveries`; a
+ * deleted team takes its webhooks along, so this key covers it too since migration 0012).
+ */
+const DELIVERY_WEBHOOK_FK = 'webhook_deliveries_webhook_id_webhooks_id_fk';
 
 /** An event as an attempt's body (its JSON text) and payload (the object, for the record shown). */
 function withBody(payload: unknown): { body: string; payload: unknown } {
@@ -208,8 +208,7 @@ async function recordNow(deps: WebhookServiceDeps, outcome: AttemptOutcome): Pro
   try {
     await writeAttempts(deps.db, [{ outcome }]);
   } catch (error) {
-    if (DELIVERY_OWNER_FKS.some((constraint) => isForeignKeyViolation(error, constraint)))
-      throw notFound('Webhook');
+    if (isForeignKeyViolation(error, DELIVERY_WEBHOOK_FK)) throw notFound('Webhook');
     throw error;
   }
   return toDeliveryView(outcome.delivery as WebhookDeliveryRow);
