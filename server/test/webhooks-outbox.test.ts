@@ -64,6 +64,44 @@ async function insertWebhooks(database: TestDatabase, count: number) {
   return { teamId, ids };
 }
 
+/**
+ * A one-connection database (every execution meets the same prepared statements) that notes the
+ * last values of each named statement run on it; `plans()` explains each such statement's plan
+ * as it would run now (the generic one once PostgreSQL settled on it).
+ */
+async function singleConnection(database: TestDatabase) {
+  const single = await openDatabase({ databaseUrl: database.url, poolSize: 1 });
+  const executed = new Map<string, unknown[]>();
+  const query = single.pool.query.bind(single.pool);
+  single.pool.query = ((config: { name?: string; values?: unknown[] }, ...rest: unknown[]) => {
+    if (config?.name) executed.set(config.name, config.values ?? []);
+    return (query as (...args: unknown[]) => unknown)(config, ...rest);
+  }) as typeof single.pool.query;
+  const plans = async (): Promise<string[]> => {
+    const client = await single.pool.connect();
+    try {
+      const texts: string[] = [];
+      for (const [name, values] of executed) {
+        const literals = values.map((value) =>
+          value === null
+            ? 'null'
+            : Array.isArray(value)
+              ? client.escapeLiteral(`{${value.map((v) => `"${v}"`).join(',')}}`)
+              : client.escapeLiteral(String(value)),
+        );
+        const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+          `explain execute ${name}(${literals.join(',')})`,
+        );
+        texts.push(rows.map((line) => line['QUERY PLAN']).join('\n'));
+      }
+      return texts;
+    } finally {
+      client.release();
+    }
+  };
+  return { single, plans };
+}
+
 describe('webhook outbox: claims, leases and recording', () => {
   let database: TestDatabase;
 
@@ -136,16 +174,8 @@ describe('webhook outbox: claims, leases and recording', () => {
       [hook],
     );
     await database.handle.pool.query('analyze webhook_outbox');
-    // One connection, so every execution meets the same prepared statements.
-    const single = await openDatabase({ databaseUrl: database.url, poolSize: 1 });
+    const { single, plans } = await singleConnection(database);
     try {
-      // The last execution of each named statement, to explain its plan below.
-      const executed = new Map<string, { name: string; values: unknown[] }>();
-      const query = single.pool.query.bind(single.pool);
-      single.pool.query = ((config: { name?: string; values?: unknown[] }, ...rest: unknown[]) => {
-        if (config?.name) executed.set(config.name, { name: config.name, values: config.values ?? [] });
-        return (query as (...args: unknown[]) => unknown)(config, ...rest);
-      }) as typeof single.pool.query;
       for (let i = 0; i < 12; i++) {
         const claimed = await webhookRepository.claimAttempts(single.db, claim({ limit: 20, cap: 100 }));
         await writeAttempts(
@@ -175,26 +205,35 @@ describe('webhook outbox: claims, leases and recording', () => {
       expect([claiming?.custom, claiming?.generic]).toEqual([5, 7]);
       // That plan finds due rows through the due_at index: never by reading (and sorting) the
       // whole outbox, as a plan made without the values once did for a webhook's backlog.
-      const client = await single.pool.connect();
-      try {
-        for (const { name, values } of executed.values()) {
-          const literals = values.map((value) =>
-            value === null
-              ? 'null'
-              : Array.isArray(value)
-                ? client.escapeLiteral(`{${value.map((v) => `"${v}"`).join(',')}}`)
-                : client.escapeLiteral(String(value)),
-          );
-          const { rows: plan } = await client.query<{ 'QUERY PLAN': string }>(
-            `explain execute ${name}(${literals.join(',')})`,
-          );
-          const text = plan.map((line) => line['QUERY PLAN']).join('\n');
-          expect(text).toContain('Index Scan using webhook_outbox_due_idx');
-          expect(text).not.toMatch(/Seq Scan on webhook_outbox/);
-        }
-      } finally {
-        client.release();
+      for (const plan of await plans()) {
+        expect(plan).toContain('Index Scan using webhook_outbox_due_idx');
+        expect(plan).not.toMatch(/Seq Scan on webhook_outbox/);
       }
+    } finally {
+      await single.close();
+    }
+  });
+
+  it('refreshes the statistics when a backlog arrives after the plans were made on an empty outbox', async () => {
+    const { ids } = await insertWebhooks(database, 1);
+    await database.handle.pool.query('analyze webhook_outbox');
+    const { single, plans } = await singleConnection(database);
+    try {
+      // Generic plans made while the outbox is empty (an idle worker's polls).
+      for (let i = 0; i < 7; i++) await webhookRepository.claimAttempts(single.db, claim());
+      expect(await webhookRepository.refreshStaleStatistics(single.db)).toBe(false);
+      await database.handle.pool.query(
+        `insert into webhook_outbox (webhook_id, message_id, event, body)
+           select $1, 'msg_burst' || g, 'email.sent', '{"label":"burst"}' from generate_series(1, 3000) g`,
+        [ids[0]!],
+      );
+      expect(await webhookRepository.refreshStaleStatistics(single.db)).toBe(true);
+      // The plans made from the empty table are gone: the claim reads the due-time index.
+      for (let i = 0; i < 7; i++) await webhookRepository.claimAttempts(single.db, claim({ limit: 1 }));
+      const [plan] = await plans();
+      expect(plan).toContain('Index Scan using webhook_outbox_due_idx');
+      // Counted now: no second ANALYZE for the same backlog.
+      expect(await webhookRepository.refreshStaleStatistics(single.db)).toBe(false);
     } finally {
       await single.close();
     }
@@ -501,6 +540,36 @@ describe('webhook dispatcher', () => {
     await dispatcher.stop(1_000);
     expect(dispatcher.held).toBe(0);
   }, 40_000);
+
+  it("analyzes the outbox on a backlog fetch when PostgreSQL's statistics still count it empty", async () => {
+    const teamId = await newTeam();
+    const { pool } = database.handle;
+    const hook = await newHook(teamId, '/burst');
+    receiver.answer('/burst', () => ({}));
+    // Autovacuum off for the table: only the dispatcher may analyze it here.
+    await pool.query('alter table webhook_outbox set (autovacuum_enabled = false)');
+    try {
+      await pool.query('delete from webhook_outbox');
+      await pool.query('analyze webhook_outbox');
+      await pool.query(
+        `insert into webhook_outbox (webhook_id, message_id, event, body)
+           select $1, 'msg_burst' || g, 'email.sent', '{"label":"burst"}' from generate_series(1, 600) g`,
+        [hook.id],
+      );
+      const counted = async () =>
+        (
+          await pool.query<{ n: number }>(
+            `select reltuples::float8 as n from pg_class where oid = 'webhook_outbox'::regclass`,
+          )
+        ).rows[0]!.n;
+      expect(await counted()).toBe(0);
+      const dispatcher = startDispatcher(8);
+      await waitFor(async () => ((await counted()) >= 500 ? true : undefined), 10_000, 'an ANALYZE');
+      await dispatcher.stop(5_000);
+    } finally {
+      await pool.query('alter table webhook_outbox reset (autovacuum_enabled)');
+    }
+  }, 30_000);
 
   it('two dispatchers on one database deliver every row exactly once', async () => {
     const teamId = await newTeam();

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
 import { closeIdleConnections, frugalExecutor } from '../db/frugal-pool.ts';
+import { STALE_BACKLOG_MIN_ROWS, StatisticsChecks, statisticsAreStale } from '../db/stale-statistics.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -48,11 +49,9 @@ const QUEUE_POOL_GROW_AFTER_MS = 100;
 export class JobNotInsertedError extends Error {}
 
 /** Waiting jobs below which stale statistics are left to autovacuum (see JobQueue.refreshStatistics). */
-export const STALE_BACKLOG_MIN_JOBS = 500;
+export const STALE_BACKLOG_MIN_JOBS = STALE_BACKLOG_MIN_ROWS;
 /** A claimed batch of at least this many jobs makes {@link JobQueue.consume} check the statistics. */
 export const BACKLOG_BATCH = 10;
-/** Least time between two statistics checks of one queue in one process (ms). */
-export const STATISTICS_CHECK_INTERVAL_MS = 60_000;
 /**
  * The job table's columns whose statistics the queue's statements are planned from (pg-boss's
  * fetch and completion: their filters, sort keys and per-group counts):
@@ -90,8 +89,8 @@ export class JobQueue {
   readonly #pool: pg.Pool;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
   #started = false;
-  /** When refreshStatistics last checked each queue (ms since the epoch). */
-  readonly #statisticsCheckedAt = new Map<string, number>();
+  /** When refreshStatistics last checked each queue. */
+  readonly #statisticsChecks = new StatisticsChecks();
   /** The pg-boss job table of each consumed queue (see completionSql). */
   readonly #tables = new Map<string, string>();
 
@@ -344,7 +343,7 @@ export class JobQueue {
    * Refreshes PostgreSQL's statistics of queue `name`'s job table (ANALYZE) when the planner
    * underestimates its waiting jobs tenfold or more and there are at least
    * {@link STALE_BACKLOG_MIN_JOBS} of them; checks at most once per
-   * {@link STATISTICS_CHECK_INTERVAL_MS} per queue and process (two cheap queries), so callers may
+   * STATISTICS_CHECK_INTERVAL_MS (db/stale-statistics.ts) per queue and process (two cheap queries), so callers may
    * call it on every busy batch. Why: pg-boss's fetch and complete statements are planned from the
    * table's statistics; with none, or ones taken before a burst (a fresh database, the first
    * backlog of a queue), the planner expects a handful of waiting jobs, and every fetch then reads
@@ -353,13 +352,7 @@ export class JobQueue {
    * @returns whether it analyzed. Never throws (a failure is logged: it only costs speed).
    */
   async refreshStatistics(name: string): Promise<boolean> {
-    const now = Date.now();
-    if (
-      now - (this.#statisticsCheckedAt.get(name) ?? Number.NEGATIVE_INFINITY) <
-      STATISTICS_CHECK_INTERVAL_MS
-    )
-      return false;
-    this.#statisticsCheckedAt.set(name, now);
+    if (!this.#statisticsChecks.due(name)) return false;
     try {
       const { pool } = this.#database;
       const tableName = this.#tables.get(name) ?? (await this.#tableOf(name));
@@ -374,7 +367,7 @@ export class JobQueue {
       ]);
       const actual = counted.rows[0]?.n ?? 0;
       const estimated = explained.rows[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
-      if (actual < STALE_BACKLOG_MIN_JOBS || estimated * 10 > actual) return false;
+      if (!statisticsAreStale(actual, estimated)) return false;
       await pool.query(`analyze pgboss.${tableName} (${PLANNED_JOB_COLUMNS.join(', ')})`);
       return true;
     } catch (error) {

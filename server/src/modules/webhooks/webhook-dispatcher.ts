@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
+import { StatisticsChecks } from '../../db/stale-statistics.ts';
 import { newId } from '../../ids.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
@@ -128,6 +129,8 @@ export class WebhookDispatcher {
   readonly #givingBack = new Set<Promise<void>>();
   /** Resolves when nothing is held (stop waits for it). */
   #drained: (() => void) | undefined;
+  /** When this process last checked the outbox's statistics (refreshStaleStatistics). */
+  readonly #statisticsChecks = new StatisticsChecks();
 
   constructor(deps: WebhookDispatcherDeps) {
     this.#deps = deps;
@@ -219,6 +222,9 @@ export class WebhookDispatcher {
             this.#emptyFetches = 0;
             this.#busyUntil = Date.now() + BUSY_WINDOW_MS;
             this.#run(rows);
+            // Rows came: make sure the claims' plans know how many (checked at most once a minute).
+            if (this.#statisticsChecks.due('webhook_outbox'))
+              webhookRepository.refreshStaleStatistics(this.#deps.db).catch(this.#onError);
           } else this.#emptyFetches++;
           full = rows.length === free;
         } catch (error) {

@@ -1,7 +1,8 @@
-import { and, desc, eq, inArray, max, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableName, inArray, max, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
+import { STALE_BACKLOG_MIN_ROWS, statisticsAreStale } from '../../db/stale-statistics.ts';
 
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type NewWebhookRow = typeof webhooks.$inferInsert;
@@ -338,6 +339,32 @@ export const webhookRepository = {
       from jsonb_to_recordset(${JSON.stringify(rows.map(({ id, claims }) => ({ id, claims })))}::jsonb)
         as r(id bigint, claims integer)
       where o.id = r.id and o.claims = r.claims`);
+  },
+
+  /**
+   * ANALYZEs `webhook_outbox` when its due rows are ten times or more the rows PostgreSQL last
+   * counted in it (`pg_class.reltuples`, from its last ANALYZE or VACUUM) and at least 500
+   * (statisticsAreStale). Why: the claim and recording statements keep one generic plan per
+   * connection (hiddenPlaceholder), made from the table as it was; one made while the outbox was
+   * empty reads and sorts the whole backlog on every claim (161 ms instead of 0.4 ms with 300,000
+   * rows due) until autovacuum analyzes the table. An ANALYZE invalidates those plans. The due rows
+   * are counted only up to ten times the old count (a bounded read). Only the planned columns are
+   * analyzed, not the bodies.
+   * @returns whether it analyzed.
+   */
+  async refreshStaleStatistics(db: Executor): Promise<boolean> {
+    const { rows } = (await db.execute(sql`with planned as (
+        select greatest(c.reltuples, 0)::float8 as n from pg_class c
+        where c.oid = ${getTableName(webhookOutbox)}::regclass)
+      select (select n from planned) as estimated,
+        (select count(*)::int from (select 1 from ${webhookOutbox} o where o.due_at <= now()
+          limit (select greatest(${STALE_BACKLOG_MIN_ROWS}, ceil(n * 10))::int from planned)) d) as actual`)) as unknown as {
+      rows: { estimated: number; actual: number }[];
+    };
+    const [counts] = rows;
+    if (!counts || !statisticsAreStale(counts.actual, counts.estimated)) return false;
+    await db.execute(sql`analyze ${webhookOutbox} (id, webhook_id, due_at, leased_until)`);
+    return true;
   },
 
   /** A webhook's delivery records, newest first, optionally only (un)successful ones. */
