@@ -5,12 +5,54 @@ import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
 import { CLIENT_IP_HEADER, loginUrl } from './auth-light.ts';
+import { withoutSessionTokens } from './session-token-output.ts';
 
 /**
  * Largest request body accepted by better-auth's endpoints. better-call streams the raw body
  * without a limit of its own, and these endpoints are reachable without authentication.
  */
 export const AUTH_BODY_LIMIT_BYTES = 64 * 1024;
+
+/**
+ * better-auth's endpoints open over HTTP (paths after `/api/auth`): what the dashboard and its
+ * sign-ins use. Every other path under `/api/auth/*` that is not one of our own routes answers 404
+ * NOT_FOUND before better-auth sees it (security review, session 12), so that a session cookie, or
+ * a script running with it, reaches nothing more. Closed that way, among others: `/get-access-token`,
+ * `/refresh-token` and `/account-info`, which hand out or use the identity provider's OAuth tokens
+ * kept for the account; `/link-social`, `/unlink-account` and `/list-accounts`, where linking
+ * another provider's identity to a signed-in user would let whoever controls it sign in as that
+ * user later, around the sign-in rules (sign-up-policy.ts, verified-email-reclaim.ts);
+ * `/revoke-session`, which takes a session token no response hands out any more
+ * ({@link withoutSessionTokens}; sign-out, `/revoke-sessions` and `/revoke-other-sessions` remain);
+ * `/update-session`; `/delete-user`, which would take a user out of their teams around the team
+ * routes' last-owner rule; password reset, email verification and email change, for which no
+ * mail is configured; `/verify-password`, a guessing oracle; and whatever endpoints a later
+ * better-auth adds. An exact match on the path as sent: better-auth's router does not decode
+ * percent-escapes or fold slashes either (`server/test/auth-surface.test.ts`).
+ */
+export const OPEN_AUTH_PATHS: ReadonlySet<string> = new Set([
+  '/sign-in/email',
+  '/sign-up/email', // refused by configuration (disableSignUp): accounts come from setup and invitations
+  '/sign-out',
+  '/get-session',
+  '/list-sessions',
+  '/revoke-sessions',
+  '/revoke-other-sessions',
+  '/change-password',
+  '/update-user',
+  '/ok',
+  '/error',
+]);
+
+/** OAuth and OpenID Connect redirects back from the provider: `/callback/<provider id>`. */
+const CALLBACK_PATH = /^\/callback\/[A-Za-z0-9_-]+$/;
+
+/** Whether `url` (a request target under `/api/auth/`, query allowed) names an open endpoint. */
+export function isOpenAuthPath(url: string): boolean {
+  const query = url.indexOf('?');
+  const path = (query === -1 ? url : url.slice(0, query)).slice('/api/auth'.length);
+  return OPEN_AUTH_PATHS.has(path) || CALLBACK_PATH.test(path);
+}
 
 /** Refuses bodies better-call would read without bound: oversized or of unknown length. */
 function checkBodySize(request: FastifyRequest): void {
@@ -47,7 +89,10 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
   const handler = toNodeHandler(async (request: Request): Promise<Response> => {
     try {
       const response = await presentAuthResponse(await app.ctx.auth.handler(request));
-      return presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config));
+      return await withoutSessionTokens(
+        request,
+        presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config)),
+      );
     } catch (error) {
       // Values the database refuses (a NUL byte in a name, …) are the client's: 400, as on our
       // own routes (http/error-handler.ts).
@@ -71,6 +116,7 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
     config: { access: { kind: 'public' } },
     schema: { hide: true },
     handler: async (request, reply) => {
+      if (!isOpenAuthPath(request.url)) throw new AppError('NOT_FOUND', 'Not found');
       checkBodySize(request);
       request.raw.headers[CLIENT_IP_HEADER] = request.ip;
       reply.hijack();
