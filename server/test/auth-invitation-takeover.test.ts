@@ -184,69 +184,60 @@ describe('invitation links and provider linking (issue #8) on PostgreSQL', () =>
     expect((await me(flow.cookie)).json().data.user.id).toBe(squatted!.id);
   });
 
-  it('marks an account made with an emailed token verified, and lets that token take back a squatted address', async () => {
-    const legit = await ownerWithAdapter();
+  it('an emailed link proves no mailbox either: a team emailing through its own adapter takes over no account', async () => {
+    // Security review, session 12: the invitation email goes through the inviting team's own
+    // adapter, here an SMTP server the attacker runs (the test's), so its link reaches the attacker.
+    // Before, accepting with it reclaimed an unverified account (the first-run owner's, made by the
+    // setup form) with the attacker's password, and marked accounts verified.
+    const victim = await setupOwner(app());
+    expect(await userByEmail(victim.email)).toMatchObject({ emailVerified: false });
+    const attacker = await attackerWithOwnTeam({ adapter: true });
 
-    // A fresh address: accepting with the emailed token proves the mailbox.
-    const fresh = newIdentity();
     let before = smtp.messages.length;
-    expect((await invite(app(), legit, { email: fresh.email, role: 'viewer' })).statusCode).toBe(201);
-    const freshToken = await emailedToken(fresh.email, before);
-    const joined = await acceptInvitation(app(), freshToken, {
-      body: { name: 'Fresh Person', password: 'fresh person password' },
+    const created = await invite(app(), attacker, { email: victim.email, role: 'viewer' });
+    expect(created.json().data.delivery).toEqual({ status: 'queued' });
+    const token = await emailedToken(victim.email, before);
+    const takeover = await acceptInvitation(app(), token, {
+      body: { name: 'pwned', password: 'attacker-chosen-password' },
     });
-    expect(joined.statusCode, joined.body).toBe(201);
-    const freshUser = await userByEmail(fresh.email);
-    expect(freshUser).toMatchObject({ emailVerified: true });
-    // So a later OIDC sign-in joins that account and keeps its password.
-    oidc.nextIdentity(fresh);
-    expect((await signInWithProvider(url, 'oidc')).location).toBe(`${url}/`);
-    expect(await providersOf(freshUser!.id)).toEqual(['credential', 'oidc']);
-    expect(await signIn(app(), fresh.email, 'fresh person password')).toContain('session_token=');
+    expect(expectError(takeover, 401, 'UNAUTHORIZED').details.reason).toBe('SIGN_IN_REQUIRED');
+    await expect(signIn(app(), victim.email, 'attacker-chosen-password')).rejects.toThrow(/401/);
+    expect(await signIn(app(), victim.email, victim.password)).toContain('session_token=');
+    expect((await me(victim.cookie)).json().data).toMatchObject({
+      user: { id: victim.userId },
+      team: { id: victim.teamId },
+      role: 'owner',
+    });
 
-    // A squatted address: someone accepted a link shown to them (no adapter) as that address.
-    const victim = newIdentity();
-    const attacker = await attackerWithOwnTeam({ adapter: false });
-    const shown = await invite(app(), attacker, { email: victim.email, role: 'member' });
-    const squat = await acceptInvitation(app(), tokenOf(shown.json().data.url), {
+    // An address without an account: accepting the emailed link makes one, unverified, so the
+    // owner of the address who later signs in with OIDC takes it back from whoever set its password.
+    const fresh = newIdentity({ emailVerified: true });
+    before = smtp.messages.length;
+    expect((await invite(app(), attacker, { email: fresh.email, role: 'member' })).statusCode).toBe(201);
+    const squat = await acceptInvitation(app(), await emailedToken(fresh.email, before), {
       body: { name: 'Squatter', password: 'attacker-chosen-password' },
     });
     expect(squat.statusCode, squat.body).toBe(201);
-    const squatted = await userByEmail(victim.email);
+    const squatted = await userByEmail(fresh.email);
     expect(squatted).toMatchObject({ emailVerified: false });
 
-    // A real team invites the address; its owner accepts with the emailed link, not signed in.
+    // Signed in as that address, accepting another emailed link verifies nothing either.
+    const second = await attackerWithOwnTeam({ adapter: true });
     before = smtp.messages.length;
-    expect((await invite(app(), legit, { email: victim.email, role: 'admin' })).statusCode).toBe(201);
-    const token = await emailedToken(victim.email, before);
-    const summary = await app().inject({ method: 'GET', url: `/api/auth/invitations/${token}` });
-    expect(summary.statusCode, summary.body).toBe(200);
-    expect(Object.keys(summary.json().data).sort()).toEqual(
-      ['email', 'expiresAt', 'id', 'inviterName', 'role', 'status', 'team'].sort(),
-    );
-    const accepted = await acceptInvitation(app(), token, {
-      body: { name: 'Real Owner', password: 'the real owner password' },
+    expect((await invite(app(), second, { email: fresh.email, role: 'member' })).statusCode).toBe(201);
+    const signedInAccept = await acceptInvitation(app(), await emailedToken(fresh.email, before), {
+      user: { cookie: cookieHeaderFrom(squat) },
     });
-    expect(accepted.statusCode, accepted.body).toBe(201);
-    expect(accepted.json().data).toMatchObject({
-      user: { id: squatted!.id, name: 'Real Owner' },
-      team: { id: legit.teamId },
-      role: 'admin',
-    });
-    expect(await userByEmail(victim.email)).toMatchObject({ emailVerified: true });
-    expectError(await me(cookieHeaderFrom(squat)), 401, 'UNAUTHORIZED');
-    await expect(signIn(app(), victim.email, 'attacker-chosen-password')).rejects.toThrow(/401/);
-    const owned = await signIn(app(), victim.email, 'the real owner password');
-    expect((await me(owned)).json().data).toMatchObject({ user: { id: squatted!.id } });
+    expect(signedInAccept.statusCode, signedInAccept.body).toBe(201);
+    expect(await userByEmail(fresh.email)).toMatchObject({ emailVerified: false });
 
-    // A link shown to an inviter cannot do the same to a verified account.
-    const other = await attackerWithOwnTeam({ adapter: false });
-    const again = await invite(app(), other, { email: victim.email, role: 'member' });
-    const refused = await acceptInvitation(app(), tokenOf(again.json().data.url), {
-      body: { name: 'Squatter', password: 'attacker-chosen-password' },
-    });
-    expect(expectError(refused, 401, 'UNAUTHORIZED').details.reason).toBe('SIGN_IN_REQUIRED');
-    expect(await signIn(app(), victim.email, 'the real owner password')).toContain('session_token=');
+    oidc.nextIdentity(fresh);
+    const flow = await signInWithProvider(url, 'oidc');
+    expect(flow.location).toBe(`${url}/`);
+    expect(await userByEmail(fresh.email)).toMatchObject({ id: squatted!.id, emailVerified: true });
+    expect(await providersOf(squatted!.id)).toEqual(['oidc']);
+    expectError(await me(cookieHeaderFrom(squat)), 401, 'UNAUTHORIZED');
+    await expect(signIn(app(), fresh.email, 'attacker-chosen-password')).rejects.toThrow(/401/);
   });
 
   it('puts a person invited to teams who signs in with OIDC into them with the invited roles', async () => {

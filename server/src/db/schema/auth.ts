@@ -116,8 +116,9 @@ export const invitations = pgTable(
     // Ours, not better-auth's (its invitation endpoints are closed). The acceptance token of the
     // link is never stored, only its SHA-256 (hex); null until a link has been made.
     tokenHash: text('token_hash'),
-    // True when the current token went only into the invitation email (so accepting with it proves
-    // the mailbox), false when it was shown to the inviter.
+    // True when the current token went into the invitation email, false when it was shown to the
+    // inviter. A record only: the email goes through the team's own adapter, so it proves nothing
+    // about the mailbox (teams.accept-invitation.service.ts).
     tokenEmailed: boolean('token_emailed').notNull().default(false),
   },
   (t) => [

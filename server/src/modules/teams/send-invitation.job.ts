@@ -29,7 +29,8 @@ export interface SendInvitationDeps {
  * (`providerFor`). The message reflects the invitation as it is now (role, inviter, expiry).
  *
  * The link's acceptance token is made here, right before sending (issue #8): its SHA-256 replaces
- * the invitation's previous one (`tokenEmailed`: it goes to the mailbox only), and the token itself
+ * the invitation's previous one (`tokenEmailed`; not a proof of the mailbox: the adapter is the
+ * team's, see teams.accept-invitation.service.ts), and the token itself
  * exists only in this handler's memory and in the email. So it is in no job payload (pg-boss keeps
  * those in its tables), no response and no log. The cost: each attempt and each renewal sends a new
  * link and the earlier ones stop working; the latest email always holds a working one.

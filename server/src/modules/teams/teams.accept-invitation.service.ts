@@ -1,14 +1,7 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
 import { AppError, validationError } from '../../http/errors.ts';
-import {
-  type Auth,
-  insertMember,
-  insertUserWithPassword,
-  lockUnverifiedUserByEmail,
-  markEmailVerified,
-  reclaimUnverifiedUser,
-} from '../auth/index.ts';
+import { type Auth, insertMember, insertUserWithPassword } from '../auth/index.ts';
 import { callAuthApi } from './auth-api.ts';
 import { hashInvitationToken } from './invitation-token.ts';
 import { ensureOpenInvitation } from './teams.invitations.service.ts';
@@ -48,11 +41,16 @@ export interface AcceptInvitationResult {
  *   (better-auth `signInEmail`); the new session starts in the team. Refused when password
  *   sign-in is off (AUTH_PASSWORD=false): the invitee then signs in through a provider (which
  *   creates their account and puts them in the team, see sign-up-policy) and accepts signed in.
- * Proof of the mailbox (issue #8): when the token went only into the invitation email
- * (`tokenEmailed`), accepting with it proves the email, so the account is marked verified, and an
- * existing account whose email was never verified is reclaimed by the new `{name, password}`
- * (auth `reclaimUnverifiedUser`: the old password and every session removed). A token shown to the
- * inviter (no adapter could send it) proves nothing: the account it creates stays unverified.
+ * Accepting proves nothing about the mailbox (security review, session 12): the link goes out
+ * through the inviting team's own adapter (send-invitation.job.ts), whose SMTP server or provider
+ * account that team controls, so any signed-in user who creates a team and points its adapter at a
+ * server of their own receives the "emailed" link of any address they invite, as surely as a link
+ * shown to the inviter (no adapter). Until then an emailed token marked the account verified and
+ * reclaimed an existing unverified account (new password, its sessions ended): anyone could take
+ * over the first-run owner (created unverified) and their team that way. So an account made by
+ * accepting stays unverified, and an existing account with the invited email is never touched:
+ * its owner signs in and accepts signed in. Only an identity provider's verified email proves an
+ * address (verified-email-reclaim.ts).
  * The invitation is marked accepted in the same transaction as the membership, under the team's
  * lock and the invitation's row lock, so it is accepted at most once.
  * better-auth's own acceptInvitation is not used: with our TypeID ids it requires a verified email,
@@ -64,8 +62,7 @@ export interface AcceptInvitationResult {
  *   FORBIDDEN (403, reason WRONG_ACCOUNT) when signed in as another email, ALREADY_EXISTS (409,
  *   reason ALREADY_MEMBER); when not signed in: FORBIDDEN (403, reason PASSWORD_SIGN_IN_DISABLED)
  *   when password sign-in is off, VALIDATION_ERROR (400) when name or password is missing, then
- *   UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when an account with the email exists (and is not
- *   reclaimed, see above).
+ *   UNAUTHORIZED (401, reason SIGN_IN_REQUIRED) when an account with the email exists.
  */
 export async function acceptInvitation(
   deps: AcceptInvitationDeps,
@@ -99,7 +96,6 @@ async function acceptAsSignedInUser(
         reason: 'ALREADY_MEMBER',
       });
     }
-    if (open.tokenEmailed) await markEmailVerified(tx, user.userId);
     return addMember(tx, open, user.userId);
   });
   const switched = await callAuthApi(() =>
@@ -138,33 +134,21 @@ async function acceptWithNewAccount(
       { path: 'body.password', message: 'required to create the account' },
     ]);
   }
-  const existing = await teamRepository.findUserByEmail(deps.db, invitation.email);
-  // Only the owner of the mailbox may take over an account nobody proved the email of.
-  if (existing && (existing.emailVerified || !invitation.tokenEmailed)) throw signInRequired();
+  // An account with the email is its owner's, verified or not: they sign in to accept.
+  if (await teamRepository.findUserByEmail(deps.db, invitation.email)) throw signInRequired();
   const passwordHash = await (await deps.auth.$context).password.hash(account.password);
 
   let accepted: AcceptedInvitationView;
   try {
     accepted = await deps.db.transaction(async (tx) => {
       const open = await lockOpenInvitation(tx, invitation, now);
-      if (!existing) {
-        const user = await insertUserWithPassword(tx, {
-          name: account.name,
-          email: open.email,
-          passwordHash,
-          emailVerified: open.tokenEmailed,
-        });
-        return addMember(tx, open, user.id);
-      }
-      const unverifiedId = await lockUnverifiedUserByEmail(tx, open.email);
-      if (unverifiedId !== existing.id || !open.tokenEmailed) throw signInRequired();
-      await reclaimUnverifiedUser(tx, unverifiedId, { name: account.name, passwordHash });
-      if (await teamRepository.findMember(tx, open.organizationId, unverifiedId)) {
-        // Already in the team: the invitation is used up all the same.
-        await teamRepository.updateInvitation(tx, open.id, { status: 'accepted' });
-        return describeMembership(tx, open, unverifiedId);
-      }
-      return addMember(tx, open, unverifiedId);
+      const user = await insertUserWithPassword(tx, {
+        name: account.name,
+        email: open.email,
+        passwordHash,
+        emailVerified: false,
+      });
+      return addMember(tx, open, user.id);
     });
   } catch (error) {
     // Someone created an account with this email since the check above.
@@ -178,7 +162,7 @@ async function acceptWithNewAccount(
       returnHeaders: true,
     }),
   );
-  return { accepted, setCookie: signedIn.headers.getSetCookie(), accountCreated: !existing };
+  return { accepted, setCookie: signedIn.headers.getSetCookie(), accountCreated: true };
 }
 
 /**
