@@ -84,6 +84,33 @@ describe('better-auth over HTTP: session tokens and the open endpoints', () => {
     expect(withOther.statusCode).toBe(200);
   });
 
+  it('change-password answers without the token of the session it starts', async () => {
+    const user = await setupOwner(ctx.app);
+    const changed = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/auth/change-password',
+      headers: sessionHeaders(ctx.app, user),
+      payload: {
+        currentPassword: user.password,
+        newPassword: 'a brand new password',
+        revokeOtherSessions: true,
+      },
+    });
+    expect(changed.statusCode, changed.body).toBe(200);
+    const cookie = cookieHeaderFrom(changed);
+    const value = decodeURIComponent(/session_token=([^;]+)/.exec(cookie)![1]!);
+    const newToken = value.slice(0, value.indexOf('.'));
+    expect(newToken.length).toBeGreaterThanOrEqual(32);
+    expect(changed.body).not.toContain(newToken);
+    expect(changed.json()).not.toHaveProperty('token');
+    const me = await ctx.app.inject({
+      method: 'GET',
+      url: '/api/auth/me',
+      headers: { cookie, ...ORIGIN_HEADERS(ctx.app) },
+    });
+    expect(me.statusCode).toBe(200);
+  });
+
   it('closes the endpoints the dashboard does not use (404 NOT_FOUND), whatever the session', async () => {
     const closed: [method: 'GET' | 'POST', path: string, payload?: object][] = [
       ['GET', '/api/auth/list-accounts'],

@@ -1,7 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signTrackingToken, trackingKey } from '../src/tracking/tokens.ts';
-import { createTestContext, type TestContext } from './helpers/app.ts';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
  * Issue #11: the pixel and the redirect never fail visibly for a valid token, and answer the same
@@ -62,6 +64,60 @@ describe('tracking endpoints when the email is unknown or the database fails', (
       await expectServed('eml_whatever');
     } finally {
       await db.execute(sql`alter table email_logs_gone rename to email_logs`);
+    }
+  });
+});
+
+/**
+ * Security review, session 12: a click token carries the link it redirects to, often a
+ * password-reset or sign-in link. When recording the hit failed, the database error was logged
+ * whole, and Drizzle's error holds the statement's parameters: the link, twice.
+ */
+describe('a click that cannot be recorded keeps its link out of the logs', () => {
+  const lines: string[] = [];
+  let ctx: TestContext;
+
+  beforeAll(async () => {
+    ctx = await createTestContext(
+      'postgres',
+      { LOG_LEVEL: 'warn' },
+      { logStream: { write: (line: string) => void lines.push(line) } },
+    );
+  });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  it('logs the failure without the statement values', async () => {
+    const team = await createTeamWithKey(ctx.app);
+    const sent = await send(ctx.app, team.key, { templateId: team.templateId, to: 'ann@example.com' });
+    expect(sent.statusCode, sent.body).toBe(202);
+    const emailId = sent.json().data.id as string;
+    const secretUrl = 'https://example.com/reset-password?token=RESET-SECRET-9f8e7d6c';
+    const token = signTrackingToken(trackingKey(ctx.context.encryptionKey), {
+      kind: 'click',
+      emailId,
+      teamId: team.owner.teamId,
+      url: secretUrl,
+    });
+    // Any failure of the insert (a deadlock, a timeout, a full disk): here a constraint.
+    const db = ctx.context.database.db;
+    await db.execute(
+      sql`alter table email_events add constraint refuse_clicks check (status <> 'clicked') not valid`,
+    );
+    try {
+      const hit = await ctx.app.inject({ method: 'GET', url: `/t/c/${token}` });
+      expect(hit.statusCode).toBe(302);
+      expect(hit.headers.location).toBe(secretUrl);
+      const line = await waitFor(
+        async () => lines.find((l) => l.includes('tracking hit not recorded')),
+        5_000,
+        'the log line of the failed recording',
+      );
+      expect(line).toContain('"code":"23514"'); // still tells what failed (a check violation)
+      expect(line).not.toContain('RESET-SECRET-9f8e7d6c');
+    } finally {
+      await db.execute(sql`alter table email_events drop constraint refuse_clicks`);
     }
   });
 });

@@ -43,3 +43,13 @@ export function withoutQueryParameters(error: unknown): unknown {
   const code = postgresError(error)?.code;
   return code ? Object.assign(redacted, { code }) : redacted;
 }
+
+/**
+ * The message of `error` for a plain log line (`console.error`): a database error's without its
+ * statement's parameters ({@link withoutQueryParameters}: webhook bodies and answers, recipients,
+ * tracked links such as password-reset URLs), anything else as `String(error)`.
+ */
+export function messageForLog(error: unknown): string {
+  const redacted = withoutQueryParameters(error);
+  return redacted instanceof Error ? redacted.message : String(redacted);
+}

@@ -2,6 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import pg from 'pg';
 import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
+import { messageForLog } from '../db/errors.ts';
 import { closeIdleConnections, frugalExecutor } from '../db/frugal-pool.ts';
 import { STALE_BACKLOG_MIN_ROWS, StatisticsChecks, statisticsAreStale } from '../db/stale-statistics.ts';
 import {
@@ -203,8 +204,7 @@ export class JobQueue {
         deadLetter: (job, message) => this.#deadLetter(name, job, message, deadLetter),
         settler: this.#settler(name),
         onError: (error) => {
-          if (this.#started)
-            console.error(`[queue] ${name}:`, error instanceof Error ? error.message : error);
+          if (this.#started) console.error(`[queue] ${name}:`, messageForLog(error));
         },
       },
       handle,

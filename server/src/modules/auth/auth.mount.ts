@@ -90,7 +90,6 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
     try {
       const response = await presentAuthResponse(await app.ctx.auth.handler(request));
       return await withoutSessionTokens(
-        request,
         presentOAuthCallbackFailure(request, response, loginUrl(app.ctx.config)),
       );
     } catch (error) {

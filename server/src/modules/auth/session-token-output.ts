@@ -9,15 +9,11 @@
  * every device and replay them from elsewhere until they expire, which HttpOnly exists to
  * prevent. (better-auth masked them in list-sessions once and reverted it because
  * `/revoke-session` takes the token: better-auth pull request #6749; that endpoint is closed here,
- * see `OPEN_AUTH_PATHS`.) Nothing of Postwright reads them: the dashboard uses `/api/auth/me`.
+ * see `OPEN_AUTH_PATHS`.) `POST /change-password` with `revokeOtherSessions` answers `{token,
+ * user}` as well. So every JSON answer of better-auth's open endpoints is masked, not a list of
+ * paths: none of them has a `token` a client needs. Nothing of Postwright reads them: the
+ * dashboard uses `/api/auth/me`.
  */
-
-/** The better-auth paths whose successful answers carry session tokens. */
-const PATHS_WITH_TOKENS = new Set([
-  '/api/auth/get-session',
-  '/api/auth/list-sessions',
-  '/api/auth/sign-in/email',
-]);
 
 /** A copy of `value` without its own `token` property (objects only; anything else as is). */
 function withoutToken(value: unknown): unknown {
@@ -27,8 +23,8 @@ function withoutToken(value: unknown): unknown {
 }
 
 /**
- * `body` of a get-session, list-sessions or sign-in answer without session tokens: the top-level
- * `token` (sign-in), `session.token` (get-session) and each listed session's `token`.
+ * `body` of a better-auth answer without session tokens: the top-level `token` (sign-in,
+ * change-password), `session.token` (get-session) and each listed session's `token`.
  */
 export function maskSessionTokens(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(withoutToken);
@@ -39,13 +35,12 @@ export function maskSessionTokens(body: unknown): unknown {
 }
 
 /**
- * `response` to `request` as the client gets it: a 2xx JSON answer of get-session, list-sessions
- * or sign-in/email rewritten by {@link maskSessionTokens}, with every other header kept (the
- * Set-Cookie of a sign-in or of a refreshed session); any other response untouched.
+ * `response` (of a better-auth endpoint) as the client gets it: a 2xx JSON answer rewritten by
+ * {@link maskSessionTokens}, with every other header kept (the Set-Cookie of a sign-in or of a
+ * refreshed session); any other response untouched.
  */
-export async function withoutSessionTokens(request: Request, response: Response): Promise<Response> {
+export async function withoutSessionTokens(response: Response): Promise<Response> {
   if (response.status < 200 || response.status >= 300) return response;
-  if (!PATHS_WITH_TOKENS.has(new URL(request.url).pathname)) return response;
   if (!(response.headers.get('content-type') ?? '').includes('application/json')) return response;
   const text = await response.text();
   let body: unknown;

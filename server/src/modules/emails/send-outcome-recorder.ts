@@ -1,4 +1,5 @@
 import type { Database, Executor } from '../../db/client.ts';
+import { messageForLog } from '../../db/errors.ts';
 import { type ClaimedJob, SETTLED } from '../../jobs/queue.ts';
 import type { EmailLogRow } from './emails.repository.ts';
 import { emailRepository } from './emails.repository.ts';
@@ -169,7 +170,7 @@ export class SendOutcomeRecorder {
           }
           console.error(
             `[email.send] ${item.log.id} was handed to the provider (${item.outcome.providerMessageId}) but its status could not be recorded:`,
-            error instanceof Error ? error.message : error,
+            messageForLog(error),
           );
           item.resolve(undefined);
         }

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { notFound } from '../../http/errors.ts';
+import { errorForLog } from '../../http/log-redaction.ts';
 import { type TrackingClaim, trackingKey, verifyTrackingToken } from '../../tracking/tokens.ts';
 import { isMachineHit } from './prefetch.ts';
 import { recordTrackingHit } from './tracking.service.ts';
@@ -39,7 +40,7 @@ export async function trackingRoutes(fastify: FastifyInstance): Promise<void> {
   async function record(request: FastifyRequest, claim: TrackingClaim): Promise<void> {
     if (isMachineHit(request.method, request.headers)) return;
     const recording = recordTrackingHit(app.ctx.database.db, claim).catch((error: unknown) => {
-      request.log.warn({ err: error, emailId: claim.emailId }, 'tracking hit not recorded');
+      request.log.warn({ err: errorForLog(error), emailId: claim.emailId }, 'tracking hit not recorded');
     });
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([recording, new Promise((resolve) => (timer = setTimeout(resolve, RECORD_WAIT_MS)))]);

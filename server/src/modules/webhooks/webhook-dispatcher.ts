@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
+import { messageForLog } from '../../db/errors.ts';
 import { StatisticsChecks } from '../../db/stale-statistics.ts';
 import { newId } from '../../ids.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
@@ -137,9 +138,7 @@ export class WebhookDispatcher {
     this.#client = deps.client ?? webhookClientFor(deps.config);
     this.#maxRequests = deps.config.WORKER_CONCURRENCY;
     this.#cap = webhookDeliveriesInFlight(deps.config);
-    this.#onError =
-      deps.onError ??
-      ((error) => console.error('[webhooks]', error instanceof Error ? error.message : error));
+    this.#onError = deps.onError ?? ((error) => console.error('[webhooks]', messageForLog(error)));
     this.#recorder = new WebhookAttemptRecorder(
       deps.db,
       (items) => this.#handoffFor(items),
