@@ -50,6 +50,24 @@ describe('errors inside better-auth endpoints', () => {
     expect(consoleLines.join('\n')).not.toContain('SERVER_ERROR');
   });
 
+  it('answers 400 to a null name in update-user (a NOT NULL column; was a 500), the name kept', async () => {
+    const response = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/auth/update-user',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { name: null },
+    });
+    const error = expectError(response, 400, 'INVALID_INPUT');
+    expect(error.details).toMatchObject({ reason: 'UNSUPPORTED_DATA' });
+    const me = await ctx.app.inject({
+      method: 'GET',
+      url: '/api/auth/me',
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(typeof me.json().data.user.name).toBe('string');
+    expect(me.json().data.user.name.length).toBeGreaterThan(0);
+  });
+
   it('answers a database failure with a 500 in the envelope, its statement values kept out of every log', async () => {
     const db = ctx.app.ctx.database.db;
     await db.execute(sql`create function refuse_sessions() returns trigger language plpgsql as $$

@@ -33,6 +33,30 @@ describe('image uploads with malformed multipart bodies', () => {
     expect(error.details).toEqual({ reason: 'MALFORMED_MULTIPART' });
   });
 
+  it('answers 400 for a boundary longer than RFC 2046 allows (over 252 characters was a 500), and takes 70', async () => {
+    const form = (boundary: string) =>
+      Buffer.concat([
+        Buffer.from(
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n`,
+        ),
+        PNG_1X1,
+        Buffer.from(`\r\n--${boundary}--\r\n`),
+      ]);
+    for (const boundary of ['b'.repeat(71), 'b'.repeat(253), 'b'.repeat(2000)]) {
+      for (const contentType of [
+        `multipart/form-data; boundary=${boundary}`,
+        `multipart/form-data; boundary="${boundary}"`,
+      ]) {
+        const response = await upload(contentType, form(boundary));
+        const error = expectError(response, 400, 'INVALID_INPUT');
+        expect(error.details).toEqual({ reason: 'MALFORMED_MULTIPART' });
+      }
+    }
+    const longest = 'b'.repeat(70);
+    const accepted = await upload(`multipart/form-data; boundary=${longest}`, form(longest));
+    expect(accepted.statusCode, accepted.body).toBe(201);
+  });
+
   it('answers 400 INVALID_INPUT (MALFORMED_MULTIPART) for a truncated body', async () => {
     const { payload, headers } = await multipartBody([{ filename: 'a.png', bytes: PNG_1X1 }]);
     // Without the closing boundary, and cut off inside the file's bytes.

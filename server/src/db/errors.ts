@@ -20,6 +20,11 @@ export function isForeignKeyViolation(error: unknown, constraint?: string): bool
   return pgError?.code === '23503' && (constraint === undefined || pgError.constraint === constraint);
 }
 
+/** PostgreSQL SQLSTATE 23502 (not_null_violation), through Drizzle's error wrapper. */
+export function isNotNullViolation(error: unknown): boolean {
+  return postgresError(error)?.code === '23502';
+}
+
 /**
  * True for PostgreSQL errors caused by the values a client sent, not by the server: SQLSTATE class
  * 22 "data exception" (a NUL byte or an invalid Unicode escape in text or JSON, a number out of

@@ -1,6 +1,6 @@
 import { toNodeHandler } from 'better-auth/node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { isClientDataError } from '../../db/errors.ts';
+import { isClientDataError, isNotNullViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
@@ -95,7 +95,9 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
     } catch (error) {
       // Values the database refuses (a NUL byte in a name, …) are the client's: 400, as on our
       // own routes (http/error-handler.ts).
-      if (isClientDataError(error)) {
+      // So is a null for a required field, which better-auth passes on unchecked
+      // (`POST /update-user {"name": null}` was a 500; review finding, session 12).
+      if (isClientDataError(error) || isNotNullViolation(error)) {
         return envelopeResponse(
           new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
             reason: 'UNSUPPORTED_DATA',

@@ -64,6 +64,50 @@ interface ParsedTemplate {
   parts: ParsedLiquid[];
 }
 
+/**
+ * Bounds on what reaches marked, the Markdown parser of Text blocks with `markdown: true` (run by
+ * @usewaypoint/block-text inside React's render, synchronously; review finding, session 12):
+ * marked 12 takes time that grows with the square of some inputs, a run of N spaces after a
+ * character above all (`'a' + ' '.repeat(40_000)` 0.75 s, 100,000 spaces ≈ 15 s, the whole
+ * process stalled), also `*a` or `` `a `` repeated (≈ 0.1 s per 20,000 characters, growing as
+ * the square). So runs of spaces longer than {@link MARKDOWN_SPACE_RUN} are cut to it (they
+ * render as one space anyway, outside code) and the Markdown text of one email, after Liquid, is
+ * at most {@link MARKDOWN_MAX_CHARS} characters: a render then spends at most about 0.1 s in marked.
+ */
+export const MARKDOWN_MAX_CHARS = 20_000;
+/** The longest run of spaces handed to marked (see {@link MARKDOWN_MAX_CHARS}). */
+export const MARKDOWN_SPACE_RUN = 64;
+const LONG_SPACE_RUN = new RegExp(` {${MARKDOWN_SPACE_RUN + 1},}`, 'g');
+
+/**
+ * `values` (the rendered strings of `strings`) with the Markdown ones bounded as
+ * {@link MARKDOWN_MAX_CHARS} says: long runs of spaces cut; the same array when nothing changed.
+ * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, past MARKDOWN_MAX_CHARS.
+ */
+function boundMarkdown(strings: readonly DesignString[], values: string[]): string[] {
+  let total = 0;
+  let bounded = values;
+  strings.forEach((string, index) => {
+    if (string.mode !== 'markdown') return;
+    let value = values[index] ?? '';
+    if (value.length > MARKDOWN_SPACE_RUN && value.includes(' '.repeat(MARKDOWN_SPACE_RUN + 1))) {
+      value = value.replace(LONG_SPACE_RUN, ' '.repeat(MARKDOWN_SPACE_RUN));
+      if (bounded === values) bounded = [...values];
+      bounded[index] = value;
+    }
+    total += value.length;
+  });
+  if (total > MARKDOWN_MAX_CHARS) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      {
+        path: '',
+        message: `The Markdown text of the email exceeds ${MARKDOWN_MAX_CHARS} characters (${total})`,
+      },
+    ]);
+  }
+  return bounded;
+}
+
 /** Parses the subject and every string of the design, reporting every bad string at once. */
 function parseTemplate(subject: string, design: EmailDesign): ParsedTemplate {
   const strings = designStringsOf(design);
@@ -88,6 +132,17 @@ function parseTemplate(subject: string, design: EmailDesign): ParsedTemplate {
   const parsedSubject = parse('subject', subject, 'plain');
   const parts = strings.map((string) => parse(string.path, string.source, string.mode));
   if (issues.length > 0) throw invalidTemplate(limitExceeded ? 'LIMIT_EXCEEDED' : 'SYNTAX_ERROR', issues);
+  // React's first render (the skeleton) takes the sources as they are: they must already be
+  // within the Markdown bounds (a saved template over them is refused).
+  const sources = strings.map((string) => string.source);
+  if (boundMarkdown(strings, sources) !== sources) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      {
+        path: '',
+        message: `A Markdown text has a run of more than ${MARKDOWN_SPACE_RUN} spaces`,
+      },
+    ]);
+  }
   return { subject: parsedSubject, strings, parts };
 }
 
@@ -142,7 +197,8 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
   // many recipients) reuses both and skips html-to-text, the costliest step of a render.
   let last: { key: string; html: string; text: string } | undefined;
   const renderParts = (values: Record<string, unknown>) => {
-    const [renderedSubject = '', ...renderedStrings] = renderLiquid([parsedSubject, ...parts], values);
+    const [renderedSubject = '', ...liquidOutputs] = renderLiquid([parsedSubject, ...parts], values);
+    const renderedStrings = boundMarkdown(strings, liquidOutputs);
     const key = renderedStrings.join('\u0000');
     if (last?.key === key) return { subject: toSubjectLine(renderedSubject), html: last.html, key };
     if (skeleton === undefined) skeleton = buildSkeleton(design, strings, dynamicStrings);

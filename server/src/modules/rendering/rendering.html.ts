@@ -147,7 +147,20 @@ function createTextConverter(): (html: string) => string {
   });
 }
 
-/** The text/plain part: html-to-text, lines wrapped at 78, links as `text [url]`, images skipped. */
+/**
+ * The text/plain part: html-to-text, lines wrapped at 78, links as `text [url]`, images skipped.
+ * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, for HTML nested too deeply for the
+ *   converter (its formatting recurses per element: `<b>` 20,000 times deep in an Html block
+ *   overflowed the stack, a 500 at preview, at send and on the log's rendered view; review finding,
+ *   session 12), so such a template is refused when saved.
+ */
 export function htmlToText(html: string): string {
-  return textConverter()(html).trim();
+  try {
+    return textConverter()(html).trim();
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      { path: '', message: 'The HTML nests elements too deeply to be converted to text' },
+    ]);
+  }
 }
