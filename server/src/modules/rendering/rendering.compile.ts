@@ -10,7 +10,9 @@ import { invalidTemplate, parseDesign } from './rendering.design.ts';
 import {
   type DesignString,
   designStringsOf,
+  htmlNestingDepth,
   htmlToText,
+  MAX_HTML_NESTING,
   renderDesignHtml,
   withStrings,
 } from './rendering.html.ts';
@@ -67,25 +69,32 @@ interface ParsedTemplate {
 /**
  * Bounds on what reaches marked, the Markdown parser of Text blocks with `markdown: true` (run by
  * @usewaypoint/block-text inside React's render, synchronously; review finding, session 12):
- * marked 12 takes time that grows with the square of some inputs, a run of N spaces after a
- * character above all (`'a' + ' '.repeat(40_000)` 0.75 s, 100,000 spaces ≈ 15 s, the whole
- * process stalled), also `*a` or `` `a `` repeated (≈ 0.1 s per 20,000 characters, growing as
- * the square). So runs of spaces longer than {@link MARKDOWN_SPACE_RUN} are cut to it (they
- * render as one space anyway, outside code) and the Markdown text of one email, after Liquid, is
- * at most {@link MARKDOWN_MAX_CHARS} characters: a render then spends at most about 0.1 s in marked.
+ * marked 12 takes time that grows with the square of some inputs: a run of N spaces after a
+ * character (`'a' + ' '.repeat(40_000)` 0.75 s, 100,000 spaces ≈ 15 s, the whole process
+ * stalled), and emphasis delimiters (`'*a '.repeat(6_666)`, 20,000 characters: 2.7 s; `*a **a `
+ * 3.6 s). So runs of spaces longer than {@link MARKDOWN_SPACE_RUN} are cut to it (they render as
+ * one space anyway, outside code), and the Markdown text of one email, after Liquid, is at most
+ * {@link MARKDOWN_MAX_CHARS} characters of which at most {@link MARKDOWN_MAX_DELIMITERS} are `*`,
+ * `_` or `~`: measured on this machine, the worst of those shapes then took 75 ms in marked
+ * (`*a\n` × 1,000 padded to 20,000 characters), plain text under 1 ms.
  */
 export const MARKDOWN_MAX_CHARS = 20_000;
+/** The most `*`, `_` and `~` in the Markdown text of one email (see {@link MARKDOWN_MAX_CHARS}). */
+export const MARKDOWN_MAX_DELIMITERS = 1_000;
 /** The longest run of spaces handed to marked (see {@link MARKDOWN_MAX_CHARS}). */
 export const MARKDOWN_SPACE_RUN = 64;
 const LONG_SPACE_RUN = new RegExp(` {${MARKDOWN_SPACE_RUN + 1},}`, 'g');
+const EMPHASIS_DELIMITER = /[*_~]/g;
 
 /**
  * `values` (the rendered strings of `strings`) with the Markdown ones bounded as
  * {@link MARKDOWN_MAX_CHARS} says: long runs of spaces cut; the same array when nothing changed.
- * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, past MARKDOWN_MAX_CHARS.
+ * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, past MARKDOWN_MAX_CHARS or
+ *   MARKDOWN_MAX_DELIMITERS.
  */
 function boundMarkdown(strings: readonly DesignString[], values: string[]): string[] {
   let total = 0;
+  let delimiters = 0;
   let bounded = values;
   strings.forEach((string, index) => {
     if (string.mode !== 'markdown') return;
@@ -96,6 +105,7 @@ function boundMarkdown(strings: readonly DesignString[], values: string[]): stri
       bounded[index] = value;
     }
     total += value.length;
+    if (total <= MARKDOWN_MAX_CHARS) delimiters += value.match(EMPHASIS_DELIMITER)?.length ?? 0;
   });
   if (total > MARKDOWN_MAX_CHARS) {
     throw invalidTemplate('LIMIT_EXCEEDED', [
@@ -105,7 +115,30 @@ function boundMarkdown(strings: readonly DesignString[], values: string[]): stri
       },
     ]);
   }
+  if (delimiters > MARKDOWN_MAX_DELIMITERS) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      {
+        path: '',
+        message: `The Markdown text of the email has more than ${MARKDOWN_MAX_DELIMITERS} of the emphasis marks *, _ and ~ (${delimiters})`,
+      },
+    ]);
+  }
   return bounded;
+}
+
+/**
+ * Refuses Html block contents (rendered) nested deeper than {@link MAX_HTML_NESTING}.
+ * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, with the block's path.
+ */
+function boundHtmlNesting(strings: readonly DesignString[], values: readonly string[]): void {
+  strings.forEach((string, index) => {
+    if (string.mode !== 'html') return;
+    if (htmlNestingDepth(values[index] ?? '', MAX_HTML_NESTING) > MAX_HTML_NESTING) {
+      throw invalidTemplate('LIMIT_EXCEEDED', [
+        { path: string.path, message: `The HTML nests elements more than ${MAX_HTML_NESTING} deep` },
+      ]);
+    }
+  });
 }
 
 /** Parses the subject and every string of the design, reporting every bad string at once. */
@@ -201,6 +234,7 @@ export function compileTemplate(input: { subject: string; designJson: unknown })
     const renderedStrings = boundMarkdown(strings, liquidOutputs);
     const key = renderedStrings.join('\u0000');
     if (last?.key === key) return { subject: toSubjectLine(renderedSubject), html: last.html, key };
+    boundHtmlNesting(strings, renderedStrings);
     if (skeleton === undefined) skeleton = buildSkeleton(design, strings, dynamicStrings);
     const html =
       (skeleton && fillSkeleton(skeleton, strings, renderedStrings)) ??

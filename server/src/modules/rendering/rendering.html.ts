@@ -148,6 +148,41 @@ function createTextConverter(): (html: string) => string {
 }
 
 /**
+ * The deepest nesting of elements allowed in the HTML an Html block renders to (after Liquid,
+ * whose loops can repeat an opening tag from a short source). html-to-text formats the tree by
+ * recursion: `<b>` nested 20,000 deep in an Html block overflowed the stack (review finding,
+ * session 12), and how deep the stack goes depends on the caller, so the bound is explicit and far
+ * below it (an overflow was seen from ≈ 2,000 levels); real emails nest tables a few dozen deep.
+ */
+export const MAX_HTML_NESTING = 256;
+
+/**
+ * The deepest element nesting of `html` (htmlparser2, the parser html-to-text uses: void and
+ * self-closing elements and implied ends as it sees them), stopping once past `limit`.
+ */
+export function htmlNestingDepth(html: string, limit: number): number {
+  if (!html.includes('<')) return 0;
+  const { Parser } = require('htmlparser2') as typeof import('htmlparser2');
+  let depth = 0;
+  let deepest = 0;
+  const parser = new Parser(
+    {
+      onopentag() {
+        depth++;
+        if (depth > deepest) deepest = depth;
+        if (deepest > limit) parser.pause();
+      },
+      onclosetag() {
+        depth--;
+      },
+    },
+    { decodeEntities: false },
+  );
+  parser.end(html);
+  return deepest;
+}
+
+/**
  * The text/plain part: html-to-text, lines wrapped at 78, links as `text [url]`, images skipped.
  * @throws AppError INVALID_TEMPLATE, reason LIMIT_EXCEEDED, for HTML nested too deeply for the
  *   converter (its formatting recurses per element: `<b>` 20,000 times deep in an Html block

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../http/errors.ts';
-import { compileTemplate, MARKDOWN_MAX_CHARS, MARKDOWN_SPACE_RUN } from './rendering.compile.ts';
-import { htmlToText } from './rendering.html.ts';
+import {
+  compileTemplate,
+  MARKDOWN_MAX_CHARS,
+  MARKDOWN_MAX_DELIMITERS,
+  MARKDOWN_SPACE_RUN,
+} from './rendering.compile.ts';
+import { htmlNestingDepth, htmlToText, MAX_HTML_NESTING } from './rendering.html.ts';
 
 /*
  * Review findings, session 12: marked (Markdown Text blocks) takes time growing with the square
@@ -62,9 +67,25 @@ describe('Markdown handed to marked is bounded', () => {
 
     const fits = await template.render({ name: 'x'.repeat(MARKDOWN_MAX_CHARS - 100) });
     expect(fits.html).toContain('<strong>there</strong>');
-    await expect(template.render({ name: '*a'.repeat(MARKDOWN_MAX_CHARS / 2) })).rejects.toMatchObject({
+    await expect(template.render({ name: 'x'.repeat(MARKDOWN_MAX_CHARS) })).rejects.toMatchObject({
       details: { reason: 'LIMIT_EXCEEDED' },
     });
+  });
+
+  it('refuses more emphasis marks than the limit (marked took 2.7 s on *a repeated to 20,000 characters)', async () => {
+    const template = compileTemplate({ subject: 's', designJson: design('{{ body }} **bold**', true) });
+    // The template's own two pairs count too. (Liquid writes a variable's `*` as `\*`, which
+    // counts all the same; its `_` and `~` stay marks.)
+    const fits = await template.render({ body: '_a_ '.repeat((MARKDOWN_MAX_DELIMITERS - 4) / 2) });
+    expect(fits.html).toContain('<em>a</em>');
+    for (const mark of ['*', '_', '~']) {
+      await expect(
+        template.render({ body: `${mark}a `.repeat(MARKDOWN_MAX_DELIMITERS) }),
+      ).rejects.toMatchObject({ details: { reason: 'LIMIT_EXCEEDED' } });
+    }
+    limitExceeded(() =>
+      compileTemplate({ subject: 's', designJson: design('*a '.repeat(MARKDOWN_MAX_DELIMITERS + 1), true) }),
+    );
   });
 
   it('refuses a saved Markdown text longer than the limit', () => {
@@ -75,10 +96,29 @@ describe('Markdown handed to marked is bounded', () => {
 });
 
 describe('html-to-text on deeply nested HTML', () => {
-  it('is LIMIT_EXCEEDED (not a stack overflow) for the text part, and a template carrying it renders no 500', async () => {
+  it('is LIMIT_EXCEEDED (not a stack overflow) for the text part', () => {
     limitExceeded(() => htmlToText(`<p>${'<b>'.repeat(20_000)}deep`));
-    const template = compileTemplate({ subject: 's', designJson: htmlBlock('<table>'.repeat(2_000)) });
-    await expect(template.render({})).rejects.toMatchObject({ details: { reason: 'LIMIT_EXCEEDED' } });
     expect(htmlToText('<p>Hello <b>there</b></p>')).toBe('Hello there');
+  });
+
+  it('refuses an Html block nested deeper than the bound, also when a Liquid loop builds it', async () => {
+    const deep = compileTemplate({ subject: 's', designJson: htmlBlock('<table>'.repeat(2_000)) });
+    await expect(deep.render({})).rejects.toMatchObject({ details: { reason: 'LIMIT_EXCEEDED' } });
+    const looped = compileTemplate({
+      subject: 's',
+      designJson: htmlBlock('{% for i in (1..n) %}<div>{% endfor %}x'),
+    });
+    const fits = await looped.render({ n: MAX_HTML_NESTING - 10 });
+    expect(fits.text).toContain('x');
+    await expect(looped.render({ n: MAX_HTML_NESTING + 1 })).rejects.toMatchObject({
+      details: { reason: 'LIMIT_EXCEEDED', issues: [{ path: 'b1.data.props.contents' }] },
+    });
+    // Siblings are not depth: 5,000 closed paragraphs, or list items whose ends are implied.
+    const wide = compileTemplate({
+      subject: 's',
+      designJson: htmlBlock(`${'<p>p</p>'.repeat(5_000)}<ul>${'<li>item'.repeat(5_000)}</ul>`),
+    });
+    expect((await wide.render({})).text).toContain('item');
+    expect(htmlNestingDepth('<table><tr><td><br><img src=x><b>a</b></td></tr></table>', 100)).toBe(4);
   });
 });
