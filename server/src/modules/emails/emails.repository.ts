@@ -149,6 +149,21 @@ function transitionsUpdate(
 }
 
 /** SQL for email logs and their status history; every query is scoped by team. */
+/** The columns of a log list item (logs.service `presentLogListItem`). */
+const LOG_LIST_COLUMNS = {
+  id: emailLogs.id,
+  templateId: emailLogs.templateId,
+  templateName: emailLogs.templateName,
+  toAddresses: emailLogs.toAddresses,
+  subject: emailLogs.subject,
+  status: emailLogs.status,
+  createdAt: emailLogs.createdAt,
+  sentAt: emailLogs.sentAt,
+};
+
+/** A log as a list shows it. */
+export type EmailLogListRow = Pick<EmailLogRow, keyof typeof LOG_LIST_COLUMNS>;
+
 export const emailRepository = {
   /**
    * Inserts queued email logs with ONE statement (the group-commit accept path): the rows travel
@@ -218,11 +233,16 @@ export const emailRepository = {
       .orderBy(asc(emailEvents.occurredAt), asc(emailEvents.id));
   },
 
+  /**
+   * A page of the team's logs with only the columns a list shows ({@link EmailLogListRow}): not the
+   * variables, up to 256 KB a row, which 100 rows of a page read, parsed and dropped (review
+   * finding, session 12: 0.4-0.6 s of CPU and 50 MB of heap for one page).
+   */
   async list(
     db: Executor,
     teamId: string,
     query: LogListQuery,
-  ): Promise<{ rows: EmailLogRow[]; total: number }> {
+  ): Promise<{ rows: EmailLogListRow[]; total: number }> {
     const conditions: SQL[] = [eq(emailLogs.teamId, teamId)];
     if (query.status) conditions.push(eq(emailLogs.status, query.status));
     if (query.templateId) conditions.push(eq(emailLogs.templateId, query.templateId));
@@ -240,7 +260,7 @@ export const emailRepository = {
     const where = and(...conditions);
     const [rows, totals] = await Promise.all([
       db
-        .select()
+        .select(LOG_LIST_COLUMNS)
         .from(emailLogs)
         .where(where)
         .orderBy(desc(emailLogs.createdAt), desc(emailLogs.id))

@@ -6,12 +6,17 @@ import { getTemplateVersion, type TemplateVersionRow } from '../templates/index.
 import { recipientRepository } from './email-recipients.repository.ts';
 import { presentRecipients, type RecipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES, type EmailStatus } from './email-status.ts';
-import { type EmailEventRow, type EmailLogRow, emailRepository } from './emails.repository.ts';
+import {
+  type EmailEventRow,
+  type EmailLogListRow,
+  type EmailLogRow,
+  emailRepository,
+} from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
 import { loadSendFields } from './send-fields.ts';
 
 /** List item (spec "Email log": list items carry …). */
-export function presentLogListItem(row: EmailLogRow) {
+export function presentLogListItem(row: EmailLogListRow) {
   return {
     id: row.id,
     templateId: row.templateId,

@@ -17,7 +17,7 @@ export {
   renderTemplate,
   renderTemplateHtml,
 } from './rendering.compile.ts';
-export { parseDesign, type TemplateErrorReason } from './rendering.design.ts';
+export { invalidTemplate, parseDesign, type TemplateErrorReason } from './rendering.design.ts';
 export { LIQUID_LIMITS } from './rendering.liquid.ts';
 export type { EmailDesign } from './rendering.schema.ts';
 export {

@@ -8,6 +8,24 @@ export type TemplateRow = typeof templates.$inferSelect;
 export type TemplateVersionRow = typeof templateVersions.$inferSelect;
 
 /** SQL for templates and their versions; every query is scoped by team. */
+/** The columns of a template list item (templates.service `presentTemplateListItem`). */
+const TEMPLATE_LIST_COLUMNS = {
+  id: templates.id,
+  name: templates.name,
+  slug: templates.slug,
+  description: templates.description,
+  subject: templates.subject,
+  isActive: templates.isActive,
+  generatePdf: templates.generatePdf,
+  variables: templates.variables,
+  thumbnailUrl: templates.thumbnailUrl,
+  createdAt: templates.createdAt,
+  updatedAt: templates.updatedAt,
+};
+
+/** A template as a list shows it. */
+export type TemplateListRow = Pick<TemplateRow, keyof typeof TEMPLATE_LIST_COLUMNS>;
+
 export const templateRepository = {
   async insert(db: Executor, row: typeof templates.$inferInsert): Promise<TemplateRow> {
     const [created] = await db.insert(templates).values(row).returning();
@@ -33,11 +51,16 @@ export const templateRepository = {
     return row;
   },
 
+  /**
+   * A page of the team's templates with only the columns a list shows ({@link TemplateListRow}):
+   * not the design and compiled HTML, megabytes a row at worst, which every row of a page read,
+   * parsed and dropped (review finding, session 12).
+   */
   async list(
     db: Executor,
     teamId: string,
     query: { page: number; pageSize: number; search?: string | undefined; isActive?: boolean | undefined },
-  ): Promise<{ rows: TemplateRow[]; total: number }> {
+  ): Promise<{ rows: TemplateListRow[]; total: number }> {
     const conditions: SQL[] = [eq(templates.teamId, teamId)];
     if (query.search) {
       const pattern = containsPattern(query.search);
@@ -47,7 +70,7 @@ export const templateRepository = {
     const where = and(...conditions);
     const [rows, totals] = await Promise.all([
       db
-        .select()
+        .select(TEMPLATE_LIST_COLUMNS)
         .from(templates)
         .where(where)
         .orderBy(desc(templates.createdAt), desc(templates.id))

@@ -5,14 +5,25 @@ import { type Page, page } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { firstFreeSlug, slugify } from '../../slug.ts';
-import { compileDesignHtml, compileTemplate, type EmailDesign, parseDesign } from '../rendering/index.ts';
-import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
+import {
+  compileDesignHtml,
+  compileTemplate,
+  type EmailDesign,
+  invalidTemplate,
+  parseDesign,
+} from '../rendering/index.ts';
+import {
+  type TemplateListRow,
+  type TemplateRow,
+  type TemplateVersionRow,
+  templateRepository,
+} from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
 import type { TemplateSendCache } from './templates.send-cache.ts';
 import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** List item shape (spec "Template": list items carry …). */
-export function presentTemplateListItem(row: TemplateRow) {
+export function presentTemplateListItem(row: TemplateListRow) {
   return {
     id: row.id,
     name: row.name,
@@ -51,16 +62,31 @@ export interface CompiledContent {
 }
 
 /**
+ * The largest design a template may store, in bytes of JSON (review finding, session 12): blocks
+ * keep keys the schema does not know (the builder's own, kept for it), so only the 10 MB body limit
+ * bounded a design, and each save stored it twice (template and version) and every list and
+ * render read it back. EmailBuilder's sample documents are 3-32 KB; 2 MB leaves room for the
+ * 1,000,000 characters of Liquid a template may hold.
+ */
+export const DESIGN_MAX_BYTES = 2 * 1024 * 1024;
+
+/**
  * Validates subject + design and derives what is stored with them: the parsed design, its
  * variables and its HTML with Liquid left in place. The template is also rendered once without
  * variables, so one that exceeds a rendering limit on its own (a `(1..100000000)` loop, a string
  * doubled until it is huge) is refused when saved rather than at its first send (issue #4
  * "Hostile input is refused fast … at save and preview"). Other render errors depend on the
  * variables and surface at preview and send.
- * @throws INVALID_TEMPLATE (400), details.reason INVALID_DESIGN, SYNTAX_ERROR or LIMIT_EXCEEDED,
- *   with details.issues.
+ * @throws INVALID_TEMPLATE (400), details.reason INVALID_DESIGN, SYNTAX_ERROR or LIMIT_EXCEEDED
+ *   (also past {@link DESIGN_MAX_BYTES}), with details.issues.
  */
 export async function compileContent(subject: string, designJson: unknown): Promise<CompiledContent> {
+  const bytes = Buffer.byteLength(JSON.stringify(designJson) ?? '');
+  if (bytes > DESIGN_MAX_BYTES) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      { path: 'designJson', message: `The design exceeds ${DESIGN_MAX_BYTES} bytes of JSON (${bytes})` },
+    ]);
+  }
   const design = parseDesign(designJson);
   const compiled = compileTemplate({ subject, designJson: design });
   try {
