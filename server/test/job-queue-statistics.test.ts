@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKLOG_BATCH, JobQueue, PLANNED_JOB_COLUMNS, STALE_BACKLOG_MIN_JOBS } from '../src/jobs/queue.ts';
+import { STALE_BACKLOG_MIN_ROWS } from '../src/db/stale-statistics.ts';
+import { BACKLOG_BATCH, JobQueue, PLANNED_JOB_COLUMNS } from '../src/jobs/queue.ts';
 import { createTestDatabase } from './helpers/database.ts';
 
 /**
@@ -44,7 +45,7 @@ describe('job queue statistics refresh', () => {
   });
 
   it('analyzes once a backlog is big and misjudged, then not again within the check interval', async () => {
-    const jobs = 2 * STALE_BACKLOG_MIN_JOBS;
+    const jobs = 2 * STALE_BACKLOG_MIN_ROWS;
     await queue.boss.insert(
       'test.backlog',
       Array.from({ length: jobs }, (_, n) => ({ data: { n } })),
@@ -68,7 +69,7 @@ describe('job queue statistics refresh', () => {
   it('is refreshed by a claim loop that claims a big batch (email.send runs in one)', async () => {
     // Issue #9: without it, every fetch of the worker's backlog read and sorted all waiting jobs
     // (the larger half of the PostgreSQL CPU per delivered email).
-    const jobs = 2 * STALE_BACKLOG_MIN_JOBS;
+    const jobs = 2 * STALE_BACKLOG_MIN_ROWS;
     await queue.boss.insert(
       'test.consumed',
       Array.from({ length: jobs }, (_, n) => ({ data: { n } })),

@@ -4,7 +4,7 @@ import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
 import { messageForLog } from '../db/errors.ts';
 import { closeIdleConnections, frugalExecutor } from '../db/frugal-pool.ts';
-import { STALE_BACKLOG_MIN_ROWS, StatisticsChecks, statisticsAreStale } from '../db/stale-statistics.ts';
+import { StatisticsChecks, statisticsAreStale } from '../db/stale-statistics.ts';
 import {
   type BatchHandler,
   type ClaimedJob,
@@ -49,8 +49,6 @@ const QUEUE_POOL_GROW_AFTER_MS = 100;
 /** A job that could not be inserted because its id is taken (see {@link JobQueue.enqueueMany}). */
 export class JobNotInsertedError extends Error {}
 
-/** Waiting jobs below which stale statistics are left to autovacuum (see JobQueue.refreshStatistics). */
-export const STALE_BACKLOG_MIN_JOBS = STALE_BACKLOG_MIN_ROWS;
 /** A claimed batch of at least this many jobs makes {@link JobQueue.consume} check the statistics. */
 export const BACKLOG_BATCH = 10;
 /**
@@ -342,7 +340,7 @@ export class JobQueue {
   /**
    * Refreshes PostgreSQL's statistics of queue `name`'s job table (ANALYZE) when the planner
    * underestimates its waiting jobs tenfold or more and there are at least
-   * {@link STALE_BACKLOG_MIN_JOBS} of them; checks at most once per
+   * STALE_BACKLOG_MIN_ROWS (db/stale-statistics.ts) of them; checks at most once per
    * STATISTICS_CHECK_INTERVAL_MS (db/stale-statistics.ts) per queue and process (two cheap queries), so callers may
    * call it on every busy batch. Why: pg-boss's fetch and complete statements are planned from the
    * table's statistics; with none, or ones taken before a burst (a fresh database, the first

@@ -48,7 +48,7 @@ export const OPEN_AUTH_PATHS: ReadonlySet<string> = new Set([
 const CALLBACK_PATH = /^\/callback\/[A-Za-z0-9_-]+$/;
 
 /** Whether `url` (a request target under `/api/auth/`, query allowed) names an open endpoint. */
-export function isOpenAuthPath(url: string): boolean {
+function isOpenAuthPath(url: string): boolean {
   const query = url.indexOf('?');
   const path = (query === -1 ? url : url.slice(0, query)).slice('/api/auth'.length);
   return OPEN_AUTH_PATHS.has(path) || CALLBACK_PATH.test(path);

@@ -173,7 +173,7 @@ export async function teamSlugTaken(db: Executor, slug: string): Promise<boolean
   return rows.length > 0;
 }
 
-/** Records that ownership of the user's email was proven (a secret that went only to it). */
+/** Records that ownership of the user's email was proven (a provider's verified email). */
 export async function markEmailVerified(db: Executor, userId: string): Promise<void> {
   await db.update(users).set({ emailVerified: true, updatedAt: new Date() }).where(eq(users.id, userId));
 }
@@ -194,27 +194,12 @@ export async function lockUnverifiedUserByEmail(tx: Executor, email: string): Pr
 
 /**
  * Hands an account whose email was never verified to the person who just proved they own that
- * email (issue #8): whoever set its password is shut out. In `tx`: the password credential is
- * removed, or replaced by `owner.passwordHash` (and the name by `owner.name`) when the new owner
- * chose them; every session of the user is deleted; the email is marked verified. Memberships and
- * other data stay with the account.
+ * email through an identity provider (issue #8, verified-email-reclaim.ts): whoever set its
+ * password is shut out. In `tx`: the password credential is removed, every session of the user is
+ * deleted, and the email is marked verified. Memberships and other data stay with the account.
  */
-export async function reclaimUnverifiedUser(
-  tx: Executor,
-  userId: string,
-  owner?: { name: string; passwordHash: string },
-): Promise<void> {
+export async function reclaimUnverifiedUser(tx: Executor, userId: string): Promise<void> {
   await tx.delete(accounts).where(and(eq(accounts.userId, userId), eq(accounts.providerId, 'credential')));
-  if (owner) {
-    await tx.insert(accounts).values({
-      id: newId('account'),
-      accountId: userId,
-      providerId: 'credential',
-      userId,
-      password: owner.passwordHash,
-    });
-    await tx.update(users).set({ name: owner.name }).where(eq(users.id, userId));
-  }
   await tx.delete(sessions).where(eq(sessions.userId, userId));
   await markEmailVerified(tx, userId);
 }

@@ -16,9 +16,6 @@ export {
   findMembership,
   insertMember,
   insertUserWithPassword,
-  lockUnverifiedUserByEmail,
-  markEmailVerified,
-  reclaimUnverifiedUser,
   setMemberRole,
 } from './auth.repository.ts';
 export { authRoutes } from './auth.routes.ts';

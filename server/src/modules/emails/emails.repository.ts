@@ -148,7 +148,6 @@ function transitionsUpdate(
     );
 }
 
-/** SQL for email logs and their status history; every query is scoped by team. */
 /** The columns of a log list item (logs.service `presentLogListItem`). */
 const LOG_LIST_COLUMNS = {
   id: emailLogs.id,
@@ -164,6 +163,7 @@ const LOG_LIST_COLUMNS = {
 /** A log as a list shows it. */
 export type EmailLogListRow = Pick<EmailLogRow, keyof typeof LOG_LIST_COLUMNS>;
 
+/** SQL for email logs and their status history; every query is scoped by team. */
 export const emailRepository = {
   /**
    * Inserts queued email logs with ONE statement (the group-commit accept path): the rows travel

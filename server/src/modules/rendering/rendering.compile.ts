@@ -84,6 +84,8 @@ export const MARKDOWN_MAX_DELIMITERS = 1_000;
 /** The longest run of spaces handed to marked (see {@link MARKDOWN_MAX_CHARS}). */
 export const MARKDOWN_SPACE_RUN = 64;
 const LONG_SPACE_RUN = new RegExp(` {${MARKDOWN_SPACE_RUN + 1},}`, 'g');
+const SPACES_PAST_RUN = ' '.repeat(MARKDOWN_SPACE_RUN + 1);
+const SPACE_RUN = ' '.repeat(MARKDOWN_SPACE_RUN);
 const EMPHASIS_DELIMITER = /[*_~]/g;
 
 /**
@@ -99,8 +101,8 @@ function boundMarkdown(strings: readonly DesignString[], values: string[]): stri
   strings.forEach((string, index) => {
     if (string.mode !== 'markdown') return;
     let value = values[index] ?? '';
-    if (value.length > MARKDOWN_SPACE_RUN && value.includes(' '.repeat(MARKDOWN_SPACE_RUN + 1))) {
-      value = value.replace(LONG_SPACE_RUN, ' '.repeat(MARKDOWN_SPACE_RUN));
+    if (value.includes(SPACES_PAST_RUN)) {
+      value = value.replace(LONG_SPACE_RUN, SPACE_RUN);
       if (bounded === values) bounded = [...values];
       bounded[index] = value;
     }

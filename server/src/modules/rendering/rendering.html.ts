@@ -123,6 +123,13 @@ const require = createRequire(import.meta.url);
 let loadedRenderer: typeof import('@usewaypoint/email-builder') | undefined;
 let htmlToTextConverter: ((html: string) => string) | undefined;
 
+let htmlParserClass: typeof import('htmlparser2').Parser | undefined;
+
+function htmlParser(): typeof import('htmlparser2').Parser {
+  htmlParserClass ??= (require('htmlparser2') as typeof import('htmlparser2')).Parser;
+  return htmlParserClass;
+}
+
 function renderer(): typeof import('@usewaypoint/email-builder') {
   loadedRenderer ??= require('@usewaypoint/email-builder') as typeof import('@usewaypoint/email-builder');
   return loadedRenderer;
@@ -162,7 +169,7 @@ export const MAX_HTML_NESTING = 256;
  */
 export function htmlNestingDepth(html: string, limit: number): number {
   if (!html.includes('<')) return 0;
-  const { Parser } = require('htmlparser2') as typeof import('htmlparser2');
+  const Parser = htmlParser();
   let depth = 0;
   let deepest = 0;
   const parser = new Parser(

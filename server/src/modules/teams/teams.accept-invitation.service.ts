@@ -142,12 +142,8 @@ async function acceptWithNewAccount(
   try {
     accepted = await deps.db.transaction(async (tx) => {
       const open = await lockOpenInvitation(tx, invitation, now);
-      const user = await insertUserWithPassword(tx, {
-        name: account.name,
-        email: open.email,
-        passwordHash,
-        emailVerified: false,
-      });
+      // Unverified (insertUserWithPassword's default): accepting proves no address, see above.
+      const user = await insertUserWithPassword(tx, { name: account.name, email: open.email, passwordHash });
       return addMember(tx, open, user.id);
     });
   } catch (error) {

@@ -7,7 +7,6 @@ import { hasIdPrefix } from '../../ids.ts';
 export type TemplateRow = typeof templates.$inferSelect;
 export type TemplateVersionRow = typeof templateVersions.$inferSelect;
 
-/** SQL for templates and their versions; every query is scoped by team. */
 /** The columns of a template list item (templates.service `presentTemplateListItem`). */
 const TEMPLATE_LIST_COLUMNS = {
   id: templates.id,
@@ -26,6 +25,7 @@ const TEMPLATE_LIST_COLUMNS = {
 /** A template as a list shows it. */
 export type TemplateListRow = Pick<TemplateRow, keyof typeof TEMPLATE_LIST_COLUMNS>;
 
+/** SQL for templates and their versions; every query is scoped by team. */
 export const templateRepository = {
   async insert(db: Executor, row: typeof templates.$inferInsert): Promise<TemplateRow> {
     const [created] = await db.insert(templates).values(row).returning();
