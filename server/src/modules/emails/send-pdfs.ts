@@ -116,7 +116,7 @@ export async function renderSendPdfs(
   for (const job of jobs) {
     const html = await job.html();
     try {
-      pdfs.push({ filename: job.filename, content: await renderer.renderPdf(printableHtml(html)) });
+      pdfs.push({ filename: job.filename, content: await renderer.renderPdf(printableHtml(html), teamId) });
     } catch (error) {
       if (!(error instanceof RenderFailedError)) throw error;
       throw new AppError('PDF_GENERATION_FAILED', `PDF generation failed: ${error.message}`, {

@@ -2,6 +2,7 @@
 export type RenderFailureCause =
   | 'RENDERER_UNREACHABLE'
   | 'RENDERER_TIMEOUT'
+  | 'RENDERER_BUSY'
   | 'RENDERER_ERROR'
   | 'PDF_TOO_LARGE';
 

@@ -46,8 +46,8 @@ describe('createPdfRenderer (issue #12)', () => {
       { bundled: false },
     );
     try {
-      await renderer!.renderPdf('<iframe src="http://169.254.169.254/latest/meta-data/"></iframe>');
-      await renderer!.screenshot('<p>thumb</p>', { width: 10, height: 10 });
+      await renderer!.renderPdf('<iframe src="http://169.254.169.254/latest/meta-data/"></iframe>', 'team_a');
+      await renderer!.screenshot('<p>thumb</p>', { width: 10, height: 10 }, 'team_a');
     } finally {
       await renderer!.close();
       server.close();
@@ -65,22 +65,46 @@ describe('createPdfRenderer (issue #12)', () => {
     const renderer = createPdfRenderer(config(), { bundled: true });
     expect(renderer?.source).toBe('bundled');
     try {
-      const pdf = await renderer!.renderPdf('<h1>Rendered in process</h1>');
+      const pdf = await renderer!.renderPdf('<h1>Rendered in process</h1>', 'team_a');
       expect(await pdfText(pdf)).toContain('Rendered in process');
-      const png = await renderer!.screenshot('<h1>thumb</h1>', { width: 120, height: 90 });
+      const png = await renderer!.screenshot('<h1>thumb</h1>', { width: 120, height: 90 }, 'team_a');
       expect(png.readUInt32BE(16)).toBe(120);
     } finally {
       await renderer!.close();
     }
-    await expect(renderer!.renderPdf('<p>after close</p>')).rejects.toMatchObject({
+    await expect(renderer!.renderPdf('<p>after close</p>', 'team_a')).rejects.toMatchObject({
       failure: 'RENDERER_UNREACHABLE',
     });
+  });
+
+  it("gives another team's render the next free page, not a place behind a team's backlog", async () => {
+    const renderer = createPdfRenderer(config({ PDF_RENDERER_PAGES: '2' }), { bundled: true });
+    const finished: string[] = [];
+    const render = (teamId: string, label: string) =>
+      renderer!.renderPdf(`<h1>${label}</h1>`, teamId).then((pdf) => {
+        finished.push(label);
+        return pdf;
+      });
+    try {
+      await render('team_flood', 'warm-up');
+      finished.length = 0;
+      const flood = Array.from({ length: 12 }, (_, index) => render('team_flood', `flood ${index}`));
+      // Team B asks once the flooding team's twelve are all in: first come, it would finish last.
+      const other = render('team_other', 'other');
+      await Promise.all([...flood, other]);
+      expect(await pdfText(await other)).toContain('other');
+    } finally {
+      await renderer!.close();
+    }
+    // The two flood renders holding the pages, at most one more of the flooding team in its turn.
+    expect(finished.indexOf('other')).toBeLessThanOrEqual(3);
+    expect(finished).toHaveLength(13);
   });
 
   it('makes the bundled renderer require credentials that only this process knows', async () => {
     const renderer = createPdfRenderer(config(), { bundled: true });
     try {
-      expect(await pdfText(await renderer!.renderPdf('<p>with its credentials</p>'))).toContain(
+      expect(await pdfText(await renderer!.renderPdf('<p>with its credentials</p>', 'team_a'))).toContain(
         'with its credentials',
       );
       const url = renderer!.bundledUrl;

@@ -4,6 +4,7 @@ import type { Config } from '../../config.ts';
 import { GotenbergClient, RenderFailedError } from './pdf.client.ts';
 import { paperOf } from './pdf.print.ts';
 import { withRenderPolicy } from './render-policy.ts';
+import { RenderQueue } from './render-queue.ts';
 import type { RunningPdfRenderer } from './renderer/renderer.server.ts';
 
 /** Most bytes of one rendered PDF (issue #12: ≤ 10 MB each); also the cap of a thumbnail. */
@@ -15,6 +16,9 @@ export const BROWSER_IDLE_CLOSE_MS = 60_000;
 /** How long the client waits beyond the render deadline (upload, queueing for a page, download). */
 const CLIENT_GRACE_MS = 5_000;
 
+/** Renders of one team waiting for the renderer at once in one process (RenderQueue). */
+export const PDF_RENDERS_WAITING_PER_TEAM = 100;
+
 /**
  * What the send path and the thumbnail job render through (issue #12): a Gotenberg-compatible
  * service. `source` says which: the configured PDF_RENDERER_URL, or the bundled renderer this
@@ -22,10 +26,13 @@ const CLIENT_GRACE_MS = 5_000;
  */
 export interface PdfRenderer {
   readonly source: 'url' | 'bundled';
-  /** @see GotenbergClient.renderPdf — the rendered PDF's bytes. @throws RenderFailedError. */
-  renderPdf(html: string): Promise<Buffer>;
-  /** @see GotenbergClient.screenshot — a PNG. @throws RenderFailedError. */
-  screenshot(html: string, size: { width: number; height: number }): Promise<Buffer>;
+  /**
+   * @see GotenbergClient.renderPdf — the rendered PDF's bytes, made when `teamId`'s turn comes
+   * (RenderQueue). @throws RenderFailedError (also RENDERER_BUSY and RENDERER_TIMEOUT from the queue).
+   */
+  renderPdf(html: string, teamId: string): Promise<Buffer>;
+  /** @see GotenbergClient.screenshot — a PNG, in `teamId`'s turn. @throws as {@link renderPdf}. */
+  screenshot(html: string, size: { width: number; height: number }, teamId: string): Promise<Buffer>;
   /**
    * The bundled renderer's base URL (`http://127.0.0.1:<port>`, no credentials) once it is
    * listening, for diagnostics; undefined before, after close, and for PDF_RENDERER_URL.
@@ -65,12 +72,20 @@ type RendererConfig = Pick<
  * {@link BROWSER_IDLE_CLOSE_MS} without renders. The bundled renderer requires HTTP Basic
  * credentials made at random for this process (192 bits), so no other local process can make its
  * Chromium render; they never leave the process.
+ * Either way the process hands the renderer at most PDF_RENDERER_PAGES renders at once, shared
+ * between teams in turn ({@link RenderQueue}: a team waits at most PDF_RENDER_TIMEOUT_SECONDS for
+ * its turn, with at most {@link PDF_RENDERS_WAITING_PER_TEAM} renders waiting).
  */
 export function createPdfRenderer(
   config: RendererConfig,
   options: { bundled: boolean },
 ): PdfRenderer | undefined {
   const timeoutMs = config.PDF_RENDER_TIMEOUT_SECONDS * 1000;
+  const queue = new RenderQueue({
+    slots: config.PDF_RENDERER_PAGES,
+    maxWaitingPerTeam: PDF_RENDERS_WAITING_PER_TEAM,
+    maxWaitMs: timeoutMs,
+  });
   const clientFor = (baseUrl: string, credentials?: { username: string; password: string }) =>
     new GotenbergClient({
       baseUrl,
@@ -87,8 +102,8 @@ export function createPdfRenderer(
     return {
       source: 'url',
       bundledUrl: undefined,
-      renderPdf: (html) => client.renderPdf(policed(html)),
-      screenshot: (html, size) => client.screenshot(policed(html), size),
+      renderPdf: (html, teamId) => queue.run(teamId, () => client.renderPdf(policed(html))),
+      screenshot: (html, size, teamId) => queue.run(teamId, () => client.screenshot(policed(html), size)),
       close: async () => {},
     };
   }
@@ -130,13 +145,15 @@ export function createPdfRenderer(
     get bundledUrl() {
       return listening?.url;
     },
-    async renderPdf(html) {
+    async renderPdf(html, teamId) {
       if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
-      return (await start()).client.renderPdf(html);
+      const { client } = await start();
+      return queue.run(teamId, () => client.renderPdf(html));
     },
-    async screenshot(html, size) {
+    async screenshot(html, size, teamId) {
       if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
-      return (await start()).client.screenshot(html, size);
+      const { client } = await start();
+      return queue.run(teamId, () => client.screenshot(html, size));
     },
     async close() {
       closed = true;

@@ -61,7 +61,7 @@ export function createThumbnailHandler(deps: ThumbnailDeps) {
     if (!deps.pdf || deps.storage.kind === 'unconfigured') return;
     const template = await templateRepository.findByIdOrSlug(deps.db, teamId, templateId);
     if (!template || template.id !== templateId) return;
-    const png = await deps.pdf.screenshot(template.compiledHtml, THUMBNAIL_VIEWPORT);
+    const png = await deps.pdf.screenshot(template.compiledHtml, THUMBNAIL_VIEWPORT, teamId);
     const hash = createHash('sha256').update(png).digest('hex').slice(0, 16);
     const key = `${teamId}/thumbnails/${templateId}-${hash}.png`;
     await deps.storage.put(key, png, 'image/png');
