@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DESIGN_MAX_BYTES } from '../src/modules/templates/templates.service.ts';
+import { DESIGN_MAX_BYTES, DESIGN_MAX_VALUES } from '../src/modules/templates/templates.service.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { dashboardCall, dataOf, expectError, send, simpleDesign } from './helpers/factories.ts';
 import { type PoolStatements, recordPoolStatements } from './helpers/pool-statements.ts';
@@ -84,5 +84,33 @@ describe('the size of a design', () => {
       await dashboardCall(ctx.app, team.owner, 'GET', `/api/templates/${fits.json().data.id}`),
     );
     expect(stored.designJson.b1.data.props.junk).toHaveLength(100_000);
+  });
+
+  it('refuses a design of more than 100,000 JSON values (2 MB of them parsed into 43 MB, review finding)', async () => {
+    const team = await createTeamWithKey(ctx.app);
+    const withValues = (count: number) => {
+      const design = simpleDesign('Hi {{ first_name }}');
+      (design.b1!.data.props as Record<string, unknown>).junk = Array.from({ length: count }, () => ({}));
+      return design;
+    };
+    const many = await dashboardCall(ctx.app, team.owner, 'POST', '/api/templates', {
+      name: 'many',
+      subject: 'S',
+      designJson: withValues(DESIGN_MAX_VALUES),
+    });
+    expect(expectError(many, 400, 'INVALID_TEMPLATE').details).toMatchObject({
+      reason: 'LIMIT_EXCEEDED',
+      issues: [{ path: 'designJson' }],
+    });
+    const update = await dashboardCall(ctx.app, team.owner, 'PUT', `/api/templates/${team.templateId}`, {
+      designJson: withValues(DESIGN_MAX_VALUES),
+    });
+    expect(expectError(update, 400, 'INVALID_TEMPLATE').details).toMatchObject({ reason: 'LIMIT_EXCEEDED' });
+    const fits = await dashboardCall(ctx.app, team.owner, 'POST', '/api/templates', {
+      name: 'fits',
+      subject: 'S',
+      designJson: withValues(DESIGN_MAX_VALUES - 100),
+    });
+    expect(fits.statusCode, fits.body.slice(0, 300)).toBe(201);
   });
 });

@@ -2,10 +2,10 @@ import { eq, inArray, sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
-import { SendBatchLoader } from '../src/modules/emails/send-batch.ts';
+import { CACHED_VERSIONS_MAX_BYTES, SendBatchLoader } from '../src/modules/emails/send-batch.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
-import { send } from './helpers/factories.ts';
+import { buildTemplate, send, simpleDesign } from './helpers/factories.ts';
 import { queriesDuring, statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
@@ -196,6 +196,36 @@ describe('the send batch loader', () => {
     expect(await countQueries(async () => (prepared = await loader.load(database.db, refs)))).toBe(3);
     expect(prepared.map((item) => item.kind)).toEqual(refs.map(() => 'ready'));
     expect(await countQueries(() => loader.load(database.db, refs))).toBe(2);
+  });
+
+  it('keeps at most CACHED_VERSIONS_MAX_BYTES of template versions (review finding, session 13)', async () => {
+    // A design of 90,000 values (the save's bound is 100,000) parses into about 6 MB: the versions
+    // cache held 1,000 of them by count, and 2 MB designs (40 MB parsed) could exhaust the heap.
+    const database = ctx.app.ctx.database;
+    const heavy = simpleDesign('Hi {{ first_name }}');
+    (heavy.b1!.data.props as Record<string, unknown>).junk = Array.from({ length: 90_000 }, () => ({}));
+    const { owner, key } = await createTeamWithKey(ctx.app, { template: { designJson: heavy } });
+    const refs: { teamId: string; emailId: string }[] = [];
+    for (let i = 0; i < 12; i++) {
+      const template = await buildTemplate(ctx.app, owner, { name: `heavy ${i}`, designJson: heavy });
+      const response = await send(ctx.app, key, { templateId: template.id, to: `heavy-${i}@example.test` });
+      expect(response.statusCode, response.body).toBe(202);
+      refs.push({ teamId: owner.teamId, emailId: response.json().data.id });
+    }
+    const loader = new SendBatchLoader();
+    const versionOf = async (ref: (typeof refs)[number]) => {
+      const [prepared] = await loader.load(database.db, [ref]);
+      if (prepared?.kind !== 'ready') throw new Error(`not ready: ${prepared?.kind}`);
+      return prepared.version;
+    };
+    const first = await versionOf(refs[0]!);
+    expect(await versionOf(refs[0]!)).toBe(first);
+    for (const ref of refs.slice(1)) await versionOf(ref);
+    expect(loader.cachedBytes).toBeLessThanOrEqual(CACHED_VERSIONS_MAX_BYTES);
+    // By count alone (1,000) the first was still kept.
+    const again = await versionOf(refs[0]!);
+    expect(again).not.toBe(first);
+    expect(again.id).toBe(first.id);
   });
 
   it("reads a batch's logs by primary key, whatever the statistics say of the team's size", async () => {

@@ -13,9 +13,27 @@ export class TeamReadCache<V extends object> {
   /** Bumped by every forget: a load that started before it is not stored (it may be stale). */
   #generation = 0;
 
-  /** @param options.max entries kept (least recently used go first); options.ttlMs their lifetime. */
-  constructor(options: { max: number; ttlMs: number }) {
-    this.#cache = new LRUCache<string, V>({ max: options.max, ttl: options.ttlMs });
+  /**
+   * @param options.max entries kept (least recently used go first); options.ttlMs their lifetime;
+   *   options.maxBytes, with options.weigh (a value's estimated bytes, e.g. estimatedHeapBytes),
+   *   the most bytes kept: the least recently used go first past it, and a value weighing more is
+   *   not kept at all. Expired entries are dropped only when reached or pushed out, so without
+   *   maxBytes the cache may hold `max` entries long after their `ttlMs`.
+   */
+  constructor(options: { max: number; ttlMs: number; maxBytes?: number; weigh?: (value: V) => number }) {
+    const { maxBytes, weigh } = options;
+    this.#cache = new LRUCache<string, V>({
+      max: options.max,
+      ttl: options.ttlMs,
+      ...(maxBytes !== undefined && weigh
+        ? { maxSize: maxBytes, sizeCalculation: (value: V) => Math.max(1, Math.ceil(weigh(value))) }
+        : {}),
+    });
+  }
+
+  /** The estimated bytes kept now (0 without `maxBytes`), for tests and diagnostics. */
+  get bytes(): number {
+    return this.#cache.calculatedSize;
   }
 
   /** The cached value of (`teamId`, `key`), or what `load` returns (then cached unless forgotten meanwhile). */

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Executor } from '../../db/client.ts';
+import { estimatedHeapBytes } from '../../heap-weight.ts';
 import { type AdapterRow, findAdapters } from '../adapters/index.ts';
 import { findTemplateVersions, type TemplateVersionRow } from '../templates/index.ts';
 import { type EmailLogRow, emailRepository } from './emails.repository.ts';
@@ -14,6 +15,11 @@ export type PreparedSend =
 
 /** Template versions kept in memory (they are immutable, so an entry never goes stale). */
 const MAX_CACHED_VERSIONS = 1_000;
+/**
+ * Most bytes of template versions kept (estimatedHeapBytes of the rows): a design of 2 MB of JSON
+ * may take 40 MB parsed, so 1,000 versions alone could exhaust the worker's heap.
+ */
+export const CACHED_VERSIONS_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Loads what a batch of `email.send` jobs needs in a constant number of queries (issue #9): the
@@ -25,7 +31,16 @@ const MAX_CACHED_VERSIONS = 1_000;
  * @throws database errors (the jobs are retried).
  */
 export class SendBatchLoader {
-  readonly #versions = new LRUCache<string, TemplateVersionRow>({ max: MAX_CACHED_VERSIONS });
+  readonly #versions = new LRUCache<string, TemplateVersionRow>({
+    max: MAX_CACHED_VERSIONS,
+    maxSize: CACHED_VERSIONS_MAX_BYTES,
+    sizeCalculation: (version) => Math.max(1, estimatedHeapBytes(version)),
+  });
+
+  /** The estimated bytes of the versions kept now (for tests and diagnostics). */
+  get cachedBytes(): number {
+    return this.#versions.calculatedSize;
+  }
 
   async load(db: Executor, refs: readonly { teamId: string; emailId: string }[]): Promise<PreparedSend[]> {
     const logs = await emailRepository.findLogs(

@@ -1,4 +1,5 @@
 import { TeamReadCache } from '../../db/team-read-cache.ts';
+import { estimatedHeapBytes } from '../../heap-weight.ts';
 import type { TemplateRow, TemplateVersionRow } from './templates.repository.ts';
 
 /**
@@ -18,7 +19,22 @@ export const TEMPLATE_SEND_CACHE_TTL_MS = 1_000;
  */
 export type TemplateSendCache = TeamReadCache<{ template: TemplateRow; version: TemplateVersionRow }>;
 
-/** A new, empty {@link TemplateSendCache} (at most 5,000 entries, each for TEMPLATE_SEND_CACHE_TTL_MS). */
+/**
+ * Most bytes of templates a {@link TemplateSendCache} keeps (estimatedHeapBytes of the template and
+ * version rows, designs included): entries outlive their TTL until pushed out, and a design of
+ * 2 MB of JSON may take 40 MB parsed, so 5,000 entries alone did not bound the process's memory.
+ */
+export const TEMPLATE_SEND_CACHE_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A new, empty {@link TemplateSendCache}: at most 5,000 entries and
+ * {@link TEMPLATE_SEND_CACHE_MAX_BYTES}, each for TEMPLATE_SEND_CACHE_TTL_MS.
+ */
 export function createTemplateSendCache(): TemplateSendCache {
-  return new TeamReadCache({ max: 5_000, ttlMs: TEMPLATE_SEND_CACHE_TTL_MS });
+  return new TeamReadCache<{ template: TemplateRow; version: TemplateVersionRow }>({
+    max: 5_000,
+    ttlMs: TEMPLATE_SEND_CACHE_TTL_MS,
+    maxBytes: TEMPLATE_SEND_CACHE_MAX_BYTES,
+    weigh: estimatedHeapBytes,
+  });
 }

@@ -1,6 +1,7 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
 import type { templates } from '../../db/schema/index.ts';
+import { jsonValueCount } from '../../heap-weight.ts';
 import { type Page, page } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -71,6 +72,15 @@ export interface CompiledContent {
 export const DESIGN_MAX_BYTES = 2 * 1024 * 1024;
 
 /**
+ * Most JSON values (objects, arrays, strings, numbers, booleans, nulls) in a template's design:
+ * 2 MB of `[{},{},…]` under a key the builder keeps parsed into 43 MB on the heap, in every
+ * process that loads the template to send or render it (review finding, session 13). EmailBuilder's
+ * sample documents hold 97-1,120 values (about 35 per KB); this leaves room for designs of about
+ * 3 MB of such JSON, and bounds one parsed design to a few MB.
+ */
+export const DESIGN_MAX_VALUES = 100_000;
+
+/**
  * Validates subject + design and derives what is stored with them: the parsed design, its
  * variables and its HTML with Liquid left in place. The template is also rendered once without
  * variables, so one that exceeds a rendering limit on its own (a `(1..100000000)` loop, a string
@@ -78,13 +88,19 @@ export const DESIGN_MAX_BYTES = 2 * 1024 * 1024;
  * "Hostile input is refused fast … at save and preview"). Other render errors depend on the
  * variables and surface at preview and send.
  * @throws INVALID_TEMPLATE (400), details.reason INVALID_DESIGN, SYNTAX_ERROR or LIMIT_EXCEEDED
- *   (also past {@link DESIGN_MAX_BYTES}), with details.issues.
+ *   (also past {@link DESIGN_MAX_BYTES} or {@link DESIGN_MAX_VALUES}), with details.issues.
  */
 export async function compileContent(subject: string, designJson: unknown): Promise<CompiledContent> {
   const bytes = Buffer.byteLength(JSON.stringify(designJson) ?? '');
   if (bytes > DESIGN_MAX_BYTES) {
     throw invalidTemplate('LIMIT_EXCEEDED', [
       { path: 'designJson', message: `The design exceeds ${DESIGN_MAX_BYTES} bytes of JSON (${bytes})` },
+    ]);
+  }
+  const values = jsonValueCount(designJson, DESIGN_MAX_VALUES);
+  if (values > DESIGN_MAX_VALUES) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      { path: 'designJson', message: `The design holds more than ${DESIGN_MAX_VALUES} JSON values` },
     ]);
   }
   const design = parseDesign(designJson);

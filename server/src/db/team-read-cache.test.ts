@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { estimatedHeapBytes } from '../heap-weight.ts';
+import {
+  createTemplateSendCache,
+  TEMPLATE_SEND_CACHE_MAX_BYTES,
+} from '../modules/templates/templates.send-cache.ts';
+import { TeamReadCache } from './team-read-cache.ts';
+
+/** A value of about `megabytes` MB of estimated heap (many empty objects, as a hostile design holds). */
+function heavy(megabytes: number) {
+  return {
+    designJson: { junk: Array.from({ length: Math.round((megabytes * 1024 * 1024) / 64) }, () => ({})) },
+  };
+}
+
+describe('TeamReadCache bounded in bytes (review finding, session 13)', () => {
+  it('pushes out the least recently used past maxBytes, and keeps nothing heavier than it', async () => {
+    const cache = new TeamReadCache<{ size: number }>({
+      max: 100,
+      ttlMs: 60_000,
+      maxBytes: 100,
+      weigh: (value) => value.size,
+    });
+    let loads = 0;
+    const get = (key: string, size: number) =>
+      cache.get('team', key, async () => {
+        loads++;
+        return { size };
+      });
+    await get('a', 40);
+    await get('b', 40);
+    await get('c', 40);
+    expect(cache.bytes).toBe(80);
+    await get('b', 40);
+    await get('c', 40);
+    expect(loads).toBe(3);
+    await get('a', 40); // pushed out by c
+    expect(loads).toBe(4);
+    await get('huge', 101);
+    await get('huge', 101);
+    expect(loads).toBe(6);
+    expect(cache.bytes).toBeLessThanOrEqual(100);
+  });
+
+  it('the send cache of templates keeps at most TEMPLATE_SEND_CACHE_MAX_BYTES of parsed designs', async () => {
+    const cache = createTemplateSendCache();
+    const entry = { template: heavy(8), version: heavy(8) } as never;
+    expect(estimatedHeapBytes(entry)).toBeGreaterThan(16 * 1024 * 1024);
+    let loads = 0;
+    const load = async () => {
+      loads++;
+      return entry;
+    };
+    for (let i = 0; i < 8; i++) await cache.get('team', `t${i}`, load);
+    expect(cache.bytes).toBeLessThanOrEqual(TEMPLATE_SEND_CACHE_MAX_BYTES);
+    // 5,000 entries by count alone kept all eight (and, with 40 MB designs, exhausted the heap).
+    await cache.get('team', 't0', load);
+    expect(loads).toBe(9);
+  });
+});
