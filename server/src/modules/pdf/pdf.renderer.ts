@@ -102,8 +102,9 @@ export function createPdfRenderer(
     return {
       source: 'url',
       bundledUrl: undefined,
-      renderPdf: (html, teamId) => queue.run(teamId, () => client.renderPdf(policed(html))),
-      screenshot: (html, size, teamId) => queue.run(teamId, () => client.screenshot(policed(html), size)),
+      renderPdf: (html, teamId) => queue.run(teamId, async () => client.renderPdf(await policed(html))),
+      screenshot: (html, size, teamId) =>
+        queue.run(teamId, async () => client.screenshot(await policed(html), size)),
       close: async () => {},
     };
   }

@@ -132,7 +132,7 @@ export class ChromiumPool {
         if (current?.width !== viewport.width || current?.height !== viewport.height) {
           await page.setViewport(viewport);
         }
-        await page.setContent(withRenderPolicy(html, this.#options.allowedImageHosts), {
+        await page.setContent(await withRenderPolicy(html, this.#options.allowedImageHosts), {
           waitUntil: 'load',
           timeout: this.#options.renderTimeoutMs,
         });
