@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newUnguessableId } from '../src/ids.ts';
 import { insertMember, insertTeam, insertUserWithPassword } from '../src/modules/auth/auth.repository.ts';
@@ -66,6 +67,77 @@ describe('team invitation rules (PostgreSQL)', () => {
       404,
       'NOT_FOUND',
     );
+  });
+
+  describe('an invitation does not outlive what its sender may grant (review finding, session 13)', () => {
+    const newAccount = { name: 'Returning', password: 'a-long-enough-password' };
+
+    it('a removed admin cannot come back through an invitation they sent: it is canceled with them', async () => {
+      const owner = await setupOwner(app());
+      const admin = await addTeamMember(app(), owner, 'admin');
+      const backdoor = await buildInvitation(app(), admin, { role: 'admin' });
+      const removed = await asUser(app(), owner, 'DELETE', `/api/team/members/${admin.userId}`);
+      expect(removed.statusCode, removed.body).toBe(200);
+      expect(await pendingIds(owner)).not.toContain(backdoor.id);
+      const accepted = await acceptInvitation(app(), tokenOf(backdoor.url), { body: newAccount });
+      expectError(accepted, 404, 'NOT_FOUND');
+    });
+
+    it("an admin demoted to member loses the invitations they sent; an owner demoted to admin only the owners'", async () => {
+      const owner = await setupOwner(app());
+      const admin = await addTeamMember(app(), owner, 'admin');
+      const byAdmin = await buildInvitation(app(), admin, { role: 'admin' });
+      const secondOwner = await addTeamMember(app(), owner, 'owner');
+      const forOwner = await buildInvitation(app(), secondOwner, { role: 'owner' });
+      const forMember = await buildInvitation(app(), secondOwner, { role: 'member' });
+      for (const [userId, role] of [
+        [admin.userId, 'member'],
+        [secondOwner.userId, 'admin'],
+      ] as const) {
+        const changed = await asUser(app(), owner, 'PUT', `/api/team/members/${userId}`, { role });
+        expect(changed.statusCode, changed.body).toBe(200);
+      }
+      const pending = await pendingIds(owner);
+      expect(pending).not.toContain(byAdmin.id);
+      expect(pending).not.toContain(forOwner.id);
+      expect(pending).toContain(forMember.id);
+      expectError(
+        await acceptInvitation(app(), tokenOf(byAdmin.url), { body: newAccount }),
+        404,
+        'NOT_FOUND',
+      );
+      const accepted = await acceptInvitation(app(), tokenOf(forMember.url), { body: newAccount });
+      expect(accepted.statusCode, accepted.body).toBe(201);
+      expect(accepted.json().data.role).toBe('member');
+    });
+
+    it('a removed owner cannot take the team back through an owner invitation they sent', async () => {
+      const owner = await setupOwner(app());
+      const secondOwner = await addTeamMember(app(), owner, 'owner');
+      const backdoor = await buildInvitation(app(), secondOwner, { role: 'owner' });
+      const removed = await asUser(app(), owner, 'DELETE', `/api/team/members/${secondOwner.userId}`);
+      expect(removed.statusCode, removed.body).toBe(200);
+      expectError(
+        await acceptInvitation(app(), tokenOf(backdoor.url), { body: newAccount }),
+        404,
+        'NOT_FOUND',
+      );
+      const members = await asUser(app(), owner, 'GET', '/api/team/members');
+      expect(members.json().data.map((m: { role: string }) => m.role)).toEqual(['owner']);
+    });
+
+    it('accepting checks the sender again (an invitation left pending by an earlier build)', async () => {
+      const owner = await setupOwner(app());
+      const admin = await addTeamMember(app(), owner, 'admin');
+      const left = await buildInvitation(app(), admin, { role: 'admin' });
+      // Removed without the service (as an earlier build did): the invitation stays pending.
+      await ctx.context.database.db.execute(
+        sql`delete from members where user_id = ${admin.userId} and team_id = ${owner.teamId}`,
+      );
+      expect(await pendingIds(owner)).toContain(left.id);
+      const accepted = await acceptInvitation(app(), tokenOf(left.url), { body: newAccount });
+      expect(expectError(accepted, 404, 'NOT_FOUND').details).toMatchObject({ reason: 'INVITER_REVOKED' });
+    });
   });
 
   it('answers an accept without a session the same whether or not an account has the invited email', async () => {

@@ -1,4 +1,5 @@
 import { AppError } from '../../http/errors.ts';
+import { permissionsOf } from '../../http/permissions.ts';
 import type { TeamRole } from '../auth/index.ts';
 
 /** Who asks for a membership change: their user id, role, and whether they hold `team:manage`. */
@@ -49,4 +50,26 @@ export function checkMemberChange(
   if (losesOwner && ownerCount <= 1) {
     throw new AppError('CONFLICT', 'A team must keep at least one owner', { reason: 'LAST_OWNER' });
   }
+}
+
+/**
+ * True when a member whose role is now `inviterRole` (undefined: no longer a member) may still
+ * grant `role` through an invitation they sent: the rules that let them send it (issue #3: team:manage;
+ * only owners invite owners), checked again when it is accepted. An invitation used to outlive its
+ * inviter (review finding, session 13): a removed or demoted admin came back as admin through an
+ * invitation they had sent to another address of theirs, and a removed owner came back as owner
+ * and removed the owner who had removed them.
+ */
+export function inviterMayGrant(inviterRole: string | undefined, role: string | null): boolean {
+  if (inviterRole === undefined || !permissionsOf(inviterRole).has('team:manage')) return false;
+  return role !== 'owner' || inviterRole === 'owner';
+}
+
+/**
+ * The roles of the pending invitations `userId` may no longer grant once their role is `role`
+ * (undefined: removed), to cancel with the change: all of them, those for owner, or none.
+ */
+export function invitationRolesRevokedBy(role: TeamRole | undefined): readonly TeamRole[] | 'all' | 'none' {
+  if (role === undefined || !permissionsOf(role).has('team:manage')) return 'all';
+  return role === 'owner' ? 'none' : ['owner'];
 }

@@ -4,6 +4,7 @@ import { AppError, validationError } from '../../http/errors.ts';
 import { type Auth, insertMember, insertUserWithPassword } from '../auth/index.ts';
 import { callAuthApi } from './auth-api.ts';
 import { hashInvitationToken } from './invitation-token.ts';
+import { inviterMayGrant } from './member-rules.ts';
 import { ensureOpenInvitation } from './teams.invitations.service.ts';
 import { type InvitationDetails, teamRepository } from './teams.repository.ts';
 import type { AcceptedInvitationView, NewAccountInput } from './teams.schema.ts';
@@ -182,6 +183,7 @@ export async function joinInvitedTeams(
       await teamRepository.lockTeam(tx, teamId);
       const open = await teamRepository.findInvitationDetails(tx, id, { forUpdate: true });
       if (open?.status !== 'pending' || open.expiresAt.getTime() <= now.getTime()) return;
+      if (!(await inviterStillGrants(tx, open))) return;
       if (await teamRepository.findMember(tx, teamId, user.id)) return;
       await addMember(tx, open, user.id);
     });
@@ -201,7 +203,25 @@ async function lockOpenInvitation(
   const found = await teamRepository.findInvitationDetails(tx, invitation.id, { forUpdate: true });
   const locked = found?.tokenHash === invitation.tokenHash ? found : undefined;
   ensureOpenInvitation(locked, now);
+  if (!(await inviterStillGrants(tx, locked))) {
+    throw new AppError(
+      'NOT_FOUND',
+      'This invitation was withdrawn: its sender may no longer invite to this role',
+      {
+        reason: 'INVITER_REVOKED',
+      },
+    );
+  }
   return locked;
+}
+
+/**
+ * True when the invitation's sender is still a member whose role may grant the invited role
+ * (member-rules.ts inviterMayGrant); read under the team's lock.
+ */
+async function inviterStillGrants(tx: Executor, invitation: InvitationDetails): Promise<boolean> {
+  const inviter = await teamRepository.findMember(tx, invitation.organizationId, invitation.inviterId);
+  return inviterMayGrant(inviter?.role, invitation.role);
 }
 
 /** Adds `userId` to the invitation's team with its role and marks the invitation accepted. */

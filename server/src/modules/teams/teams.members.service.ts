@@ -11,6 +11,7 @@ import {
 } from '../auth/index.ts';
 import {
   checkMemberChange,
+  invitationRolesRevokedBy,
   type MemberChange,
   type MemberChangeActor,
   missingTeamManage,
@@ -48,7 +49,10 @@ export async function updateMemberRole(
   role: TeamRole,
 ): Promise<MemberView> {
   return changeMember(db, principal, userId, { kind: 'updateRole', role }, async (tx, target) => {
-    if (target.role !== role) await setMemberRole(tx, principal.teamId, userId, role);
+    if (target.role !== role) {
+      await setMemberRole(tx, principal.teamId, userId, role);
+      await cancelInvitationsRevoked(tx, principal.teamId, userId, role);
+    }
     return presentMember({ ...target, role });
   });
 }
@@ -67,8 +71,24 @@ export async function removeMember(db: Database, principal: SessionPrincipal, us
   if (userId !== principal.userId && !principal.permissions.has('team:manage')) throw missingTeamManage();
   await changeMember(db, principal, userId, { kind: 'remove' }, async (tx) => {
     await deleteMember(tx, principal.teamId, userId);
+    await cancelInvitationsRevoked(tx, principal.teamId, userId, undefined);
     if (userId === principal.userId) await clearActiveTeam(tx, userId, principal.teamId);
   });
+}
+
+/**
+ * Cancels the pending invitations `userId` sent that their new role (undefined: removed) no longer
+ * lets them grant ({@link invitationRolesRevokedBy}); accepting checks the same rule again.
+ */
+async function cancelInvitationsRevoked(
+  tx: Executor,
+  teamId: string,
+  userId: string,
+  role: TeamRole | undefined,
+): Promise<void> {
+  const roles = invitationRolesRevokedBy(role);
+  if (roles === 'none') return;
+  await teamRepository.cancelInvitationsBy(tx, teamId, userId, roles === 'all' ? undefined : roles);
 }
 
 /**

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, like, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, like, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { invitations, members, teams, users } from '../../db/schema/index.ts';
 
@@ -191,6 +191,31 @@ export const teamRepository = {
       )
       .returning({ id: invitations.id });
     return rows.length > 0;
+  },
+
+  /**
+   * Marks canceled the pending invitations of the team that `inviterId` sent, all of them or only
+   * those for `roles`. @returns how many.
+   */
+  async cancelInvitationsBy(
+    db: Executor,
+    teamId: string,
+    inviterId: string,
+    roles?: readonly string[],
+  ): Promise<number> {
+    const rows = await db
+      .update(invitations)
+      .set({ status: 'canceled' })
+      .where(
+        and(
+          eq(invitations.organizationId, teamId),
+          eq(invitations.inviterId, inviterId),
+          eq(invitations.status, 'pending'),
+          roles ? inArray(invitations.role, [...roles]) : undefined,
+        ),
+      )
+      .returning({ id: invitations.id });
+    return rows.length;
   },
 
   /**
