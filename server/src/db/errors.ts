@@ -37,6 +37,18 @@ export function isClientDataError(error: unknown): boolean {
 }
 
 /**
+ * True when PostgreSQL refused a statement for the data it carried, so the same rows will be
+ * refused again: SQLSTATE classes 22 (data exception: a NUL in text, a value out of range), 23
+ * (integrity constraint violation) and 54 (program limit exceeded: an index row over 8,191 bytes,
+ * JSON nested too deep). Not connection errors, serialization failures or deadlocks, which a
+ * retry may get past. PostgreSQL docs, Appendix A "PostgreSQL Error Codes".
+ */
+export function isRefusedData(error: unknown): boolean {
+  const code = postgresError(error)?.code;
+  return code !== undefined && (code.startsWith('22') || code.startsWith('23') || code.startsWith('54'));
+}
+
+/**
  * A database error without the statement's parameters, for logs: Drizzle puts the bound values
  * (password hashes, recipients, variables) in its message after "params:".
  */

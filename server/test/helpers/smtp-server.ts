@@ -21,9 +21,13 @@ export interface TestSmtpServer {
 
 /**
  * A real SMTP server (smtp-server) on 127.0.0.1 and a random port that parses every message with
- * mailparser. `options` may override behaviour (onRcptTo to refuse, onAuth to demand credentials).
+ * mailparser. `options` may override behaviour (onRcptTo to refuse, onAuth to demand credentials);
+ * `reply` gives the text of the final 250 reply to the n-th message (default `Queued as test-<n>`).
  */
-export async function startTestSmtpServer(options: Partial<SMTPServerOptions> = {}): Promise<TestSmtpServer> {
+export async function startTestSmtpServer(
+  options: Partial<SMTPServerOptions> = {},
+  reply: (count: number) => string = (count) => `Queued as test-${count}`,
+): Promise<TestSmtpServer> {
   const messages: ReceivedMessage[] = [];
   const server = new SMTPServer({
     disabledCommands: ['STARTTLS', 'AUTH'],
@@ -41,7 +45,7 @@ export async function startTestSmtpServer(options: Partial<SMTPServerOptions> = 
           parsed,
           raw,
         });
-        callback(null, `Queued as test-${messages.length}`);
+        callback(null, reply(messages.length));
       });
     },
   });

@@ -18,7 +18,8 @@ export const CANCELLED_MESSAGE = 'cancelled';
  * recorded against a failed email.
  * Returns {id, status: "failed"}.
  * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400, details.reason NOT_CANCELLABLE)
- *   when the email is no longer queued, or its send is in progress (details.status "sending").
+ *   when the email is no longer queued, or its send is in progress (details.status "sending") or
+ *   over while its status could not be recorded (details.status "processed").
  */
 export async function cancelEmail(
   deps: { db: Database; queue: JobQueue },
@@ -36,7 +37,11 @@ export async function cancelEmail(
   const jobUuid = uuidOfJobId(log.jobId);
   const moved = await db.transaction(async (tx) => {
     const job = jobUuid ? await deps.queue.cancelIfWaiting(tx, EMAIL_SEND_JOB, jobUuid) : undefined;
+    // Cancelled now, or no job row (nothing will send it). A job completed or failed while the log
+    // still says queued was handed to a provider whose answer was not recorded (review finding,
+    // session 13: such an email was reported cancelled though delivered).
     if (job === 'active') throw notCancellable('sending');
+    if (job !== undefined && job !== 'cancelled') throw notCancellable('processed');
     return transition(tx, log, {
       status: 'failed',
       detail: { error: CANCELLED_MESSAGE, cancelled: true },

@@ -1,5 +1,5 @@
 import type { Database, Executor } from '../../db/client.ts';
-import { messageForLog } from '../../db/errors.ts';
+import { isRefusedData, messageForLog } from '../../db/errors.ts';
 import { type ClaimedJob, SETTLED } from '../../jobs/queue.ts';
 import type { EmailLogRow } from './emails.repository.ts';
 import { emailRepository } from './emails.repository.ts';
@@ -87,7 +87,7 @@ export class SendOutcomeRecorder {
     job?: ClaimedJob<unknown>,
   ): Promise<RecordResult> {
     return new Promise((resolve, reject) => {
-      this.#pending.push({ log, outcome, job, resolve, reject });
+      this.#pending.push({ log, outcome: storableOutcome(outcome), job, resolve, reject });
       this.#schedule();
     });
   }
@@ -158,7 +158,16 @@ export class SendOutcomeRecorder {
         for (const item of group) item.resolve(item.job ? SETTLED : undefined);
         return;
       } catch (error) {
-        const delay = RETRY_DELAYS_MS[attempt];
+        const refused = isRefusedData(error);
+        if (refused && group.length > 1) {
+          // One outcome the database refuses must not take the group's others with it: outcomes of
+          // other emails, often of other teams (review finding, session 13: a team's SMTP server
+          // answering with a NUL in its message id left every email of the group `queued` for
+          // good, though delivered). Each is written alone; only the refused one fails.
+          for (const item of group) await this.#write([item]);
+          return;
+        }
+        const delay = refused ? undefined : RETRY_DELAYS_MS[attempt];
         if (delay !== undefined) {
           await new Promise((resolve) => setTimeout(resolve, delay));
           continue;
@@ -219,6 +228,36 @@ export class SendOutcomeRecorder {
     for (const teamId of teamIds) this.#listenedTeams.set(teamId, now + LISTENED_TEAM_MS);
     if (this.#listenedTeams.size > 10_000) this.#listenedTeams.clear();
     return false;
+  }
+}
+
+/** Most characters of a provider's message id kept (RFC 5322 ids are far shorter; an index row has 8,191 bytes). */
+export const PROVIDER_MESSAGE_ID_MAX = 255;
+
+/**
+ * `outcome` with only what PostgreSQL stores and indexes: the provider's message id in printable
+ * ASCII (RFC 5322 msg-id characters), at most {@link PROVIDER_MESSAGE_ID_MAX} characters, and no NUL
+ * in its messages and diagnostics. All of them come from the provider, which for SMTP is any server
+ * a team names (review finding, session 13: a NUL or a 12 KB id in the final reply made the
+ * group's statement fail, for every team in the group).
+ */
+function storableOutcome(outcome: SendOutcome): SendOutcome {
+  const text = (value: string) => value.replaceAll('\0', '');
+  switch (outcome.kind) {
+    case 'sent': {
+      const providerMessageId = outcome.providerMessageId
+        .replace(/[^\x21-\x7e]/g, '')
+        .slice(0, PROVIDER_MESSAGE_ID_MAX);
+      const refused = outcome.refused?.map((item) => ({
+        ...item,
+        address: text(item.address),
+        diagnostic: text(item.diagnostic),
+      }));
+      return { ...outcome, providerMessageId, ...(refused ? { refused } : {}) };
+    }
+    case 'failed':
+    case 'retry':
+      return { ...outcome, message: text(outcome.message) };
   }
 }
 
