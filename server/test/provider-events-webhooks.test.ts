@@ -2,14 +2,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders } from './helpers/auth.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
-import { FAKE_CREDENTIALS } from './helpers/fake-providers.ts';
+import {
+  FAKE_CREDENTIALS,
+  FAKE_ENDPOINT_VARIABLES,
+  type FakeProvider,
+  startFakeProvider,
+} from './helpers/fake-providers.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
 
 /**
  * Issue #11: a provider event is a status change like any other: it reaches the team's webhooks
- * through the outbox. End to end: the worker sends (status `sent`, providerMessageId recorded),
+ * through the outbox. End to end: the worker sends through Postmark (a fake speaking its API;
+ * status `sent`, providerMessageId recorded),
  * the provider reports a hard bounce for that id, the team's webhook receives `email.bounced`
  * with the diagnostic, signed.
  */
@@ -17,17 +23,23 @@ describe('provider events reach the outbound webhooks', () => {
   let ctx: TestContext;
   let smtp: TestSmtpServer;
   let receiver: WebhookReceiver;
+  let postmarkApi: FakeProvider;
 
   beforeAll(async () => {
     smtp = await startTestSmtpServer();
     receiver = await startWebhookReceiver();
-    ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
+    postmarkApi = await startFakeProvider('postmark');
+    ctx = await createTestContext('postgres', {
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      [FAKE_ENDPOINT_VARIABLES.postmark]: postmarkApi.url,
+    });
     await ctx.startWorkers();
   });
   afterAll(async () => {
     await ctx?.close();
     await smtp?.close();
     await receiver?.close();
+    await postmarkApi?.close();
   });
 
   it('a hard bounce of a sent email is delivered as a signed email.bounced webhook', async () => {
@@ -56,7 +68,13 @@ describe('provider events reach the outbound webhooks', () => {
       }),
     );
     const { id } = await dataOf(
-      await send(ctx.app, team.key, { templateId: team.templateId, to: 'bad@example.com', variables: {} }),
+      await send(ctx.app, team.key, {
+        templateId: team.templateId,
+        to: 'bad@example.com',
+        from: 'sender@example.com',
+        adapterId: postmark.id,
+        variables: {},
+      }),
       202,
     );
     const sent = await waitFor(async () => {

@@ -187,15 +187,28 @@ async function providerTeam(kind: FakeKind) {
   const adapter = await dataOf(
     await dashboardCall(ctx.app, team.owner, 'GET', `/api/adapters/${created.id}`),
   );
-  return { ...team, eventsPath: new URL(adapter.eventsUrl).pathname };
+  return {
+    ...team,
+    providerAdapterId: created.id as string,
+    eventsPath: new URL(adapter.eventsUrl).pathname,
+  };
 }
 
-/** Accepts an email to `fields` (to, cc, bcc) and records it `sent` under `providerMessageId`. */
-async function sentEmail(team: SendingTeam, providerMessageId: string, fields: Record<string, unknown>) {
+/**
+ * Accepts an email to `fields` (to, cc, bcc) through the team's provider adapter and records it
+ * `sent` under `providerMessageId` (events match the emails of the adapter they come to).
+ */
+async function sentEmail(
+  team: SendingTeam & { providerAdapterId: string },
+  providerMessageId: string,
+  fields: Record<string, unknown>,
+) {
   const { id } = await dataOf(
     await send(ctx.app, team.key, {
       templateId: team.templateId,
       variables: { first_name: 'Ada' },
+      adapterId: team.providerAdapterId,
+      from: 'sender@example.com',
       ...fields,
     }),
     202,

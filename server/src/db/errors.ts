@@ -28,12 +28,13 @@ export function isNotNullViolation(error: unknown): boolean {
 /**
  * True for PostgreSQL errors caused by the values a client sent, not by the server: SQLSTATE class
  * 22 "data exception" (a NUL byte or an invalid Unicode escape in text or JSON, a number out of
- * range, …) and 54001 "statement too complex" (JSON nested thousands deep). PostgreSQL docs,
+ * range, …), 54000 "program limit exceeded" (a value too long for its index row) and 54001
+ * "statement too complex" (JSON nested thousands deep). PostgreSQL docs,
  * Appendix A "PostgreSQL Error Codes".
  */
 export function isClientDataError(error: unknown): boolean {
   const code = postgresError(error)?.code;
-  return code !== undefined && (code.startsWith('22') || code === '54001');
+  return code !== undefined && (code.startsWith('22') || code === '54000' || code === '54001');
 }
 
 /**

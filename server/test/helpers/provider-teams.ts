@@ -46,10 +46,14 @@ export async function providerTeam(
   return { ...team, providerAdapterId: created.id, eventsPath: new URL(adapter.eventsUrl).pathname };
 }
 
-/** Sends an email of `team` to `to` (queued) and records it as `sent` with `providerMessageId`. */
+/**
+ * Sends an email of `team` to `to` (queued) and records it as `sent` with `providerMessageId`,
+ * through the team's provider adapter when it has one (events match only the emails the adapter
+ * whose URL they come to delivered).
+ */
 export async function sentEmail(
   ctx: TestContext,
-  team: SendingTeam,
+  team: SendingTeam & { providerAdapterId?: string },
   providerMessageId: string,
   to = 'ada@example.com',
 ): Promise<string> {
@@ -57,6 +61,7 @@ export async function sentEmail(
     templateId: team.templateId,
     to,
     variables: { first_name: 'Ada' },
+    ...(team.providerAdapterId ? { adapterId: team.providerAdapterId, from: 'sender@example.com' } : {}),
   });
   const { id } = await dataOf(response, 202);
   await ctx.context.db.transaction((tx) =>

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
-import { adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
+import { type AdapterRow, adapterConfig, findAdapterById, isAdapterEventsToken } from '../adapters/index.ts';
 import type { ProviderEventDeps } from './provider-event.ts';
 import { claimProviderEventToken } from './provider-event-tokens.ts';
 import { applyProviderEvents, providerEventParserOf } from './provider-events.service.ts';
@@ -18,11 +18,22 @@ const SNS_FETCH_TIMEOUT_MS = 10_000;
 const params = z.object({ adapterId: z.string().min(1).max(200), token: z.string().min(1).max(200) });
 const resultView = z.object({ received: z.number(), matched: z.number() });
 
-/** GETs an SNS URL (already checked by the parser): no redirects, a timeout, 2xx only. */
+/** Most bytes read of an SNS answer (a signing certificate is about 2 KB). */
+const SNS_FETCH_MAX_BYTES = 64 * 1024;
+
+/** GETs an SNS URL (already checked by the parser): no redirects, a timeout, 2xx only, at most 64 KB. */
 async function fetchText(url: string): Promise<string> {
   const response = await fetch(url, { redirect: 'error', signal: AbortSignal.timeout(SNS_FETCH_TIMEOUT_MS) });
   if (!response.ok) throw new Error(`GET ${url} answered ${response.status}`);
-  return response.text();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of (response.body ?? []) as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > SNS_FETCH_MAX_BYTES)
+      throw new Error(`GET ${url} answered more than ${SNS_FETCH_MAX_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /**
@@ -50,11 +61,34 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
       claimProviderEventToken(app.ctx.database.db, adapterId, token, keepMs),
   };
 
+  /** The adapter each request's URL names and authenticates, found before its body is read. */
+  const adapters = new WeakMap<object, AdapterRow>();
+
   app.post(
     '/api/provider-events/:adapterId/:token',
     {
       ...access({ kind: 'public' }),
       bodyLimit: BODY_LIMIT_BYTES,
+      // The URL authenticates the request: checked before the body (up to 5 MB) is read, as every
+      // guard is (http/access.ts); a wrong token or adapter read the whole body first (review
+      // finding, session 13).
+      preParsing: async (request, _reply, payload) => {
+        const { adapterId, token } = request.params as { adapterId?: unknown; token?: unknown };
+        if (
+          typeof adapterId !== 'string' ||
+          typeof token !== 'string' ||
+          adapterId.length > 200 ||
+          token.length > 200
+        )
+          throw notFound('Adapter');
+        const adapter = await findAdapterById(app.ctx.db, adapterId);
+        if (!adapter) throw notFound('Adapter');
+        if (!isAdapterEventsToken(app.ctx.encryptionKey, adapter.id, token)) {
+          throw new AppError('UNAUTHORIZED', 'Invalid provider events token');
+        }
+        adapters.set(request, adapter);
+        return payload;
+      },
       schema: {
         tags: ['Provider events'],
         params,
@@ -62,12 +96,8 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
       },
     },
     async (request) => {
-      const { adapterId, token } = request.params;
-      const adapter = await findAdapterById(app.ctx.db, adapterId);
+      const adapter = adapters.get(request);
       if (!adapter) throw notFound('Adapter');
-      if (!isAdapterEventsToken(app.ctx.encryptionKey, adapter.id, token)) {
-        throw new AppError('UNAUTHORIZED', 'Invalid provider events token');
-      }
       const parse = providerEventParserOf(adapter.type);
       if (!parse)
         throw new AppError('NOT_FOUND', `Adapters of type ${adapter.type} receive no provider events`);

@@ -9,7 +9,7 @@ import {
   type StatusEvent,
   transitionMany,
 } from '../emails/index.ts';
-import { addSuppressions } from '../suppressions/index.ts';
+import { addSuppressions, suppressionKey } from '../suppressions/index.ts';
 import { parseMailgunEvents } from './mailgun.events.ts';
 import { parsePostmarkEvents } from './postmark.events.ts';
 import type { ProviderEvent, ProviderEventParser } from './provider-event.ts';
@@ -78,8 +78,8 @@ function statusEventOf(event: ProviderEvent, source: string): StatusEvent {
  * Records `events` reported by the provider of `adapter` (issue #11 "Provider events in" and
  * "Outcomes per recipient"), in one transaction:
  * - each event is matched to an email by `providerMessageId` (any of `event.messageIds`) among the
- *   emails of the adapter's TEAM only (their rows locked for the transaction); events of unknown
- *   messages are ignored;
+ *   emails THIS adapter delivered, in its team (their rows locked for the transaction); events of
+ *   unknown messages are ignored; repeats (same email, kind and recipients) count once;
  * - an event naming recipients of the email is recorded against those recipients
  *   (`email_recipients`, emails/email-recipients.ts): their status, bounce type, diagnostic and
  *   timestamps; the other recipients are untouched;
@@ -90,9 +90,10 @@ function statusEventOf(event: ProviderEvent, source: string): StatusEvent {
  *   provider's diagnostic) only when every one of its recipients bounced or failed; an event that
  *   names no recipient of the email applies to the whole email as before. Soft bounces and
  *   deferrals are history only;
- * - a hard bounce or a complaint adds the addresses it names to the team's suppression list
- *   (reason `hard_bounce` / `complaint`), once — never the email's other recipients; one that names
- *   none suppresses the email's recipient when it has exactly one.
+ * - a hard bounce or a complaint adds the recipients of the email it names to the team's
+ *   suppression list (reason `hard_bounce` / `complaint`), once — never the email's other
+ *   recipients, nor addresses the email did not go to; one that names none suppresses the email's
+ *   recipient when it has exactly one.
  * @returns counts of events received and matched.
  */
 export async function applyProviderEvents(
@@ -103,7 +104,7 @@ export async function applyProviderEvents(
   if (events.length === 0) return { received: 0, matched: 0 };
   const ids = [...new Set(events.flatMap((event) => event.messageIds))];
   return db.transaction(async (tx) => {
-    const logs = await findByProviderMessageIds(tx, adapter.teamId, ids);
+    const logs = await findByProviderMessageIds(tx, adapter, ids);
     const byMessageId = new Map(logs.map((log) => [log.providerMessageId!, log]));
     const source = `provider:${adapter.type}`;
     const matched = events.flatMap((event) => {
@@ -112,12 +113,22 @@ export async function applyProviderEvents(
     });
     // Oldest first, so that one request's events reach the state machine in the order they happened.
     matched.sort((a, b) => a.event.at.getTime() - b.event.at.getTime());
+    // A repeat of an event (same email, kind and recipients) changes nothing but the history: the
+    // earliest is kept. One request of 5 MB naming one message thousands of times held its row
+    // lock and a connection for two minutes, a status round per event (review finding, session 13).
+    const seen = new Set<string>();
+    const firsts = matched.filter(({ event, log }) => {
+      const key = `${log.id} ${event.kind} ${[...new Set(event.recipients.map(suppressionKey))].sort().join(',')}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
     const tracker = await RecipientTracker.load(tx, adapter.teamId, [
-      ...new Set(matched.map(({ log }) => log)),
+      ...new Set(firsts.map(({ log }) => log)),
     ]);
     const items: { email: EmailRef; event: StatusEvent }[] = [];
     const suppressions: { teamId: string; address: string; reason: string }[] = [];
-    for (const { event, log } of matched) {
+    for (const { event, log } of firsts) {
       const statusEvent = statusEventOf(event, source);
       const { applied, allUndelivered } = event.recipients.length
         ? tracker.apply(log.id, event.recipients, recipientEventOf(event))
@@ -131,20 +142,24 @@ export async function applyProviderEvents(
       items.push({ email: { id: log.id, teamId: log.teamId }, event: statusEvent });
       if (event.kind === 'bounced' || event.kind === 'spam') {
         const reason = event.kind === 'bounced' ? 'hard_bounce' : 'complaint';
-        // An event that names no address is pinned on the email's recipient only when it has one.
+        // Only recipients of the email: an address the event names that the email was not sent to
+        // is not suppressed (review finding, session 13: any address could be put on the team's
+        // list, and one of 6 KB failed the index with a 500, losing the batch's other events). An
+        // event that names no address is pinned on the email's recipient only when it has one.
         const only = tracker.recipientsOf(log.id);
-        const addresses = event.recipients.length
-          ? event.recipients
-          : only.length === 1
-            ? [only[0]!.address]
-            : [];
+        const addresses =
+          applied.length > 0
+            ? applied
+            : event.recipients.length === 0 && only.length === 1
+              ? [only[0]!.address]
+              : [];
         for (const address of addresses) suppressions.push({ teamId: adapter.teamId, address, reason });
       }
     }
     await tracker.flush(tx);
     await transitionMany(tx, items);
     await addSuppressions(tx, suppressions);
-    return { received: events.length, matched: items.length };
+    return { received: events.length, matched: matched.length };
   });
 }
 
@@ -154,11 +169,18 @@ function recipientEventOf(event: ProviderEvent): RecipientEvent {
 }
 
 /**
- * The team's emails stored under any of `ids` as providerMessageId, locked for update, by id.
+ * The emails `adapter` delivered (the log's adapter is the one that delivered, fallback included)
+ * stored under any of `ids` as providerMessageId, locked for update, by id. Not every email of the
+ * team: an events URL of one adapter (perhaps one without a signing secret) must not move emails
+ * another adapter of the team delivered, whose own events are signed (review finding, session 13).
  * The ids travel as ONE array parameter: a batch (5 MB) may name more ids than PostgreSQL's 65,535
  * bound parameters.
  */
-async function findByProviderMessageIds(db: Executor, teamId: string, ids: string[]) {
+async function findByProviderMessageIds(
+  db: Executor,
+  adapter: { id: string; teamId: string },
+  ids: string[],
+) {
   return (
     db
       .select({
@@ -179,7 +201,8 @@ async function findByProviderMessageIds(db: Executor, teamId: string, ids: strin
       .from(emailLogs)
       .where(
         and(
-          eq(emailLogs.teamId, teamId),
+          eq(emailLogs.teamId, adapter.teamId),
+          eq(emailLogs.adapterId, adapter.id),
           sql`${emailLogs.providerMessageId} = any(${sql.param(ids)}::text[])`,
         ),
       )

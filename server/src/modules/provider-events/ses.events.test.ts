@@ -17,6 +17,7 @@ describe('isSnsUrl (the only URLs the SNS handler fetches)', () => {
     'https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0000.pem',
     'https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=x&Token=y',
     'https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-1.pem',
+    'https://sns.us-gov-west-1.amazonaws.com/SimpleNotificationService-1.pem',
   ])('accepts %s', (url) => {
     expect(isSnsUrl(url, undefined)).toBe(true);
   });
@@ -27,6 +28,10 @@ describe('isSnsUrl (the only URLs the SNS handler fetches)', () => {
     'https://evil.example/sns.us-east-1.amazonaws.com/cert.pem',
     'https://sns.us-east-1.amazonaws.com:8443/cert.pem',
     'https://s3.amazonaws.com/cert.pem',
+    // S3 virtual hosts of a bucket named "sns" (anyone's), review, session 13.
+    'https://sns.s3.amazonaws.com/SimpleNotificationService-1.pem',
+    'https://sns.s3-accelerate.amazonaws.com/SimpleNotificationService-1.pem',
+    'https://sns.s3-website.amazonaws.com/SimpleNotificationService-1.pem',
     'https://user:pw@sns.us-east-1.amazonaws.com/cert.pem',
     'http://169.254.169.254/latest/meta-data/',
     'not a url',

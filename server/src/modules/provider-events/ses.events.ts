@@ -41,7 +41,12 @@ import {
  * Click {link}, DeliveryDelay; `mail.messageId` is the id the send answered.
  */
 
-const AWS_SNS_HOST = /^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$/;
+/**
+ * An SNS endpoint: `sns.<region>.amazonaws.com` (`.com.cn` in China), the region shaped as AWS
+ * names them (`us-east-1`, `us-gov-west-1`, `cn-north-1`). Not any `sns.<label>`: S3's virtual
+ * hosts such as `sns.s3.amazonaws.com` belong to whoever owns a bucket named "sns" (review, session 13).
+ */
+const AWS_SNS_HOST = /^sns\.[a-z]{2}(-[a-z]+)+-\d+\.amazonaws\.com(\.cn)?$/;
 
 /** The signed fields of each SNS message type, in signing order (a Map: the type is the sender's). */
 const SIGNED_FIELDS = new Map<string, readonly string[]>([
