@@ -153,6 +153,24 @@ describe('composeMessage', () => {
     expect(text).not.toMatch(/hidden@example\.com|secret@example\.com|^bcc:/im);
   });
 
+  it('keeps every header line within 998 characters, whatever the words (RFC 5322 §2.1.1; review, session 13)', async () => {
+    const word = 'y'.repeat(3_000);
+    const { raw } = composeMessage({
+      from: `${'N'.repeat(1_200)} <sender@example.com>`,
+      to: ['user@example.com'],
+      subject: `Hi ${word}`,
+      html: '<p>x</p>',
+      text: 'x',
+      headers: { 'X-Long': 'z'.repeat(998) },
+    });
+    const head = raw.toString('latin1').split('\r\n\r\n')[0]!;
+    expect(Math.max(...head.split('\r\n').map((line) => line.length))).toBeLessThanOrEqual(998);
+    const parsed = await simpleParser(raw);
+    expect(parsed.subject).toBe(`Hi ${word}`);
+    expect(decodeWords(String(parsed.headers.get('x-long')))).toBe('z'.repeat(998));
+    expect(parsed.from?.value[0]).toMatchObject({ name: 'N'.repeat(1_200), address: 'sender@example.com' });
+  });
+
   it('shows an ASCII subject that looks like an encoded word as written (nodemailer lets a client decode it)', async () => {
     const parsed = await simpleParser(
       composeMessage({

@@ -86,8 +86,29 @@ function headerLine(name: string, value: string): string {
  */
 function unstructured(value: string): string {
   const clean = value.replace(/\r\n?|\n/g, ' ');
-  // ASCII that looks like an encoded word is encoded too, so a client shows it as it was written.
-  return isPlainAscii(clean) && !clean.includes('=?') ? clean : encodeWords(clean);
+  // ASCII that looks like an encoded word is encoded too, so a client shows it as it was written;
+  // so is ASCII with a word no fold can bring under 998 characters a line (RFC 5322 §2.1.1 MUST:
+  // a subject rendered from a 3,000-letter variable was one line of 3,009; review, session 13).
+  return isPlainAscii(clean) && !clean.includes('=?') && !hasUnfoldableWord(clean)
+    ? clean
+    : encodeWords(clean);
+}
+
+/**
+ * Longest run of non-blank characters a header value keeps as is: with the longest standard field
+ * name in front it still fits the 998 characters of a line (RFC 5322 §2.1.1).
+ */
+const MAX_HEADER_WORD = 900;
+
+/** True when `value` holds a run of more than {@link MAX_HEADER_WORD} characters without a space or tab. */
+function hasUnfoldableWord(value: string): boolean {
+  let run = 0;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    run = code === 0x20 || code === 0x09 ? 0 : run + 1;
+    if (run > MAX_HEADER_WORD) return true;
+  }
+  return false;
 }
 
 /** Characters of a display name that can stay an atom sequence (RFC 5322 §3.2.3 atext and spaces). */
@@ -96,6 +117,7 @@ const PHRASE_ATOMS = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~ ]*$/;
 /** A display name as an RFC 5322 phrase: atoms as is, else a quoted string, else encoded words. */
 function displayName(name: string): string {
   const clean = name.replace(/\r\n?|\n/g, ' ').trim();
+  if (hasUnfoldableWord(clean)) return encodeWords(clean);
   if (PHRASE_ATOMS.test(clean) && !clean.includes('=?')) return clean;
   if (isPlainAscii(clean)) return `"${clean.replace(/[\\"]/g, '\\$&')}"`;
   return encodeWords(clean);
