@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { restrictedTags } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const resendSdk = lazyModule<typeof import('resend')>('resend');
@@ -69,9 +70,7 @@ function toResend(email: OutgoingEmail): CreateEmailOptions {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length
-      ? { tags: Object.entries(email.tags).map(([name, value]) => ({ name, value })) }
-      : {}),
+    ...(email.tags && Object.keys(email.tags).length ? { tags: restrictedTags(email.tags) } : {}),
   };
 }
 

@@ -4,6 +4,7 @@ import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { mimeMessageOptions } from './mime-message.ts';
+import { restrictedTags } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const sesSdk = lazyModule<typeof import('@aws-sdk/client-sesv2')>('@aws-sdk/client-sesv2');
@@ -103,7 +104,7 @@ export const sesProvider = {
           options.signal,
           async () => {
             const raw = await composeMime(email);
-            const tags = Object.entries(email.tags ?? {}).map(([Name, Value]) => ({ Name, Value }));
+            const tags = restrictedTags(email.tags).map(({ name, value }) => ({ Name: name, Value: value }));
             const result = await client.send(
               new SendEmailCommand({
                 FromEmailAddress: email.from,

@@ -2,6 +2,7 @@ import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
+import { RESTRICTED_TAG_PROVIDERS, tagsRefusedByRestrictedProviders } from '../../providers/provider-tags.ts';
 import {
   type AdapterRow,
   type AdapterSendCache,
@@ -96,6 +97,30 @@ export interface SendOrigin {
 }
 
 /**
+ * Refuses, at accept, tags the email's provider would refuse at delivery (review finding, session
+ * 13: `tags: {campaign: "spring sale"}` was accepted, then the email ended `failed` at Amazon SES).
+ * @throws VALIDATION_ERROR (400, details.reason TAGS_REFUSED_BY_PROVIDER, an issue per tag at
+ *   `body.tags.<name>`) when `adapterType` is Amazon SES or Resend and a tag's name or value is not
+ *   ASCII letters, digits, `_` and `-` (at most 256 characters).
+ */
+function refuseTagsTheProviderRefuses(adapterType: string, tags: SendInput['tags']): void {
+  if (!RESTRICTED_TAG_PROVIDERS.has(adapterType)) return;
+  const refused = tagsRefusedByRestrictedProviders(tags);
+  if (refused.length === 0) return;
+  throw new AppError(
+    'VALIDATION_ERROR',
+    "This adapter's provider accepts tags of ASCII letters, digits, _ and - only",
+    {
+      reason: 'TAGS_REFUSED_BY_PROVIDER',
+      issues: refused.map((name) => ({
+        path: `body.tags.${name}`,
+        message: 'name and value may hold only ASCII letters, digits, _ and - (at most 256 characters)',
+      })),
+    },
+  );
+}
+
+/**
  * The error to answer for a send whose rows failed to commit: a foreign-key violation on the log's
  * template means the template was deleted after it was resolved (a concurrent delete, or through
  * another process while it was cached): nothing was written, INVALID_TEMPLATE. Anything else as is.
@@ -134,6 +159,7 @@ export async function prepareSend(
   const adapter = input.adapterId
     ? await namedAdapter(deps.db, caller.teamId, input.adapterId)
     : await cachedSendingAdapter(deps.db, deps.caches.adaptersForSend, caller.teamId);
+  refuseTagsTheProviderRefuses(adapter.type, input.tags);
   const skipTemplatePdf = origin.copyAttachmentsOf !== undefined;
   const wantsPdfs = sendWantsPdfs(input, version, { skipTemplatePdf });
   if (wantsPdfs && !deps.pdf) {
