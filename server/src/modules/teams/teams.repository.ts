@@ -179,43 +179,24 @@ export const teamRepository = {
 
   /** Marks a pending invitation of the team canceled; false when there is none with that id. */
   async cancelInvitation(db: Executor, teamId: string, id: string): Promise<boolean> {
-    const rows = await db
-      .update(invitations)
-      .set({ status: 'canceled' })
-      .where(
-        and(
-          eq(invitations.organizationId, teamId),
-          eq(invitations.id, id),
-          eq(invitations.status, 'pending'),
-        ),
-      )
-      .returning({ id: invitations.id });
-    return rows.length > 0;
+    return (await cancelPendingInvitations(db, teamId, eq(invitations.id, id))) > 0;
   },
 
   /**
    * Marks canceled the pending invitations of the team that `inviterId` sent, all of them or only
    * those for `roles`. @returns how many.
    */
-  async cancelInvitationsBy(
+  cancelInvitationsBy(
     db: Executor,
     teamId: string,
     inviterId: string,
     roles?: readonly string[],
   ): Promise<number> {
-    const rows = await db
-      .update(invitations)
-      .set({ status: 'canceled' })
-      .where(
-        and(
-          eq(invitations.organizationId, teamId),
-          eq(invitations.inviterId, inviterId),
-          eq(invitations.status, 'pending'),
-          roles ? inArray(invitations.role, [...roles]) : undefined,
-        ),
-      )
-      .returning({ id: invitations.id });
-    return rows.length;
+    return cancelPendingInvitations(
+      db,
+      teamId,
+      and(eq(invitations.inviterId, inviterId), roles ? inArray(invitations.role, [...roles]) : undefined),
+    );
   },
 
   /**
@@ -292,4 +273,18 @@ async function findDetails(
       inviterName: row.inviterName,
     }
   );
+}
+
+/** Marks canceled the team's pending invitations that also meet `where`. @returns how many. */
+async function cancelPendingInvitations(
+  db: Executor,
+  teamId: string,
+  where: SQL | undefined,
+): Promise<number> {
+  const rows = await db
+    .update(invitations)
+    .set({ status: 'canceled' })
+    .where(and(eq(invitations.organizationId, teamId), eq(invitations.status, 'pending'), where))
+    .returning({ id: invitations.id });
+  return rows.length;
 }
