@@ -232,7 +232,7 @@ export class SendOutcomeRecorder {
 }
 
 /** Most characters of a provider's message id kept (RFC 5322 ids are far shorter; an index row has 8,191 bytes). */
-export const PROVIDER_MESSAGE_ID_MAX = 255;
+const PROVIDER_MESSAGE_ID_MAX = 255;
 
 /**
  * `outcome` with only what PostgreSQL stores and indexes: the provider's message id in printable

@@ -17,7 +17,7 @@ export const BROWSER_IDLE_CLOSE_MS = 60_000;
 const CLIENT_GRACE_MS = 5_000;
 
 /** Renders of one team waiting for the renderer at once in one process (RenderQueue). */
-export const PDF_RENDERS_WAITING_PER_TEAM = 100;
+const PDF_RENDERS_WAITING_PER_TEAM = 100;
 
 /**
  * What the send path and the thumbnail job render through (issue #12): a Gotenberg-compatible

@@ -64,12 +64,3 @@ export function inviterMayGrant(inviterRole: string | undefined, role: string | 
   if (inviterRole === undefined || !permissionsOf(inviterRole).has('team:manage')) return false;
   return role !== 'owner' || inviterRole === 'owner';
 }
-
-/**
- * The roles of the pending invitations `userId` may no longer grant once their role is `role`
- * (undefined: removed), to cancel with the change: all of them, those for owner, or none.
- */
-export function invitationRolesRevokedBy(role: TeamRole | undefined): readonly TeamRole[] | 'all' | 'none' {
-  if (role === undefined || !permissionsOf(role).has('team:manage')) return 'all';
-  return role === 'owner' ? 'none' : ['owner'];
-}

@@ -1,5 +1,6 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { notFound } from '../../http/errors.ts';
+import { TEAM_ROLES } from '../../http/permissions.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import {
   clearActiveTeam,
@@ -11,7 +12,7 @@ import {
 } from '../auth/index.ts';
 import {
   checkMemberChange,
-  invitationRolesRevokedBy,
+  inviterMayGrant,
   type MemberChange,
   type MemberChangeActor,
   missingTeamManage,
@@ -78,7 +79,7 @@ export async function removeMember(db: Database, principal: SessionPrincipal, us
 
 /**
  * Cancels the pending invitations `userId` sent that their new role (undefined: removed) no longer
- * lets them grant ({@link invitationRolesRevokedBy}); accepting checks the same rule again.
+ * lets them grant: the rule accepting checks again (member-rules.ts inviterMayGrant).
  */
 async function cancelInvitationsRevoked(
   tx: Executor,
@@ -86,9 +87,11 @@ async function cancelInvitationsRevoked(
   userId: string,
   role: TeamRole | undefined,
 ): Promise<void> {
-  const roles = invitationRolesRevokedBy(role);
-  if (roles === 'none') return;
-  await teamRepository.cancelInvitationsBy(tx, teamId, userId, roles === 'all' ? undefined : roles);
+  const revoked = TEAM_ROLES.filter((invited) => !inviterMayGrant(role, invited));
+  if (revoked.length === 0) return;
+  // All of them: also any invitation whose role is unset (accepted as member).
+  const roles = revoked.length === TEAM_ROLES.length ? undefined : revoked;
+  await teamRepository.cancelInvitationsBy(tx, teamId, userId, roles);
 }
 
 /**
