@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GotenbergClient, RenderFailedError } from '../src/modules/pdf/index.ts';
+import { ChromiumPool } from '../src/modules/pdf/renderer/chromium-pool.ts';
 import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
 import { waitFor } from './helpers/app.ts';
-import { pdfInfo, pdfText, startRecordingServer, startTestRenderer } from './helpers/pdf.ts';
+import { pdfInfo, pdfText, startRecordingServer, startTestRenderer, TEST_CHROMIUM } from './helpers/pdf.ts';
 
 /**
  * Issue #12: the bundled Gotenberg-compatible renderer, driven over HTTP with real Chromium —
@@ -151,6 +152,45 @@ describe('bundled PDF renderer', () => {
       }),
     );
     for (const [i, text] of texts.entries()) expect(text).toContain(`Document number ${i}`);
+  });
+});
+
+describe('bundled PDF renderer pages', () => {
+  it('hold the render policy once, however many renders a page has served (a policy per render piled up)', async () => {
+    // Session 14: the policy as a <meta> in each page's HTML stayed in the reused page's document
+    // after the next setContent, so the n-th render of a page was checked against n policies (and
+    // bench:pdf's service fell from 29 to 12 PDFs/s). Chromium reports a refusal once per policy
+    // the load violates: counted per render, it shows how many policies the document holds.
+    const messages: string[] = [];
+    const pool = new ChromiumPool({
+      executablePath: TEST_CHROMIUM,
+      pages: 1,
+      renderTimeoutMs: 20_000,
+      allowedImageHosts: [],
+      idleCloseMs: 60_000,
+      onPageMessage: (text) => messages.push(text),
+    });
+    try {
+      const refusals: number[] = [];
+      for (let render = 0; render < 4; render++) {
+        messages.length = 0;
+        const pdf = await pool.renderPdf(
+          `<p>Render ${render}</p><img src="http://images.example.com/${render}.png">`,
+          { width: '8.5in', height: '11in' },
+        );
+        expect(await pdfText(pdf)).toContain(`Render ${render}`);
+        await waitFor(async () => messages.some((text) => text.includes(`${render}.png`)) || undefined);
+        refusals.push(
+          messages.filter(
+            (text) => text.includes(`${render}.png`) && text.includes('Content Security Policy'),
+          ).length,
+        );
+      }
+      // Refused by the policy itself (before the interception would abort it), once each time.
+      expect(refusals).toEqual([1, 1, 1, 1]);
+    } finally {
+      await pool.close();
+    }
   });
 });
 

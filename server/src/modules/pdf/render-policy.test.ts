@@ -1,6 +1,6 @@
 import { type DefaultTreeAdapterTypes, parse } from 'parse5';
 import { describe, expect, it } from 'vitest';
-import { withRenderPolicy } from './render-policy.ts';
+import { cleanedForRender, withRenderPolicy } from './render-policy.ts';
 
 const POLICY = `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src data:; style-src 'unsafe-inline' data:; font-src data:">`;
 
@@ -74,5 +74,16 @@ describe('withRenderPolicy (review finding, session 13)', () => {
       expect(elements).not.toContain('link');
       expect(elements).not.toContain('base');
     }
+  });
+
+  it('cleans without a policy of its own for a document that holds it already (the bundled pages)', async () => {
+    const page = await cleanedForRender(
+      '<meta http-equiv="refresh" content="0;url=http://10.0.0.1/"><link rel="preconnect" href="http://10.0.0.2/"><p>Invoice</p>',
+    );
+    expect(page).toBe('<html><head></head><body><p>Invoice</p></body></html>');
+    const nested = await cleanedForRender(
+      '<form><math><mtext></form><form><mglyph><style></math><meta http-equiv=refresh content=0;url=http://10.0.0.1/>',
+    );
+    expect(elementsOf(nested).filter((name) => name.startsWith('meta') || name === 'link')).toEqual([]);
   });
 });

@@ -95,21 +95,39 @@ const CLEANING_ROUNDS = 3;
 
 /**
  * `html` made safe for a browser to render, with the render policy
- * ({@link renderContentSecurityPolicy}) as its head's first element. The page is parsed as a browser
- * parses it (parse5, the WHATWG algorithm), the {@link isStripped} elements are removed, the policy
- * is added and the page serialized; then the result is checked the way it will be used: parsed
- * again with scripting off (the bundled renderer) and on (Gotenberg), it must hold no stripped
- * element but the policy, first in its head. Markup can re-parse into another tree than the one it
- * was serialized from (nested forms and foreign content: a `<meta>` inside a `<style>` text comes
- * back as an element), so a page that fails the check is cleaned again from its serialization.
- * A policy the template carries itself is dropped; ours applies to the whole page.
+ * ({@link renderContentSecurityPolicy}) as its head's first element: for a renderer that loads
+ * each page as a document of its own (a Gotenberg at PDF_RENDERER_URL). The page is cleaned as
+ * {@link cleanedForRender} describes, and the policy checked to be first in its head after every
+ * re-parse. A policy the template carries itself is dropped; ours applies to the whole page.
  * @returns the page to render (a whole document: `<html><head>…`).
  * @throws RenderFailedError RENDERER_ERROR when the page still fails the check after
  *   {@link CLEANING_ROUNDS} rounds.
  */
-export async function withRenderPolicy(html: string, allowedImageHosts: readonly string[]): Promise<string> {
+export function withRenderPolicy(html: string, allowedImageHosts: readonly string[]): Promise<string> {
+  return cleaned(html, renderContentSecurityPolicy(allowedImageHosts));
+}
+
+/**
+ * `html` made safe for a browser to render, without a policy of its own: for a document that
+ * carries the render policy already (the bundled renderer's pages get it as a response header once,
+ * see chromium-pool.ts; a `<meta>` policy per render would pile up in their reused document). The
+ * page is parsed as a browser parses it (parse5, the WHATWG algorithm), the {@link isStripped}
+ * elements are removed and the page serialized; then the result is checked the way it will be
+ * used: parsed again with scripting off (the bundled renderer) and on (Gotenberg), it must hold no
+ * stripped element. Markup can re-parse into another tree than the one it was serialized from
+ * (nested forms and foreign content: a `<meta>` inside a `<style>` text comes back as an element),
+ * so a page that fails the check is cleaned again from its serialization.
+ * @returns the page to render (a whole document: `<html><head>…`).
+ * @throws RenderFailedError RENDERER_ERROR when the page still fails the check after
+ *   {@link CLEANING_ROUNDS} rounds.
+ */
+export function cleanedForRender(html: string): Promise<string> {
+  return cleaned(html, undefined);
+}
+
+/** {@link cleanedForRender}, with `policy` (when given) as a `<meta>` first in the head. */
+async function cleaned(html: string, policy: string | undefined): Promise<string> {
   const { parse, serialize, defaultTreeAdapter, html: spec } = await loadParse5();
-  const policy = renderContentSecurityPolicy(allowedImageHosts);
   const isPolicy = (node: Parse5Node | undefined) =>
     node !== undefined &&
     'tagName' in node &&
@@ -122,24 +140,28 @@ export async function withRenderPolicy(html: string, allowedImageHosts: readonly
   const safe = (page: string) =>
     [false, true].every((scriptingEnabled) => {
       const document = parse(page, { scriptingEnabled });
-      const head = headOf(document);
-      if (!isPolicy(head?.childNodes[0])) return false;
-      head!.childNodes.shift();
+      if (policy !== undefined) {
+        const head = headOf(document);
+        if (!isPolicy(head?.childNodes[0])) return false;
+        head!.childNodes.shift();
+      }
       return strip(document) === 0;
     });
   let page = html;
   for (let round = 0; round < CLEANING_ROUNDS; round++) {
     const document = parse(page, { scriptingEnabled: false });
     strip(document);
-    const head = headOf(document);
-    if (!head) break;
-    const meta = defaultTreeAdapter.createElement('meta', spec.NS.HTML, [
-      { name: 'http-equiv', value: 'Content-Security-Policy' },
-      { name: 'content', value: policy },
-    ]);
-    const first = head.childNodes[0];
-    if (first) defaultTreeAdapter.insertBefore(head, meta, first);
-    else defaultTreeAdapter.appendChild(head, meta);
+    if (policy !== undefined) {
+      const head = headOf(document);
+      if (!head) break;
+      const meta = defaultTreeAdapter.createElement('meta', spec.NS.HTML, [
+        { name: 'http-equiv', value: 'Content-Security-Policy' },
+        { name: 'content', value: policy },
+      ]);
+      const first = head.childNodes[0];
+      if (first) defaultTreeAdapter.insertBefore(head, meta, first);
+      else defaultTreeAdapter.appendChild(head, meta);
+    }
     page = serialize(document, { scriptingEnabled: false });
     if (safe(page)) return page;
   }
