@@ -126,12 +126,14 @@ const EXPECTATIONS: Record<FakeKind, (request: RecordedRequest) => Promise<void>
       /^AWS4-HMAC-SHA256 Credential=AKIAGOODKEY\/\d{8}\/eu-west-1\/ses\/aws4_request, SignedHeaders=.+, Signature=[0-9a-f]{64}$/,
     );
     expect(request.json).toMatchObject({
-      FromEmailAddress: email.from,
+      // The envelope takes bare addresses; the name is in the raw message's From header.
+      FromEmailAddress: 'sender@example.test',
       Destination: { ToAddresses: email.to, CcAddresses: email.cc, BccAddresses: email.bcc },
       ReplyToAddresses: email.replyTo,
       EmailTags: [{ Name: 'campaign', Value: 'welcome' }],
     });
     const mime = await simpleParser(Buffer.from(request.json.Content.Raw.Data, 'base64'));
+    expect(mime.from?.value).toEqual([{ address: 'sender@example.test', name: 'Sender Name' }]);
     expect(mime.subject).toBe(email.subject);
     expect(mime.html).toBe(email.html);
     expect(mime.text?.trim()).toBe(email.text);
@@ -206,6 +208,68 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
       expect(result.providerMessageId).toBe(FIRST_IDS[kind]);
       const [request] = fake.sends().slice(-1);
       await EXPECTATIONS[kind](request!);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('forwards each mailbox as the one address validation read, never a string the API could read as two', async () => {
+    // Review finding, session 14: validation (nodemailer's addressparser) reads each of these as
+    // ONE mailbox (the address in brackets or first, the rest a name or a comment); forwarded as
+    // typed, an API's own parser could take evil.test's address too, past the recipient limit and
+    // the suppression check.
+    const provider = providerAt(kind, fake.url);
+    try {
+      await provider.send({
+        ...email,
+        from: 'Sender (x, bcc@evil.test) <sender@example.test>',
+        to: ['ada@example.test bob@evil.test', 'Ann (c, carl@evil.test) <ann@example.test>'],
+        cc: ['<cc@example.test> dan@evil.test'],
+        bcc: [],
+        replyTo: ['"Re \\"ply\\"" <reply@example.test>'],
+      });
+      const [request] = fake.sends().slice(-1);
+      const named = ['"bob@evil.test" <ada@example.test>', '"Ann" <ann@example.test>'];
+      if (kind === 'resend') {
+        expect(request!.json).toMatchObject({
+          from: '"Sender" <sender@example.test>',
+          to: named,
+          cc: ['"dan@evil.test" <cc@example.test>'],
+          reply_to: ['"Re \\"ply\\"" <reply@example.test>'],
+        });
+      } else if (kind === 'mailgun') {
+        expect(request!.form!.get('from')).toBe('"Sender" <sender@example.test>');
+        expect(request!.form!.getAll('to')).toEqual(named);
+        expect(request!.form!.getAll('cc')).toEqual(['"dan@evil.test" <cc@example.test>']);
+        expect(request!.form!.get('h:Reply-To')).toBe('"Re \\"ply\\"" <reply@example.test>');
+      } else if (kind === 'postmark') {
+        expect(request!.json).toMatchObject({
+          From: '"Sender" <sender@example.test>',
+          To: named.join(', '),
+          Cc: '"dan@evil.test" <cc@example.test>',
+          ReplyTo: '"Re \\"ply\\"" <reply@example.test>',
+        });
+      } else if (kind === 'ses') {
+        expect(request!.json).toMatchObject({
+          FromEmailAddress: 'sender@example.test',
+          Destination: {
+            ToAddresses: ['ada@example.test', 'ann@example.test'],
+            CcAddresses: ['cc@example.test'],
+          },
+          ReplyToAddresses: ['reply@example.test'],
+        });
+      } else {
+        expect(request!.json.personalizations[0]).toMatchObject({
+          to: [
+            { email: 'ada@example.test', name: 'bob@evil.test' },
+            { email: 'ann@example.test', name: 'Ann' },
+          ],
+          cc: [{ email: 'cc@example.test', name: 'dan@evil.test' }],
+        });
+      }
+      const sent =
+        request!.json ?? ['from', 'to', 'cc', 'h:Reply-To'].flatMap((field) => request!.form!.getAll(field));
+      expect(JSON.stringify(sent)).not.toMatch(/(?<!")(bob|carl|dan|bcc)@evil\.test(?!")/);
     } finally {
       await provider.close();
     }

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { isHeaderText, isMailbox, mailboxSchema } from './mailbox-address.ts';
+import {
+  envelopeAddress,
+  forwardedMailbox,
+  isHeaderText,
+  isMailbox,
+  mailboxSchema,
+} from './mailbox-address.ts';
 
 /** The one check for text that becomes a header (RFC 5322 §2.2), and mailboxes built on it. */
 
@@ -44,5 +50,27 @@ describe('isMailbox', () => {
     expect(result.error?.issues.map((issue) => issue.message)).toEqual([
       expect.stringContaining('control characters'),
     ]);
+  });
+});
+
+describe('mailboxes forwarded to providers', () => {
+  it('rebuilds each accepted mailbox as its one address, with the rest a quoted name', () => {
+    for (const [typed, forwarded] of [
+      ['ada@example.com', 'ada@example.com'],
+      ['Ada Lovelace <ada@example.com>', '"Ada Lovelace" <ada@example.com>'],
+      ['ada@example.com bob@evil.test', '"bob@evil.test" <ada@example.com>'],
+      ['<ada@example.com> bob@evil.test', '"bob@evil.test" <ada@example.com>'],
+      ['Ada (x, bob@evil.test) <ada@example.com>', '"Ada" <ada@example.com>'],
+      ['"Doe, Jöhn" <john@example.com>', '"Doe, Jöhn" <john@example.com>'],
+      ['"a \\"b\\" c" <a@example.com>', '"a \\"b\\" c" <a@example.com>'],
+    ]) {
+      expect(isMailbox(typed!), typed).toBe(true);
+      expect(forwardedMailbox(typed!), typed).toBe(forwarded);
+    }
+  });
+
+  it('gives the envelope the bare address with an ASCII domain', () => {
+    expect(envelopeAddress('"Doe, Jöhn" <john@Exämple.COM>')).toBe('john@xn--exmple-cua.com');
+    expect(envelopeAddress('ada@example.com bob@evil.test')).toBe('ada@example.com');
   });
 });

@@ -1,3 +1,4 @@
+import { domainToASCII } from 'node:url';
 import addressparser from 'nodemailer/lib/addressparser';
 import { z } from 'zod';
 
@@ -52,6 +53,39 @@ export function mailboxAddress(value: string): string {
   const address = (entry && 'address' in entry ? entry.address : undefined) ?? value;
   const at = address.lastIndexOf('@');
   return at < 0 ? address : `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`;
+}
+
+/**
+ * `value` (one mailbox, as {@link isMailbox} accepts it) rebuilt from what validation read, for a
+ * provider API that takes mailboxes as strings (Resend, Mailgun, Postmark): `user@example.com`, or
+ * `"Display Name" <user@example.com>` with the name a quoted string (RFC 5322 §3.2.4: `\` and `"`
+ * escaped). Validation parses with nodemailer's addressparser, which reads `a@x.com b@y.com`,
+ * `<a@x.com> b@y.com` or `Name (c, b@y.com) <a@x.com>` as one mailbox; a provider's own parser
+ * may read such a string as two, sending to an address no recipient limit or suppression check
+ * saw (review finding, session 14). Rebuilt, each provider reads the one address Postwright
+ * checked. The name stays as written (Unicode included: these APIs take UTF-8 JSON or form data
+ * and encode headers themselves). A value addressparser finds no mailbox in is returned as it is
+ * (validation refuses it before it gets here).
+ */
+export function forwardedMailbox(value: string): string {
+  const [entry] = addressparser(value);
+  if (!entry || 'group' in entry || !entry.address) return value;
+  const name = entry.name.trim();
+  return name ? `"${name.replace(/[\\"]/g, '\\$&')}" <${entry.address}>` : entry.address;
+}
+
+/**
+ * The bare address of one mailbox as an SMTP envelope takes it (Amazon SES's `Destination` and
+ * `FromEmailAddress` with raw content: names and Unicode domains are refused there, the names
+ * travel in the raw message's headers): `user@example.com`, the domain in ASCII (IDNA, as
+ * nodemailer does), lower-cased.
+ */
+export function envelopeAddress(value: string): string {
+  const address = mailboxAddress(value);
+  const at = address.lastIndexOf('@');
+  if (at < 0) return address;
+  const domain = address.slice(at + 1);
+  return `${address.slice(0, at)}@${domainToASCII(domain) || domain}`;
 }
 
 /** zod schema for a single mailbox string (see {@link isMailbox}); control characters get their own message. */

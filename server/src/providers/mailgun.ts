@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { forwardedMailbox } from './mailbox-address.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const formData = lazyModule<typeof import('form-data')>('form-data');
@@ -80,15 +81,15 @@ function classifyError(error: unknown): ProviderError {
 /** The Mailgun form fields of `email` (`h:` custom headers, `v:` user variables). */
 function toMailgun(email: OutgoingEmail): Record<string, unknown> {
   const data: Record<string, unknown> = {
-    from: email.from,
-    to: email.to,
+    from: forwardedMailbox(email.from),
+    to: email.to.map(forwardedMailbox),
     subject: email.subject,
     html: email.html,
     text: email.text,
   };
-  if (email.cc?.length) data.cc = email.cc;
-  if (email.bcc?.length) data.bcc = email.bcc;
-  if (email.replyTo?.length) data['h:Reply-To'] = email.replyTo.join(', ');
+  if (email.cc?.length) data.cc = email.cc.map(forwardedMailbox);
+  if (email.bcc?.length) data.bcc = email.bcc.map(forwardedMailbox);
+  if (email.replyTo?.length) data['h:Reply-To'] = email.replyTo.map(forwardedMailbox).join(', ');
   if (email.messageId) data['h:Message-Id'] = email.messageId;
   for (const [name, value] of Object.entries(email.headers ?? {})) data[`h:${name}`] = value;
   for (const [name, value] of Object.entries(email.tags ?? {})) data[`v:${name}`] = value;

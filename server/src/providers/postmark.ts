@@ -9,6 +9,7 @@ import {
   sendUnderSignal,
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { forwardedMailbox } from './mailbox-address.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const postmarkSdk = lazyModule<typeof import('postmark')>('postmark');
@@ -59,11 +60,11 @@ function classifyError(error: unknown): ProviderError {
 function toPostmark(email: OutgoingEmail): Message {
   const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
   return {
-    From: email.from,
-    To: email.to.join(', '),
-    ...(email.cc?.length ? { Cc: email.cc.join(', ') } : {}),
-    ...(email.bcc?.length ? { Bcc: email.bcc.join(', ') } : {}),
-    ...(email.replyTo?.length ? { ReplyTo: email.replyTo.join(', ') } : {}),
+    From: forwardedMailbox(email.from),
+    To: email.to.map(forwardedMailbox).join(', '),
+    ...(email.cc?.length ? { Cc: email.cc.map(forwardedMailbox).join(', ') } : {}),
+    ...(email.bcc?.length ? { Bcc: email.bcc.map(forwardedMailbox).join(', ') } : {}),
+    ...(email.replyTo?.length ? { ReplyTo: email.replyTo.map(forwardedMailbox).join(', ') } : {}),
     Subject: email.subject,
     HtmlBody: email.html,
     TextBody: email.text,

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { forwardedMailbox } from './mailbox-address.ts';
 import { restrictedTags } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
@@ -52,14 +53,14 @@ function classifyError(error: unknown): ProviderError {
 function toResend(email: OutgoingEmail): CreateEmailOptions {
   const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
   return {
-    from: email.from,
-    to: email.to,
+    from: forwardedMailbox(email.from),
+    to: email.to.map(forwardedMailbox),
     subject: email.subject,
     html: email.html,
     text: email.text,
-    ...(email.cc?.length ? { cc: email.cc } : {}),
-    ...(email.bcc?.length ? { bcc: email.bcc } : {}),
-    ...(email.replyTo?.length ? { replyTo: email.replyTo } : {}),
+    ...(email.cc?.length ? { cc: email.cc.map(forwardedMailbox) } : {}),
+    ...(email.bcc?.length ? { bcc: email.bcc.map(forwardedMailbox) } : {}),
+    ...(email.replyTo?.length ? { replyTo: email.replyTo.map(forwardedMailbox) } : {}),
     ...(Object.keys(headers).length ? { headers } : {}),
     ...(email.attachments?.length
       ? {

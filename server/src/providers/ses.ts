@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { envelopeAddress } from './mailbox-address.ts';
 import { mimeMessageOptions } from './mime-message.ts';
 import { restrictedTags } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
@@ -107,13 +108,14 @@ export const sesProvider = {
             const tags = restrictedTags(email.tags).map(({ name, value }) => ({ Name: name, Value: value }));
             const result = await client.send(
               new SendEmailCommand({
-                FromEmailAddress: email.from,
+                // The envelope: bare addresses (the names are in the raw message's headers).
+                FromEmailAddress: envelopeAddress(email.from),
                 Destination: {
-                  ToAddresses: email.to,
-                  ...(email.cc?.length ? { CcAddresses: email.cc } : {}),
-                  ...(email.bcc?.length ? { BccAddresses: email.bcc } : {}),
+                  ToAddresses: email.to.map(envelopeAddress),
+                  ...(email.cc?.length ? { CcAddresses: email.cc.map(envelopeAddress) } : {}),
+                  ...(email.bcc?.length ? { BccAddresses: email.bcc.map(envelopeAddress) } : {}),
                 },
-                ...(email.replyTo?.length ? { ReplyToAddresses: email.replyTo } : {}),
+                ...(email.replyTo?.length ? { ReplyToAddresses: email.replyTo.map(envelopeAddress) } : {}),
                 Content: { Raw: { Data: raw } },
                 ...(tags.length ? { EmailTags: tags } : {}),
               }),
