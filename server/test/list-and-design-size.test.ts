@@ -51,6 +51,23 @@ describe('the log and template lists read only the columns they show', () => {
     expect(templateReads[0]).not.toContain('"design_json"');
     expect(templateReads[0]).not.toContain('"compiled_html"');
   });
+
+  it('GET /api/templates/:id/versions reads no design (review finding, session 14)', async () => {
+    // Each version holds its design (up to 2 MB): 60 versions of such a design made one list
+    // request hold ~90 MB, for four columns per version.
+    const team = await createTeamWithKey(ctx.app);
+    const path = `/api/templates/${team.templateId}/versions`;
+    expect((await dashboardCall(ctx.app, team.owner, 'POST', path, { name: 'Second' })).statusCode).toBe(201);
+    statements.clear();
+    const versions = await dataOf(await dashboardCall(ctx.app, team.owner, 'GET', path));
+    expect(versions.map((v: { name: string }) => v.name)).toEqual(['Second', 'Version 1']);
+    const versionReads = statements.texts.filter(
+      (text) => /from "template_versions"/.test(text) && /order by/i.test(text),
+    );
+    expect(versionReads).toHaveLength(1);
+    expect(versionReads[0]).not.toContain('"design_json"');
+    expect(versionReads[0]).not.toContain('"compiled_html"');
+  });
 });
 
 describe('the size of a design', () => {

@@ -25,6 +25,15 @@ const TEMPLATE_LIST_COLUMNS = {
 /** A template as a list shows it. */
 export type TemplateListRow = Pick<TemplateRow, keyof typeof TEMPLATE_LIST_COLUMNS>;
 
+/** The columns of a version list item (spec "Templates (session)": id, name, createdBy, createdAt). */
+const VERSION_LIST_COLUMNS = {
+  id: templateVersions.id,
+  name: templateVersions.name,
+  createdBy: templateVersions.createdBy,
+  createdAt: templateVersions.createdAt,
+};
+export type TemplateVersionListRow = Pick<TemplateVersionRow, keyof typeof VERSION_LIST_COLUMNS>;
+
 /** SQL for templates and their versions; every query is scoped by team. */
 export const templateRepository = {
   async insert(db: Executor, row: typeof templates.$inferInsert): Promise<TemplateRow> {
@@ -154,10 +163,14 @@ export const templateRepository = {
     return (row?.highest ?? 0) + 1;
   },
 
-  /** The template's versions, newest first. */
-  listVersions(db: Executor, teamId: string, templateId: string): Promise<TemplateVersionRow[]> {
+  /**
+   * The template's versions, newest first: the columns the list shows only ({@link
+   * VERSION_LIST_COLUMNS}), never the designs (each up to 2 MB; a template with 60 versions of such
+   * a design made one list request hold ~90 MB, review finding, session 14).
+   */
+  listVersions(db: Executor, teamId: string, templateId: string): Promise<TemplateVersionListRow[]> {
     return db
-      .select()
+      .select(VERSION_LIST_COLUMNS)
       .from(templateVersions)
       .where(and(eq(templateVersions.teamId, teamId), eq(templateVersions.templateId, templateId)))
       .orderBy(desc(templateVersions.number), desc(templateVersions.createdAt));

@@ -1,6 +1,6 @@
 import type { Database, Executor } from '../../db/client.ts';
 import { notFound } from '../../http/errors.ts';
-import { type TemplateRow, type TemplateVersionRow, templateRepository } from './templates.repository.ts';
+import { type TemplateRow, type TemplateVersionListRow, templateRepository } from './templates.repository.ts';
 import type { TemplateVersionView } from './templates.schema.ts';
 import type { TemplateSendCache } from './templates.send-cache.ts';
 import { compileContent, getTemplate, snapshotVersion } from './templates.service.ts';
@@ -10,7 +10,7 @@ import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts'
 const MAX_VERSION_NAME = 100;
 
 /** Spec "Template version": {id, name, createdBy, createdAt}; the snapshot's content stays inside. */
-export function presentVersion(row: TemplateVersionRow): TemplateVersionView {
+export function presentVersion(row: TemplateVersionListRow): TemplateVersionView {
   return {
     id: row.id,
     name: row.name,
