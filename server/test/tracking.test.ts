@@ -182,6 +182,34 @@ describe('built-in open and click tracking (issue #11)', () => {
     expect(again.openedAt).toBe(log.openedAt);
   });
 
+  it('a flood of one pixel holds one connection at most, not one per hit (review finding, session 14)', async () => {
+    // Every hit of a valid token ran a transaction locking its email's row, repeats too: 3,000
+    // concurrent hits of one pixel queued 2,995 of them on the pool, and every other request of
+    // the process (another team's send took 7 s) waited behind them.
+    const t = await team({ trackOpens: true, trackClicks: true });
+    const { id, html } = await sendAndReceive(t);
+    const { pixel, clicks } = trackingUrls(html);
+    const pool = ctx.app.ctx.database.pool;
+    let mostWaiting = 0;
+    const sampler = setInterval(() => {
+      mostWaiting = Math.max(mostWaiting, pool.waitingCount);
+    }, 1);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 400 }, (_, i) => hit(i % 2 === 0 ? pixel! : clicks[0]!)),
+      );
+      expect(answers.map((a) => a.statusCode).sort()).toEqual([
+        ...Array<number>(200).fill(200),
+        ...Array<number>(200).fill(302),
+      ]);
+      await waitFor(async () => (trackedEvents(await logOf(t, id)).length === 2 ? true : undefined));
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(trackedEvents(await logOf(t, id))).toEqual(['opened', `clicked ${WELCOME}`]);
+    expect(mostWaiting).toBeLessThan(10);
+  });
+
   it('a click link 302s to the original URL and moves the email to clicked (with the open it implies)', async () => {
     const t = await team({ trackClicks: true });
     const { id, html } = await sendAndReceive(t);

@@ -6,7 +6,7 @@ import { notFound } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { type TrackingClaim, trackingKey, verifyTrackingToken } from '../../tracking/tokens.ts';
 import { isMachineHit } from './prefetch.ts';
-import { recordTrackingHit } from './tracking.service.ts';
+import { TrackingRecorder } from './tracking.service.ts';
 
 /** A 1×1 transparent GIF (GIF89a, 43 bytes). */
 export const PIXEL_GIF = Buffer.from('R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7', 'base64');
@@ -35,11 +35,12 @@ const tokenParams = z.object({ '*': z.string() });
 export async function trackingRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const key = trackingKey(app.ctx.encryptionKey);
+  const recorder = new TrackingRecorder(app.ctx.database.db);
 
   /** Records `claim` for a counted hit, waiting at most RECORD_WAIT_MS; never throws. */
   async function record(request: FastifyRequest, claim: TrackingClaim): Promise<void> {
     if (isMachineHit(request.method, request.headers)) return;
-    const recording = recordTrackingHit(app.ctx.database.db, claim).catch((error: unknown) => {
+    const recording = recorder.record(claim).catch((error: unknown) => {
       request.log.warn({ err: errorForLog(error), emailId: claim.emailId }, 'tracking hit not recorded');
     });
     let timer: NodeJS.Timeout | undefined;

@@ -1,4 +1,5 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
+import { LRUCache } from 'lru-cache';
 import type { Database } from '../../db/client.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import type { TrackingClaim } from '../../tracking/tokens.ts';
@@ -49,4 +50,94 @@ export async function recordTrackingHit(db: Database, claim: TrackingClaim, at =
     }
     if (events.length > 0) await transitionMany(tx, events);
   });
+}
+
+/** Hits whose recording this process remembers as done, so repeats skip the database. */
+const RECORDED_HITS_KEPT = 50_000;
+/** Recordings one process runs at once (each holds a pooled connection and its email row's lock). */
+export const TRACKING_RECORDINGS_IN_FLIGHT = 4;
+/** Recordings waiting for one of those slots; a hit beyond them is answered but not recorded. */
+export const TRACKING_RECORDINGS_WAITING = 10_000;
+
+/** What {@link TrackingRecorder.record} did with a hit. */
+export type TrackingRecordResult = 'recorded' | 'repeat' | 'dropped';
+
+/**
+ * The tracking endpoints' recorder (review finding, session 14): {@link recordTrackingHit} for
+ * each counted hit, without letting one link's hits take the database from everyone else. Before,
+ * every hit of a valid token ran a transaction that locked its email's row, also for repeats that
+ * record nothing: 3,000 concurrent hits of one pixel (anyone who received the email has its URL)
+ * queued 2,995 transactions on a 5-connection pool, and another team's send took 7 s meanwhile.
+ * Now, per process:
+ * - a hit this process has recorded (or found recorded) is a repeat and skips the database: kept
+ *   by key (open: the email; click: the email and URL; a click's implied open counts too), the
+ *   last {@link RECORDED_HITS_KEPT};
+ * - a hit arriving while the same one is being recorded joins that recording;
+ * - at most {@link TRACKING_RECORDINGS_IN_FLIGHT} recordings run at once, at most
+ *   {@link TRACKING_RECORDINGS_WAITING} wait; a hit beyond those is not recorded (tracking is
+ *   best effort: its answer is the same).
+ * A failed recording is not remembered: the next hit tries again.
+ */
+export class TrackingRecorder {
+  readonly #db: Database;
+  readonly #done = new LRUCache<string, true>({ max: RECORDED_HITS_KEPT });
+  readonly #recording = new Map<string, Promise<TrackingRecordResult>>();
+  readonly #waiting: (() => void)[] = [];
+  #running = 0;
+
+  constructor(db: Database) {
+    this.#db = db;
+  }
+
+  /**
+   * Records `claim`'s hit (see the class), at `at` (default now).
+   * @returns 'recorded' once written or found in the history, 'repeat' when skipped as one,
+   *   'dropped' when too many recordings were waiting.
+   * @throws the recording's database error.
+   */
+  record(claim: TrackingClaim, at = new Date()): Promise<TrackingRecordResult> {
+    const key = hitKey(claim);
+    if (this.#done.has(key)) return Promise.resolve('repeat');
+    const joined = this.#recording.get(key);
+    if (joined) return joined.then(() => 'repeat');
+    if (
+      this.#running >= TRACKING_RECORDINGS_IN_FLIGHT &&
+      this.#waiting.length >= TRACKING_RECORDINGS_WAITING
+    ) {
+      return Promise.resolve('dropped');
+    }
+    const recording = (async (): Promise<TrackingRecordResult> => {
+      await this.#slot();
+      try {
+        await recordTrackingHit(this.#db, claim, at);
+      } finally {
+        this.#release();
+      }
+      this.#done.set(key, true);
+      if (claim.kind === 'click') this.#done.set(hitKey({ ...claim, kind: 'open' }), true);
+      return 'recorded';
+    })().finally(() => this.#recording.delete(key));
+    this.#recording.set(key, recording);
+    return recording;
+  }
+
+  #slot(): Promise<void> {
+    if (this.#running < TRACKING_RECORDINGS_IN_FLIGHT) {
+      this.#running++;
+      return Promise.resolve();
+    }
+    // The slot is handed over by #release (the count stays as it is).
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+
+  #release(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#running--;
+  }
+}
+
+/** The key a hit is remembered by: its kind, its email and, for a click, its URL. */
+function hitKey(claim: TrackingClaim): string {
+  return claim.kind === 'click' ? `c ${claim.emailId} ${claim.url}` : `o ${claim.emailId}`;
 }
