@@ -1,10 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { PdfRenderer } from '../src/modules/pdf/index.ts';
 import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
+import { createThumbnailHandler } from '../src/modules/templates/templates.thumbnail.ts';
 import { createTestContext, TEST_BASE_URL, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner } from './helpers/auth.ts';
 import { buildTemplate, dashboardCall, dataOf, simpleDesign } from './helpers/factories.ts';
 import { startTestRenderer } from './helpers/pdf.ts';
 import { closedPort } from './helpers/smtp-server.ts';
+import { PNG_1X1 } from './helpers/uploads.ts';
 
 /**
  * Issue #12 template thumbnails: a save queues a screenshot job; the worker stores a PNG and sets
@@ -152,6 +156,114 @@ describe('template thumbnails without a working renderer', () => {
       expect(await thumbnailJobStates(ctx, template.id)).toEqual([]);
     } finally {
       await ctx.close();
+    }
+  });
+});
+
+/**
+ * Review findings, session 14: thumbnail files against concurrent changes. The handler runs here
+ * with a stand-in screenshot (its bytes chosen by the test); the app's queue has a renderer
+ * configured (a closed port) but no worker, so saves and duplicates queue jobs that never run.
+ */
+describe('thumbnail files when templates change meanwhile', () => {
+  let ctx: TestContext;
+  let owner: Awaited<ReturnType<typeof setupOwner>>;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres', { PDF_RENDERER_URL: `http://127.0.0.1:${await closedPort()}` });
+  });
+  beforeEach(async () => {
+    owner = await setupOwner(ctx.app);
+  });
+  afterAll(() => ctx?.close());
+
+  /** Runs the thumbnail job of `templateId` with a screenshot of `bytes`; `during` runs while it is "taken". */
+  async function runThumbnailJob(templateId: string, bytes: Buffer, during?: () => Promise<void>) {
+    const handler = createThumbnailHandler({
+      db: ctx.context.database.db,
+      storage: ctx.app.ctx.storage,
+      pdf: {
+        screenshot: async () => {
+          await during?.();
+          return bytes;
+        },
+      } as unknown as PdfRenderer,
+    });
+    await handler({ data: { templateId, teamId: owner.teamId } } as Parameters<typeof handler>[0]);
+  }
+
+  /** The public URL the handler stores `bytes` at for `templateId`. */
+  function urlOf(templateId: string, bytes: Buffer): string {
+    const hash = createHash('sha256').update(bytes).digest('hex').slice(0, 16);
+    return ctx.app.ctx.storage.publicUrl(`${owner.teamId}/thumbnails/${templateId}-${hash}.png`);
+  }
+
+  const first = Buffer.concat([PNG_1X1, Buffer.from('first')]);
+  const second = Buffer.concat([PNG_1X1, Buffer.from('second')]);
+
+  it('deletes the file it stored when the design changed during the screenshot', async () => {
+    const template = await buildTemplate(ctx.app, owner, { name: 'Edited meanwhile' });
+    await runThumbnailJob(template.id, first, async () => {
+      await dataOf(
+        await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${template.id}`, {
+          designJson: simpleDesign('Saved while the screenshot was taken'),
+        }),
+      );
+    });
+    expect(await thumbnailUrlOf(ctx, owner, template.id)).toBe('');
+    expect(await fileStatus(ctx, urlOf(template.id, first))).toBe(404);
+  });
+
+  it('keeps the thumbnail a duplicate made meanwhile shows, however the two interleave', async () => {
+    const source = await buildTemplate(ctx.app, owner, { name: 'Thumb' });
+    await runThumbnailJob(source.id, first);
+    const shown = urlOf(source.id, first);
+    expect(await thumbnailUrlOf(ctx, owner, source.id)).toBe(shown);
+
+    // Another transaction holds the slug the duplicate will choose, so the duplicate waits inside
+    // its transaction (after reading its source) while the source gets its next thumbnail.
+    const blocker = await ctx.context.database.pool.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query(
+        `insert into templates (id, team_id, name, slug, subject, design_json, compiled_html, variables)
+          select 'tpl_blocker', team_id, name, slug || '-copy', subject, design_json, compiled_html, variables
+          from templates where id = $1`,
+        [source.id],
+      );
+      const duplicating = dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {});
+      await waitFor(async () => {
+        const { rows } = await ctx.context.database.pool.query(
+          `select count(*)::int as n from pg_locks where not granted and locktype = 'transactionid'`,
+        );
+        return rows[0].n > 0 ? true : undefined;
+      });
+      const replacing = runThumbnailJob(source.id, second);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await blocker.query('rollback');
+      const copy = await dataOf(await duplicating, 201);
+      await replacing;
+      expect(await thumbnailUrlOf(ctx, owner, source.id)).toBe(urlOf(source.id, second));
+      expect(await thumbnailUrlOf(ctx, owner, copy.id)).toBe(shown);
+      expect(await fileStatus(ctx, shown)).toBe(200);
+    } finally {
+      blocker.release();
+    }
+  });
+
+  it('gives concurrent duplicates a slug each, and a copy of a template without a thumbnail a job', async () => {
+    const source = await buildTemplate(ctx.app, owner, { name: 'Doubled' });
+    const copies = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {}),
+      ),
+    );
+    expect(copies.map((response) => response.statusCode)).toEqual([201, 201, 201, 201]);
+    const slugs = copies.map((response) => response.json().data.slug as string);
+    expect(new Set(slugs).size).toBe(4);
+    // The source's own job has not run (no worker here): each copy got one of its own.
+    for (const response of copies) {
+      expect(await thumbnailJobStates(ctx, response.json().data.id)).toHaveLength(1);
     }
   });
 });

@@ -165,6 +165,10 @@ describe('STORAGE=s3 without S3_BUCKET', () => {
       'S3_NOT_CONFIGURED',
     );
     expect(upload.details.missing).toEqual(['S3_BUCKET']);
-    expectError(await deleteUpload(ctx.app, owner, `${owner.teamId}/img_x.png`), 500, 'S3_NOT_CONFIGURED');
+    expectError(
+      await deleteUpload(ctx.app, owner, `${owner.teamId}/img_01jz0000000000000000000000.png`),
+      500,
+      'S3_NOT_CONFIGURED',
+    );
   });
 });

@@ -238,4 +238,14 @@ describe('image uploads on the local disk', () => {
       'NOT_FOUND',
     );
   });
+
+  it("deletes uploaded images only, never the service's own files under the team's prefix", async () => {
+    // Review finding, session 14: any key under `<teamId>/` was deletable, so the route removed a
+    // template's thumbnail while the template still showed it.
+    const thumbnail = `${owner.teamId}/thumbnails/tpl_01jz0000000000000000000000-0123456789abcdef.png`;
+    await ctx.app.ctx.storage.put(thumbnail, PNG_1X1, 'image/png');
+    const url = ctx.app.ctx.storage.publicUrl(thumbnail);
+    expectError(await deleteUpload(ctx.app, owner, thumbnail), 404, 'NOT_FOUND');
+    expect((await ctx.app.inject({ method: 'GET', url: pathOf(url) })).statusCode).toBe(200);
+  });
 });

@@ -1,9 +1,11 @@
 import type { Database } from '../../db/client.ts';
 import { isUniqueViolation } from '../../db/errors.ts';
+import { notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { firstFreeSlug } from '../../slug.ts';
 import { templateRepository } from './templates.repository.ts';
-import { getTemplate, slugTaken, snapshotVersion } from './templates.service.ts';
+import { slugTaken, snapshotVersion } from './templates.service.ts';
+import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** Template names are 1-100 characters (spec "Limits"); the copy marker must fit inside. */
 const MAX_NAME = 100;
@@ -24,47 +26,58 @@ export function copySlugBase(slug: string): string {
 /**
  * Copies a template (id or slug) with everything it holds: description, subject, design,
  * compiled HTML, variables, thumbnail, isActive and PDF settings. Its name gets " (Copy)", its
- * slug the first free of `<slug>-copy`, `<slug>-copy-2`, …; `userId` becomes its creator and it
- * gets its own "Version 1" (spec "Templates (session)" duplicate, issue #4 "Duplicate").
+ * slug the first free of `<slug>-copy`, `<slug>-copy-2`, … (a slug a concurrent duplicate took
+ * meanwhile: the next one, up to 20 tries, as createTemplate does); `userId` becomes its creator
+ * and it gets its own "Version 1" (spec "Templates (session)" duplicate, issue #4 "Duplicate").
+ * The source is read under a share lock in the copy's transaction: its thumbnail cannot be
+ * replaced, nor the source deleted, until the copy showing the same thumbnail has committed (each
+ * of those deletes the file once no template shows it: releaseThumbnail; read before the
+ * transaction, the copy could commit pointing at a file deleted meanwhile, review finding,
+ * session 14). A source without a thumbnail yet (its job not done) gets the copy a job of its own.
  * Returns {id, name, slug, createdAt}.
- * @throws NOT_FOUND when the team has no such template; ALREADY_EXISTS (409) if a concurrent
- *   request took the chosen slug.
+ * @throws NOT_FOUND when the team has no such template; ALREADY_EXISTS (409) when 20 tries found
+ *   every chosen slug taken.
  */
 export async function duplicateTemplate(
   db: Database,
   teamId: string,
   userId: string | null,
   idOrSlug: string,
+  thumbnails?: ThumbnailQueue,
 ): Promise<{ id: string; name: string; slug: string; createdAt: string }> {
-  const source = await getTemplate(db, teamId, idOrSlug);
-  const base = copySlugBase(source.slug);
-  let slug = base;
-  try {
-    return await db.transaction(async (tx) => {
-      slug = firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
-      const copy = await templateRepository.insert(tx, {
-        id: newId('template'),
-        teamId,
-        name: copyName(source.name),
-        slug,
-        description: source.description,
-        subject: source.subject,
-        designJson: source.designJson,
-        compiledHtml: source.compiledHtml,
-        variables: source.variables,
-        thumbnailUrl: source.thumbnailUrl,
-        isActive: source.isActive,
-        generatePdf: source.generatePdf,
-        pdfFilename: source.pdfFilename,
-        trackOpens: source.trackOpens,
-        trackClicks: source.trackClicks,
-        createdBy: userId,
+  for (let attempt = 1; ; attempt++) {
+    let slug: string | undefined;
+    try {
+      return await db.transaction(async (tx) => {
+        const source = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'share' });
+        if (!source) throw notFound('Template');
+        const base = copySlugBase(source.slug);
+        slug = firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
+        const copy = await templateRepository.insert(tx, {
+          id: newId('template'),
+          teamId,
+          name: copyName(source.name),
+          slug,
+          description: source.description,
+          subject: source.subject,
+          designJson: source.designJson,
+          compiledHtml: source.compiledHtml,
+          variables: source.variables,
+          thumbnailUrl: source.thumbnailUrl,
+          isActive: source.isActive,
+          generatePdf: source.generatePdf,
+          pdfFilename: source.pdfFilename,
+          trackOpens: source.trackOpens,
+          trackClicks: source.trackClicks,
+          createdBy: userId,
+        });
+        await snapshotVersion(tx, copy, userId);
+        if (!source.thumbnailUrl) await enqueueThumbnail(thumbnails, tx, copy);
+        return { id: copy.id, name: copy.name, slug: copy.slug, createdAt: copy.createdAt.toISOString() };
       });
-      await snapshotVersion(tx, copy, userId);
-      return { id: copy.id, name: copy.name, slug: copy.slug, createdAt: copy.createdAt.toISOString() };
-    });
-  } catch (error) {
-    if (isUniqueViolation(error)) throw slugTaken(slug);
-    throw error;
+    } catch (error) {
+      if (!isUniqueViolation(error) || slug === undefined) throw error;
+      if (attempt >= 20) throw slugTaken(slug);
+    }
   }
 }

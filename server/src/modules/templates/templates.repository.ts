@@ -49,7 +49,7 @@ export const templateRepository = {
     db: Executor,
     teamId: string,
     idOrSlug: string,
-    options: { lock?: 'update' } = {},
+    options: { lock?: 'update' | 'share' } = {},
   ): Promise<TemplateRow | undefined> {
     const key = hasIdPrefix(idOrSlug, 'template') ? eq(templates.id, idOrSlug) : eq(templates.slug, idOrSlug);
     const query = db

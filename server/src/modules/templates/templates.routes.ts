@@ -138,7 +138,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const teamId = teamIdOf(request);
       const userId = actingUserIdOf(request);
-      const copy = await duplicateTemplate(db(), teamId, userId, request.params.id);
+      const copy = await duplicateTemplate(db(), teamId, userId, request.params.id, thumbnails());
       return reply.code(201).send(ok(copy));
     },
   );

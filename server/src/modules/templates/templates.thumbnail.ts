@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { templates } from '../../db/schema/index.ts';
 import { newJobId } from '../../ids.ts';
@@ -50,9 +50,11 @@ export interface ThumbnailDeps {
  * (its design, Liquid placeholders as written) in a {@link THUMBNAIL_VIEWPORT} through the
  * renderer's Gotenberg `screenshot/html` route, stored under
  * `<teamId>/thumbnails/<templateId>-<sha256 prefix>.png` and set as the template's `thumbnailUrl`
- * — only if the template still has the HTML that was captured (a later save's own job wins).
- * The thumbnail it replaces is then deleted from storage unless another template (a duplicate)
- * still shows it ({@link releaseThumbnail}). Nothing happens for a template deleted meanwhile, without a renderer or with unconfigured S3.
+ * — only if the template still has the HTML that was captured (a later save's own job wins; the
+ * file just stored is then deleted again unless a template shows it). The thumbnail it replaces
+ * (the row's as the update found it, so overlapping jobs each release the one they replaced) is
+ * then deleted from storage unless another template (a duplicate) still shows it
+ * ({@link releaseThumbnail}; review findings, session 14: both files were left behind for good). Nothing happens for a template deleted meanwhile, without a renderer or with unconfigured S3.
  * A render or storage failure throws: the queue retries (definitions.ts); the template is unaffected.
  */
 export function createThumbnailHandler(deps: ThumbnailDeps) {
@@ -66,19 +68,23 @@ export function createThumbnailHandler(deps: ThumbnailDeps) {
     const key = `${teamId}/thumbnails/${templateId}-${hash}.png`;
     await deps.storage.put(key, png, 'image/png');
     const url = deps.storage.publicUrl(key);
-    const replaced = await deps.db
-      .update(templates)
-      .set({ thumbnailUrl: url })
-      .where(
-        and(
-          eq(templates.teamId, teamId),
-          eq(templates.id, templateId),
-          eq(templates.compiledHtml, template.compiledHtml),
-        ),
-      )
-      .returning({ id: templates.id });
-    if (replaced.length > 0 && template.thumbnailUrl !== url) {
-      await releaseThumbnail(deps.db, deps.storage, teamId, template.thumbnailUrl);
+    // The thumbnail it replaces, as the row holds it when this update locks it (not as read before
+    // the screenshot: a job that finished meanwhile set its own, which is the one replaced now).
+    // (Locked in the subquery: FOR UPDATE waits for a concurrent change and reads its result.)
+    const { rows: replaced } = (await deps.db.execute(sql`update ${templates} t set thumbnail_url = ${url}
+      from (select id, thumbnail_url from ${templates}
+        where id = ${templateId} and team_id = ${teamId} for update) previous
+      where t.id = previous.id and t.compiled_html = ${template.compiledHtml}
+      returning previous.thumbnail_url as "previousUrl"`)) as unknown as {
+      rows: { previousUrl: string | null }[];
+    };
+    const [row] = replaced;
+    if (!row) {
+      // A later save (its own job makes its thumbnail) or a delete came first: the file stored above
+      // is nobody's, unless a template shows the same bytes already.
+      await releaseThumbnail(deps.db, deps.storage, teamId, url);
+    } else if (row.previousUrl !== url) {
+      await releaseThumbnail(deps.db, deps.storage, teamId, row.previousUrl);
     }
   };
 }

@@ -41,9 +41,21 @@ export function newImageKey(teamId: string, extension: string): string {
   return `${teamId}/${typeid(IMAGE_KEY_PREFIX).toString()}.${extension}`;
 }
 
-/** True when `key` lies under `teamId`'s prefix (`<teamId>/…`): the only keys the team may touch. */
-export function isTeamKey(teamId: string, key: string): boolean {
-  return key.startsWith(`${teamId}/`);
+/** The file name part of an upload key: `img_` + a TypeID suffix (26 base32 characters) + extension. */
+const UPLOAD_KEY = new RegExp(
+  `^${IMAGE_KEY_PREFIX}_[0-9a-hjkmnp-tv-z]{26}\\.(?:${[...new Set(Object.values(IMAGE_TYPES))].join('|')})$`,
+);
+
+/**
+ * True when `key` is one of `teamId`'s uploaded images, as {@link newImageKey} makes them
+ * (`<teamId>/img_<26 characters>.<png|jpg|gif|webp>`): the only keys the team may delete. Other
+ * files under the team's prefix are the service's own (template thumbnails, kept while a template
+ * shows them): a prefix check let the delete route remove a thumbnail still in use (review
+ * finding, session 14).
+ */
+export function isTeamImageKey(teamId: string, key: string): boolean {
+  if (!key.startsWith(`${teamId}/`)) return false;
+  return UPLOAD_KEY.test(key.slice(teamId.length + 1));
 }
 
 /**
@@ -65,9 +77,10 @@ export async function storeImage(
 
 /**
  * Deletes the team's image `key`.
- * @throws AppError NOT_FOUND (404) when the key is not under the team's prefix (another team's file
- *   looks exactly like a missing one) or nothing is stored under it; S3_NOT_CONFIGURED (500).
+ * @throws AppError NOT_FOUND (404) when the key is not one of the team's uploaded images
+ *   ({@link isTeamImageKey}: another team's file or a thumbnail looks exactly like a missing one) or
+ *   nothing is stored under it; S3_NOT_CONFIGURED (500).
  */
 export async function deleteImage(storage: FileStorage, teamId: string, key: string): Promise<void> {
-  if (!isTeamKey(teamId, key) || !(await storage.delete(key))) throw notFound('File');
+  if (!isTeamImageKey(teamId, key) || !(await storage.delete(key))) throw notFound('File');
 }
