@@ -32,6 +32,28 @@ describe('rate limiter', () => {
     expect((await limiter.consume('key_b', 3)).allowed).toBe(true);
   });
 
+  it.for([
+    ['in memory', false],
+    ['in Redis', true],
+  ] as const)(
+    'keeps one count per key %s when its limit changes (review finding, session 14)',
+    async ([, redis], { skip }) => {
+      // One in-memory limiter per limit value kept a count per limit: 3 requests at limit 3, then
+      // limit 4 allowed 4 more in the same minute, and back at 3 the old count came back.
+      skip(redis && !REDIS_URL, 'skipped: no Redis reachable at 127.0.0.1:6379 (set TEST_REDIS_URL)');
+      const limiter = open(redis);
+      const key = `key_${randomBytes(6).toString('hex')}`;
+      const at = async (limit: number, times: number) => {
+        const allowed: boolean[] = [];
+        for (let i = 0; i < times; i++) allowed.push((await limiter.consume(key, limit)).allowed);
+        return allowed;
+      };
+      expect(await at(3, 3)).toEqual([true, true, true]);
+      expect(await at(5, 3)).toEqual([true, true, false]);
+      expect(await limiter.consume(key, 10)).toMatchObject({ allowed: true, remaining: 3 });
+    },
+  );
+
   it('shares one count between processes through Redis (REDIS_URL)', async ({ skip }) => {
     skip(!REDIS_URL, 'skipped: no Redis reachable at 127.0.0.1:6379 (set TEST_REDIS_URL)');
     const key = `key_${randomBytes(6).toString('hex')}`;

@@ -48,6 +48,11 @@ export interface RateLimitLog {
 }
 
 const WINDOW_SECONDS = 60;
+/**
+ * The counters' own limit: they only count, the key's rateLimit decides. A refused request is
+ * counted too (as rate-limiter-flexible counts a consume past its points).
+ */
+const COUNT_ONLY = Number.MAX_SAFE_INTEGER;
 /** A Redis command slower than this counts in process instead of holding the request (ms). */
 const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 /** Requests wait at most this long for the first connection at start-up before counting in process (ms). */
@@ -119,13 +124,15 @@ export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLi
     }
   };
 
-  // rate-limiter-flexible fixes `points` per instance; keys with the same limit share one instance.
-  const limiters = new Map<number, RateLimiterAbstract>();
-  const limiterFor = (limit: number): RateLimiterAbstract => {
-    let limiter = limiters.get(limit);
-    if (!limiter) {
-      const options = { points: limit, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' };
-      limiter = redis
+  // One limiter counts every key's requests; each key's own limit decides (below). rate-limiter-flexible
+  // fixes `points` per instance, and one in-memory instance per limit value kept a count per limit:
+  // a key whose rateLimit changed started again from zero, and came back to its old count when
+  // changed back (review finding, session 14; Redis already kept one count per key).
+  let counter: RateLimiterAbstract | undefined;
+  const counterOf = (): RateLimiterAbstract => {
+    if (!counter) {
+      const options = { points: COUNT_ONLY, duration: WINDOW_SECONDS, keyPrefix: 'pw:rl' };
+      counter = redis
         ? new (
             requireHere('rate-limiter-flexible/lib/RateLimiterRedis.js') as typeof Flexible.RateLimiterRedis
           )({
@@ -135,29 +142,29 @@ export function createRateLimiter(config: Pick<Config, 'REDIS_URL'>, log: RateLi
             insuranceLimiter: new InsuranceLimiter(options),
           })
         : new RateLimiterMemory(options);
-      limiters.set(limit, limiter);
     }
-    return limiter;
+    return counter;
   };
 
   return {
     async consume(key, limit) {
       await firstConnection;
-      const toDecision = (res: RateLimiterRes, allowed: boolean): RateLimitDecision => ({
-        allowed,
-        limit,
-        remaining: Math.max(0, res.remainingPoints),
-        resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
-      });
       const options: ConsumeOptions = {};
-      let decision: RateLimitDecision;
+      let counted: RateLimiterRes;
       try {
-        decision = toDecision(await limiterFor(limit).consume(key, 1, options), true);
+        counted = await counterOf().consume(key, 1, options);
       } catch (error) {
-        // Anything but "over the limit" would be a failure of the in-process store itself: no fail-open.
+        // Only past COUNT_ONLY requests in a window; anything else would be a failure of the
+        // in-process store itself: no fail-open.
         if (!(error instanceof RateLimiterRes)) throw error;
-        decision = toDecision(error, false);
+        counted = error;
       }
+      const decision: RateLimitDecision = {
+        allowed: counted.consumedPoints <= limit,
+        limit,
+        remaining: Math.max(0, limit - counted.consumedPoints),
+        resetSeconds: Math.max(1, Math.ceil(counted.msBeforeNext / 1000)),
+      };
       if (redis) noteStore(options.countedInProcess === true);
       return decision;
     },
