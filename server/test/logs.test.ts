@@ -65,6 +65,15 @@ describe('email logs: stats and resend', () => {
       0,
     );
     expectError(await get('/api/logs/stats?from=yesterday', owner), 400, 'VALIDATION_ERROR');
+    // A date alone is 00:00 UTC that day (review finding, session 14: ISO 8601 dates were refused).
+    const today = before.slice(0, 10);
+    const tomorrow = new Date(Date.parse(today) + 86_400_000).toISOString().slice(0, 10);
+    expect((await get(`/api/logs/stats?from=${today}&to=${tomorrow}`, owner)).json().data.total).toBe(2);
+    expect((await get(`/api/logs/stats?from=${tomorrow}`, owner)).json().data.total).toBe(0);
+    const listed = await get(`/api/logs?from=${today}`, owner);
+    expect(listed.statusCode, listed.body).toBe(200);
+    expect(listed.json().data.items).toHaveLength(2);
+    expectError(await get('/api/logs?to=2026-02-30', owner), 400, 'VALIDATION_ERROR');
     const logsKey = (await buildApiKey(ctx.app, owner, { scopes: ['logs:read'] })).key;
     const byKey = await ctx.app.inject({
       method: 'GET',

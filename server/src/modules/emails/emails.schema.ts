@@ -55,7 +55,11 @@ export const emailStatusView = z.object({
   hasPdfAttachment: z.boolean(),
 });
 
-const isoDate = z.iso.datetime({ offset: true });
+/**
+ * A bound of a log range (spec: ISO 8601): a date-time with its offset (`2026-11-27T10:00:00Z`,
+ * `…+01:00`), or a date alone (`2026-11-27`: 00:00 UTC that day).
+ */
+const isoDate = z.union([z.iso.datetime({ offset: true }), z.iso.date()]);
 
 export const logListQuery = paginationQuery.extend({
   status: z.enum(EMAIL_STATUSES).optional(),
