@@ -150,6 +150,15 @@ describe('send: refusals before anything is queued', () => {
       'VALIDATION_ERROR',
     );
     expect(error.details.reason).toBe('NO_SENDER');
+    // A PDF the server cannot render is said after the request's own mistakes (session 14: the 500
+    // PDF_NOT_CONFIGURED came first and hid the 400 the client can fix).
+    const withPdf = await buildTemplate(ctx.app, team, { name: 'No sender, PDF', generatePdf: true });
+    const first = expectError(
+      await send(ctx.app, teamKey, { templateId: withPdf.id, to: 'a@example.test' }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect(first.details.reason).toBe('NO_SENDER');
     const ok = await send(ctx.app, teamKey, {
       templateId: template.id,
       to: 'a@example.test',

@@ -162,11 +162,6 @@ export async function prepareSend(
   refuseTagsTheProviderRefuses(adapter.type, input.tags);
   const skipTemplatePdf = origin.copyAttachmentsOf !== undefined;
   const wantsPdfs = sendWantsPdfs(input, version, { skipTemplatePdf });
-  if (wantsPdfs && !deps.pdf) {
-    throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
-      reason: 'PDF_RENDERER_URL_NOT_SET',
-    });
-  }
   const from = input.from ?? adapter.defaultFrom;
   if (!from) {
     throw new AppError('VALIDATION_ERROR', 'No sender: pass "from" or set the adapter\'s defaultFrom', {
@@ -180,7 +175,14 @@ export async function prepareSend(
   );
   const subject =
     input.subject === undefined ? rendered.subject : renderSubjectLine(input.subject, variables);
-  // Issue #12: PDFs render last (after every cheap check) and only when asked for.
+  // Issue #12: PDFs render last (after every cheap check) and only when asked for. A server without a
+  // renderer says so only after the request's own mistakes (no sender, template errors), which its
+  // client can fix (a 500 hid them).
+  if (wantsPdfs && !deps.pdf) {
+    throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
+      reason: 'PDF_RENDERER_URL_NOT_SET',
+    });
+  }
   const pdfs = wantsPdfs
     ? await renderSendPdfs(deps, caller.teamId, input, {
         template,
