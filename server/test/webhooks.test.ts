@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailLogs, webhooks } from '../src/db/schema/index.ts';
 import { transition } from '../src/modules/emails/emails.status.service.ts';
+import { PREVIOUS_SECRETS_KEPT } from '../src/modules/webhooks/webhooks.repository.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { dashboardCall, dataOf, expectError, send } from './helpers/factories.ts';
@@ -537,6 +538,24 @@ describe('outbound webhooks (issue #11)', () => {
     for (const secret of [hook.secret, first.secret, second.secret, third.secret])
       verifyWebhook(secret, request!);
     expect(new Set([first.secret, second.secret, third.secret]).size).toBe(3);
+  });
+
+  it('rotate-secret keeps the newest 3 secrets rotated out, so a loop of rotations cannot swell every delivery', async () => {
+    // Review finding, session 14: every secret rotated out signed every delivery for 24 h, without
+    // a bound: after 1,200 rotations the signature header passed a receiver's 16 KB header limit.
+    const hook = await buildWebhook(['email.sent']);
+    const secrets = [hook.secret];
+    for (let i = 0; i < 6; i++) {
+      const rotated = await dataOf(
+        await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/rotate-secret`),
+      );
+      secrets.push(rotated.secret);
+    }
+    await dataOf(await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/test`));
+    const [request] = receiver.to(hook.path);
+    expect(String(request!.headers['webhook-signature']).split(' ')).toHaveLength(1 + PREVIOUS_SECRETS_KEPT);
+    for (const secret of secrets.slice(-1 - PREVIOUS_SECRETS_KEPT)) verifyWebhook(secret, request!);
+    expect(() => verifyWebhook(secrets[secrets.length - 2 - PREVIOUS_SECRETS_KEPT]!, request!)).toThrow();
   });
 
   it('a committed status change delivers its event; a rolled-back one enqueues and sends nothing', async () => {

@@ -98,6 +98,14 @@ export interface OutboxSettlement {
 }
 
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
+/**
+ * Previous secrets a webhook keeps (each until its own expiry), the newest: every one signs every
+ * delivery, so without a bound a loop of rotations made a 14 KB signature header after 300 (a
+ * receiver's 16 KB header limit refused every delivery after 1,200) and 40-64 ms of decryption
+ * per attempt on the shared worker (review finding, session 14).
+ */
+export const PREVIOUS_SECRETS_KEPT = 3;
+
 export const webhookRepository = {
   async insert(db: Executor, row: NewWebhookRow): Promise<WebhookRow> {
     const [created] = await db.insert(webhooks).values(row).returning();
@@ -153,7 +161,8 @@ export const webhookRepository = {
    * Rotates the secret of webhook `id` of `teamId` in ONE statement (two rotations at once both
    * take effect, each keeping the other's secret): `secretEncrypted` becomes the webhook's secret,
    * the one it replaces joins `previousSecrets` until `expiresAt`, and previous secrets past their
-   * own expiry leave; `updatedAt` moves (the delivery worker's kept rows are keyed by it).
+   * own expiry leave, as do all but the newest {@link PREVIOUS_SECRETS_KEPT}; `updatedAt` moves
+   * (the delivery worker's kept rows are keyed by it).
    * @returns the updated row, undefined when there is no such webhook.
    */
   async rotateSecret(
@@ -167,8 +176,11 @@ export const webhookRepository = {
       .update(webhooks)
       .set({
         secretEncrypted,
-        previousSecrets: sql`coalesce((select jsonb_agg(kept) from jsonb_array_elements(${webhooks.previousSecrets}) kept
-          where (kept ->> 'expiresAt')::timestamptz > now()), '[]'::jsonb)
+        previousSecrets: sql`coalesce((select jsonb_agg(k.kept order by k.position) from (
+            select kept, position from jsonb_array_elements(${webhooks.previousSecrets})
+              with ordinality as e(kept, position)
+            where (kept ->> 'expiresAt')::timestamptz > now()
+            order by position desc limit ${PREVIOUS_SECRETS_KEPT - 1}) k), '[]'::jsonb)
           || jsonb_build_array(jsonb_build_object('secret', ${webhooks.secretEncrypted}, 'expiresAt', ${expiresAt.toISOString()}::text))`,
         updatedAt: sql`now()`,
       })
