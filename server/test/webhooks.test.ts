@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { emailLogs, webhooks } from '../src/db/schema/index.ts';
 import { transition } from '../src/modules/emails/emails.status.service.ts';
+import { writeAttempts } from '../src/modules/webhooks/webhook-recorder.ts';
 import { PREVIOUS_SECRETS_KEPT } from '../src/modules/webhooks/webhooks.repository.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -556,6 +557,58 @@ describe('outbound webhooks (issue #11)', () => {
     expect(String(request!.headers['webhook-signature']).split(' ')).toHaveLength(1 + PREVIOUS_SECRETS_KEPT);
     for (const secret of secrets.slice(-1 - PREVIOUS_SECRETS_KEPT)) verifyWebhook(secret, request!);
     expect(() => verifyWebhook(secrets[secrets.length - 2 - PREVIOUS_SECRETS_KEPT]!, request!)).toThrow();
+  });
+
+  it('records no attempt whose outbox row is gone, and a record without payload neither breaks the history nor is resent', async () => {
+    // Review finding, session 14: a worker whose lease lapsed recorded its attempt after another
+    // worker had attempted, recorded and deleted the row: the record's payload read null, the
+    // delivery history answered 500 and redeliver POSTed the body `null`.
+    const hook = await buildWebhook(['email.sent']);
+    const late = {
+      id: `whd_late${++pathCount}`,
+      teamId: owner.teamId,
+      webhookId: hook.id,
+      messageId: 'msg_late',
+      event: 'email.sent',
+      payload: undefined,
+      responseStatus: 200,
+      responseBody: '',
+      success: true,
+      attemptCount: 1,
+      durationMs: 5,
+      error: null,
+      createdAt: new Date(),
+    };
+    const result = { success: true, responseStatus: 200, responseBody: '', error: null, durationMs: 5 };
+    await writeAttempts(db(), [
+      {
+        outcome: { delivery: late, result },
+        row: {
+          id: '999999999',
+          webhookId: hook.id,
+          messageId: 'msg_late',
+          event: 'email.sent',
+          body: '{}',
+          attempt: 1,
+          claims: 1,
+          webhook: null,
+        },
+      },
+    ]);
+    expect(await deliveriesOf(hook.id)).toEqual([]);
+
+    // A record written so before the fix: listed with payload null, not resent.
+    await db().execute(
+      sql`insert into webhook_deliveries (id, team_id, webhook_id, message_id, event, payload, success, attempt_count)
+        values ('whd_legacy', ${owner.teamId}, ${hook.id}, 'msg_legacy', 'email.sent', 'null'::jsonb, true, 1)`,
+    );
+    expect((await deliveriesOf(hook.id)).map((d) => [d.id, d.payload])).toEqual([['whd_legacy', null]]);
+    expectError(
+      await dashboardCall(ctx.app, owner, 'POST', `/api/webhooks/${hook.id}/deliveries/whd_legacy/redeliver`),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect(receiver.to(hook.path)).toEqual([]);
   });
 
   it('a committed status change delivers its event; a rolled-back one enqueues and sends nothing', async () => {

@@ -643,22 +643,28 @@ function recordAttemptsSql(asyncCommit: boolean, value: ValueAt<keyof RecordValu
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
-        select x.id, x.team_id, x.webhook_id, x.message_id, x.event,
-          -- The body of the row this statement deletes or reschedules (a join, not a look-up per
-          -- record); one fenced out (claimed again meanwhile) is looked up.
-          coalesce(x.payload::jsonb, b.body::jsonb,
-            (select o.body from ${webhookOutbox} o where o.id = x.outbox_id)::jsonb, 'null'::jsonb),
-          x.response_status,
-          x.response_body, x.success, x.attempt_count, x.duration_ms, x.error, x.created_at
-        from setting, json_to_recordset(${value('deliveries', 'json')}) as x(id text, team_id text,
-          webhook_id text, message_id text, event text, payload json, outbox_id bigint,
-          response_status integer, response_body text, success boolean, attempt_count integer,
-          duration_ms integer, error text, created_at timestamptz)
-          left join (select id, body from finished union all select id, body from retried) b
-            on b.id = x.outbox_id
-        -- A worker's attempt to a webhook deleted meanwhile (its rows went with it) leaves no
-        -- record, rather than failing the group on the foreign key.
-        where x.outbox_id is null or exists (select 1 from ${webhooks} k where k.id = x.webhook_id)
+        select r.id, r.team_id, r.webhook_id, r.message_id, r.event, r.payload_found, r.response_status,
+          r.response_body, r.success, r.attempt_count, r.duration_ms, r.error, r.created_at
+        from (
+          select x.*,
+            -- The body of the row this statement deletes or reschedules (a join, not a look-up per
+            -- record); one fenced out (claimed again meanwhile) is looked up.
+            coalesce(x.payload::jsonb, b.body::jsonb,
+              (select o.body from ${webhookOutbox} o where o.id = x.outbox_id)::jsonb) as payload_found
+          from setting, json_to_recordset(${value('deliveries', 'json')}) as x(id text, team_id text,
+            webhook_id text, message_id text, event text, payload json, outbox_id bigint,
+            response_status integer, response_body text, success boolean, attempt_count integer,
+            duration_ms integer, error text, created_at timestamptz)
+            left join (select id, body from finished union all select id, body from retried) b
+              on b.id = x.outbox_id
+          -- A worker's attempt to a webhook deleted meanwhile (its rows went with it) leaves no
+          -- record, rather than failing the group on the foreign key.
+          where x.outbox_id is null or exists (select 1 from ${webhooks} k where k.id = x.webhook_id)
+        ) r
+        -- Nor does one whose row is gone (its lease lapsed; another worker attempted, recorded and
+        -- deleted it, so this attempt was a repeat): a record without its payload read as null and
+        -- broke the history and redeliver (review finding, session 14).
+        where r.payload_found is not null
       ),
       updated as (
         update ${webhooks} set

@@ -89,7 +89,8 @@ export const deliveryView = z.object({
   webhookId: z.string(),
   messageId: z.string(),
   event: z.string(),
-  payload: z.record(z.string(), z.unknown()),
+  // null only in a record written before session 14 whose payload was lost (see recordAttempts).
+  payload: z.record(z.string(), z.unknown()).nullable(),
   responseStatus: z.number().nullable(),
   responseBody: z.string().nullable(),
   success: z.boolean(),

@@ -59,7 +59,7 @@ function toDeliveryView(row: Omit<WebhookDeliveryRow, 'teamId'>): DeliveryView {
     webhookId: row.webhookId,
     messageId: row.messageId,
     event: row.event,
-    payload: row.payload as Record<string, unknown>,
+    payload: isPayload(row.payload) ? row.payload : null,
     responseStatus: row.responseStatus,
     responseBody: row.responseBody,
     success: row.success,
@@ -238,11 +238,17 @@ export async function testWebhook(
   return recordNow(deps, outcome);
 }
 
+/** True when a stored delivery payload is an event object (the only kind a delivery sends). */
+function isPayload(payload: unknown): payload is Record<string, unknown> {
+  return typeof payload === 'object' && payload !== null && !Array.isArray(payload);
+}
+
 /**
  * `POST /api/webhooks/:id/deliveries/:deliveryId/redeliver` (issue #11): sends that delivery's
  * payload again now, with the same `webhook-id` (receivers deduplicate on it) and the next attempt
  * number, and returns the new delivery record. No automatic retries follow it.
- * @throws NOT_FOUND (404) for an unknown webhook, or a delivery not of this webhook.
+ * @throws NOT_FOUND (404) for an unknown webhook, or a delivery not of this webhook;
+ *   VALIDATION_ERROR (400) for a record without its payload.
  */
 export async function redeliver(
   deps: WebhookServiceDeps,
@@ -253,6 +259,13 @@ export async function redeliver(
   const webhook = await findOrThrow(deps.db, teamId, id);
   const delivery = await webhookRepository.findDelivery(deps.db, teamId, id, deliveryId);
   if (!delivery) throw notFound('Webhook delivery');
+  if (!isPayload(delivery.payload)) {
+    // A record whose payload was lost (before session 14, see recordAttempts): it sent the body `null`.
+    throw validationError(
+      [{ path: 'params.deliveryId', message: 'this delivery has no payload to send again' }],
+      'This delivery has no payload to send again',
+    );
+  }
   const attempt = (await webhookRepository.lastAttempt(deps.db, id, delivery.messageId)) + 1;
   const outcome = await attemptDelivery(webhookClientFor(deps.config), deps.encryptionKey, {
     webhook,
