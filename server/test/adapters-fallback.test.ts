@@ -110,6 +110,26 @@ describe('adapter fallback', () => {
     expect((await api('GET', `/api/adapters/${primary.id}`)).json().data.fallbackAdapterId).toBeNull();
   });
 
+  it('naming a fallback while it is being deleted answers 200 or 400, never 500 (review finding, session 14)', async () => {
+    // The delete did not take the team's adapter lock: it could commit between the update's
+    // fallback check and its write, whose foreign key then failed (9 of 30 rounds were 500).
+    const statuses: number[] = [];
+    for (let round = 0; round < 20; round++) {
+      const target = await postmarkAdapter(`Target ${round}`);
+      const primary = await postmarkAdapter(`Primary ${round}`);
+      const [update, removal] = await Promise.all([
+        api('PUT', `/api/adapters/${primary.id}`, { fallbackAdapterId: target.id }),
+        api('DELETE', `/api/adapters/${target.id}`),
+      ]);
+      statuses.push(update.statusCode, removal.statusCode);
+      expect(removal.statusCode, removal.body).toBe(200);
+      expect([200, 400], update.body).toContain(update.statusCode);
+      // Either way no adapter names a deleted one.
+      expect((await api('GET', `/api/adapters/${primary.id}`)).json().data.fallbackAdapterId).toBeNull();
+    }
+    expect(statuses).not.toContain(500);
+  });
+
   const settled = (id: string) =>
     waitFor(async () => {
       const log = (await api('GET', `/api/logs/${id}`)).json().data;

@@ -213,14 +213,24 @@ export async function updateAdapter(
   return updated;
 }
 
-/** @throws NOT_FOUND when the adapter is not the team's. */
+/**
+ * Deletes an adapter, under the team's adapter lock (as fallback and default changes are): a
+ * fallback checked by a concurrent update or create cannot be deleted before that change commits
+ * (the change's foreign key failed with a 500, review finding, session 14); it is deleted after,
+ * the foreign key then clearing the fallback.
+ * @throws NOT_FOUND when the adapter is not the team's.
+ */
 export async function deleteAdapter(
-  db: Executor,
+  db: Database,
   sendCache: AdapterSendCache,
   teamId: string,
   id: string,
 ): Promise<void> {
-  if (!(await adapterRepository.delete(db, teamId, id))) throw notFound('Adapter');
+  const deleted = await db.transaction(async (tx) => {
+    await adapterRepository.lockTeamDefault(tx, teamId);
+    return adapterRepository.delete(tx, teamId, id);
+  });
+  if (!deleted) throw notFound('Adapter');
   sendCache.forgetTeam(teamId);
 }
 
