@@ -28,6 +28,12 @@ describe('API reference under /docs, loaded on first use', () => {
     expect(script.headers['content-type']).toContain('application/javascript');
     expect(Number(script.headers['content-length'])).toBe(script.rawPayload.length);
     expect(script.rawPayload.length).toBeGreaterThan(1_000_000);
+    // Same origin as the session cookie: never framed (review finding, session 14).
+    const ui = await ctx.app.inject({ method: 'GET', url: '/docs/' });
+    expect(ui.statusCode).toBe(200);
+    expect(ui.headers['x-frame-options']).toBe('DENY');
+    expect(ui.headers['content-security-policy']).toBe("frame-ancestors 'none'");
+    expect(ui.headers['x-content-type-options']).toBe('nosniff');
   });
 
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {

@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLIENT_ROUTES, dashboardFallback } from '../src/http/dashboard.ts';
+import {
+  CLIENT_ROUTES,
+  DASHBOARD_CONTENT_SECURITY_POLICY,
+  dashboardFallback,
+} from '../src/http/dashboard.ts';
 import { installErrorHandling } from '../src/http/error-handler.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 
@@ -119,6 +123,11 @@ describe('dashboard serving of built files', () => {
     const response = await app.inject({ url: '/adapters' });
     expect(response.body).toContain('app');
     expect(response.headers['x-frame-options']).toBe('DENY');
+    // Review finding, session 14: no policy at all, so an injection would run with the session.
+    expect(response.headers['content-security-policy']).toBe(DASHBOARD_CONTENT_SECURITY_POLICY);
+    expect(DASHBOARD_CONTENT_SECURITY_POLICY).toContain("script-src 'self'");
+    expect(DASHBOARD_CONTENT_SECURITY_POLICY).toContain("frame-ancestors 'none'");
+    expect(response.headers['x-content-type-options']).toBe('nosniff');
   });
 
   it('answers a JSON 404 for a missing file, and never a file outside the build', async () => {

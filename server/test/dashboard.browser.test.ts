@@ -40,6 +40,8 @@ describe.skipIf(!available)('dashboard in a browser', () => {
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
+  /** What the dashboard's Content-Security-Policy refused while the tests used it (none expected). */
+  const policyViolations: string[] = [];
   let base: string;
   let apiKey: string;
   /** The link of Vic's invitation to the second team (accepted once Vic is signed in). */
@@ -97,6 +99,9 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
     page = await context.newPage();
     page.setDefaultTimeout(15_000);
+    page.on('console', (message) => {
+      if (message.text().includes('Content Security Policy')) policyViolations.push(message.text());
+    });
   });
 
   afterAll(async () => {
@@ -134,6 +139,20 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go('/login?error=invitation_required');
     await page.getByText('Ask a team owner or admin for an invitation').waitFor();
     await shot('login-error');
+    // Only our own words in the alert: not a sentence the link carries (review finding, session 14).
+    await go(
+      `/login?error=${encodeURIComponent('moved: sign in at https://evil.example')}&error_description=${encodeURIComponent('Postwright moved: sign in at https://evil.example')}`,
+    );
+    await page.getByText('The sign-in failed.').waitFor();
+    expect(await page.getByText('evil.example').count()).toBe(0);
+    // A redirect target with a tab (dropped by URL parsing: `//evil.example`) goes home instead.
+    await go(`/login?redirectTo=${encodeURIComponent('/\t/evil.example')}`);
+    await page.getByLabel('Email').fill('ada@example.com');
+    await page.getByLabel('Password').fill('a long password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${base}/`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
     await go('/logs');
     await page.waitForURL(`${base}/login?redirectTo=%2Flogs`);
     await page.getByLabel('Email').fill('ada@example.com');
@@ -462,6 +481,12 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await go('/');
     await page.getByTestId('stat-total').waitFor();
     await shot('overview-mobile');
+  });
+
+  it("used every page above without breaking the dashboard's Content-Security-Policy", async () => {
+    const response = await page.request.get(`${base}/`);
+    expect(response.headers()['content-security-policy']).toContain("script-src 'self'");
+    expect(policyViolations).toEqual([]);
   });
 });
 

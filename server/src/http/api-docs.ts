@@ -55,6 +55,11 @@ export async function apiDocsRoutes(app: FastifyInstance): Promise<void> {
       if (value === undefined || /^(content-length|connection|date|transfer-encoding)$/i.test(name)) continue;
       reply.header(name, value);
     }
+    // Same origin as the session cookie: never framed, no sniffing (review finding, session 14).
+    reply.header('x-frame-options', 'DENY');
+    reply.header('content-security-policy', "frame-ancestors 'none'");
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
     return reply.code(answer.statusCode).send(answer.rawPayload);
   };
   const options = { ...access({ kind: 'public' }), schema: { hide: true } };

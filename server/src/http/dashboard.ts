@@ -81,6 +81,28 @@ function cleanPath(url: string): string | undefined {
  * leaves everything else to the JSON 404 (false). Serves a short "not built" page when
  * `dist/index.html` does not exist.
  */
+/**
+ * The dashboard page's Content-Security-Policy (review finding, session 14: it had none, so any
+ * future HTML-injection bug would run with the session's full power): scripts only from this
+ * origin (the built bundle has no inline script), API calls to this origin, no plugins, no
+ * `<base>`, forms posting here only, never framed. Styles may be inline (Mantine injects
+ * `<style>` elements and style attributes) and images and fonts may come from any http(s) host:
+ * the template previews and rendered emails (sandboxed `srcdoc` iframes, which inherit this
+ * policy) show the images and web fonts the emails link, as a mail client does.
+ */
+export const DASHBOARD_CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline' https:",
+  "img-src 'self' data: blob: https: http:",
+  "font-src 'self' data: https:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
 export function dashboardFallback(options: { dist?: string } = {}): NotFoundFallback {
   const dist = options.dist ?? DASHBOARD_DIST;
   let indexHtml: Promise<string | undefined> | undefined;
@@ -118,6 +140,9 @@ export function dashboardFallback(options: { dist?: string } = {}): NotFoundFall
     // The app is never framed (clickjacking); the emails it shows are in sandboxed iframes.
     reply.code(200).header('content-type', 'text/html; charset=utf-8').header('cache-control', 'no-cache');
     reply.header('x-frame-options', 'DENY');
+    reply.header('content-security-policy', DASHBOARD_CONTENT_SECURITY_POLICY);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'same-origin');
     reply.send(request.method === 'HEAD' ? undefined : html);
     return true;
   };

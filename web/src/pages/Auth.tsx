@@ -19,6 +19,18 @@ import { useMe } from '../session';
 import { ErrorAlert, fieldErrors, Loading } from '../ui';
 
 /** What the `?error=` codes of a refused sign-in (server: sign-up-policy.ts, better-auth) mean. */
+/**
+ * The sign-in alert's text for `?error=<code>`: ours for a known code, else a generic one naming the
+ * code when it looks like one. Never the URL's other text (`error_description`): anyone can link
+ * here, and the red "Sign-in refused" alert showed their sentence as ours (review finding,
+ * session 14: "Postwright moved: sign in at https://…").
+ */
+function signInErrorMessage(code: string): string {
+  const known = Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code] : undefined;
+  if (known) return known;
+  return /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? `The sign-in failed (${code}).` : 'The sign-in failed.';
+}
+
 export const SIGN_IN_ERRORS: Record<string, string> = {
   invitation_required:
     'This account is not a member of any team yet. Ask a team owner or admin for an invitation, then open its link.',
@@ -34,9 +46,26 @@ export const SIGN_IN_ERRORS: Record<string, string> = {
   unable_to_get_user_info: 'The provider did not give us your profile. Please try again.',
 };
 
-/** A same-origin path to go to after signing in (never another site). */
+/**
+ * A same-origin path to go to after signing in (never another site): `value` when it is a path of
+ * this origin, else `/`. Control characters are refused first (a browser drops tabs and newlines
+ * from URLs, so `/\t/evil.example` passed as a path and resolved to `//evil.example`, review
+ * finding, session 14), then the path must resolve to this origin, as the server's check does.
+ */
 function safeRedirect(value: string | null): string {
-  return value?.startsWith('/') && !value.startsWith('//') && !value.includes('\\') ? value : '/';
+  if (!value?.startsWith('/') || value.startsWith('//') || value.includes('\\')) return '/';
+  for (const character of value) {
+    const code = character.charCodeAt(0);
+    if (code < 0x20 || code === 0x7f) return '/';
+  }
+  try {
+    const resolved = new URL(value, window.location.origin);
+    return resolved.origin === window.location.origin
+      ? `${resolved.pathname}${resolved.search}${resolved.hash}`
+      : '/';
+  } catch {
+    return '/';
+  }
 }
 
 function AuthCard({ title, children }: { title: string; children: ReactNode }) {
@@ -151,7 +180,7 @@ export function LoginPage() {
       <Stack>
         {error && (
           <Alert color="red" title="Sign-in refused" role="alert">
-            {SIGN_IN_ERRORS[error] ?? params.get('error_description') ?? `The sign-in failed (${error}).`}
+            {signInErrorMessage(error)}
           </Alert>
         )}
         {setupStatus.data?.required && (
