@@ -214,7 +214,7 @@ describe('thumbnail files when templates change meanwhile', () => {
     expect(await fileStatus(ctx, urlOf(template.id, first))).toBe(404);
   });
 
-  it('keeps the thumbnail a duplicate made meanwhile shows, however the two interleave', async () => {
+  it('keeps the thumbnail a duplicate shows when the source gets a new one while the duplicate is being saved', async () => {
     const source = await buildTemplate(ctx.app, owner, { name: 'Thumb' });
     await runThumbnailJob(source.id, first);
     const shown = urlOf(source.id, first);
@@ -225,6 +225,7 @@ describe('thumbnail files when templates change meanwhile', () => {
     const blocker = await ctx.context.database.pool.connect();
     try {
       await blocker.query('begin');
+      const blockerPid = (await blocker.query('select pg_backend_pid() as pid')).rows[0].pid as number;
       await blocker.query(
         `insert into templates (id, team_id, name, slug, subject, design_json, compiled_html, variables)
           select 'tpl_blocker', team_id, name, slug || '-copy', subject, design_json, compiled_html, variables
@@ -233,8 +234,10 @@ describe('thumbnail files when templates change meanwhile', () => {
       );
       const duplicating = dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {});
       await waitFor(async () => {
+        // The duplicate waits for this blocker (other test files share the server: only its waiter counts).
         const { rows } = await ctx.context.database.pool.query(
-          `select count(*)::int as n from pg_locks where not granted and locktype = 'transactionid'`,
+          'select count(*)::int as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))',
+          [blockerPid],
         );
         return rows[0].n > 0 ? true : undefined;
       });

@@ -182,7 +182,7 @@ describe('built-in open and click tracking (issue #11)', () => {
     expect(again.openedAt).toBe(log.openedAt);
   });
 
-  it('a flood of one pixel holds one connection at most, not one per hit (review finding, session 14)', async () => {
+  it('a flood of one pixel and link queues no transaction per hit on the pool (review finding, session 14)', async () => {
     // Every hit of a valid token ran a transaction locking its email's row, repeats too: 3,000
     // concurrent hits of one pixel queued 2,995 of them on the pool, and every other request of
     // the process (another team's send took 7 s) waited behind them.

@@ -76,19 +76,14 @@ function cleanPath(url: string): string | undefined {
 }
 
 /**
- * The not-found fallback that serves the dashboard from `options.dist` (default
- * {@link DASHBOARD_DIST}): answers GET and HEAD of the app's files and client routes (true) and
- * leaves everything else to the JSON 404 (false). Serves a short "not built" page when
- * `dist/index.html` does not exist.
- */
-/**
  * The dashboard page's Content-Security-Policy (review finding, session 14: it had none, so any
  * future HTML-injection bug would run with the session's full power): scripts only from this
  * origin (the built bundle has no inline script), API calls to this origin, no plugins, no
  * `<base>`, forms posting here only, never framed. Styles may be inline (Mantine injects
- * `<style>` elements and style attributes) and images and fonts may come from any http(s) host:
- * the template previews and rendered emails (sandboxed `srcdoc` iframes, which inherit this
- * policy) show the images and web fonts the emails link, as a mail client does.
+ * `<style>` elements and style attributes) or style sheets from https hosts, images may come from
+ * any http(s) host and fonts from https hosts: the template previews and rendered emails
+ * (sandboxed `srcdoc` iframes, which inherit this policy) show the images, style sheets and web
+ * fonts the emails link, as a mail client does.
  */
 export const DASHBOARD_CONTENT_SECURITY_POLICY = [
   "default-src 'self'",
@@ -103,6 +98,12 @@ export const DASHBOARD_CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+/**
+ * The not-found fallback that serves the dashboard from `options.dist` (default
+ * {@link DASHBOARD_DIST}): answers GET and HEAD of the app's files and client routes (true) and
+ * leaves everything else to the JSON 404 (false). Serves a short "not built" page when
+ * `dist/index.html` does not exist.
+ */
 export function dashboardFallback(options: { dist?: string } = {}): NotFoundFallback {
   const dist = options.dist ?? DASHBOARD_DIST;
   let indexHtml: Promise<string | undefined> | undefined;

@@ -62,6 +62,9 @@ describe('mailboxes forwarded to providers', () => {
       ['<ada@example.com> bob@evil.test', '"bob@evil.test" <ada@example.com>'],
       ['Ada (x, bob@evil.test) <ada@example.com>', '"Ada" <ada@example.com>'],
       ['"Doe, Jöhn" <john@example.com>', '"Doe, Jöhn" <john@example.com>'],
+      // Encoded words stay unquoted (quoted, RFC 2047 §5 has them shown as typed).
+      ['=?utf-8?q?J=C3=B6hn?= <john@example.com>', '=?utf-8?q?J=C3=B6hn?= <john@example.com>'],
+      ['=?utf-8?q?a@b?= <john@example.com>', '"=?utf-8?q?a@b?=" <john@example.com>'],
       ['"a \\"b\\" c" <a@example.com>', '"a \\"b\\" c" <a@example.com>'],
     ]) {
       expect(isMailbox(typed!), typed).toBe(true);

@@ -71,8 +71,16 @@ export function forwardedMailbox(value: string): string {
   const [entry] = addressparser(value);
   if (!entry || 'group' in entry || !entry.address) return value;
   const name = entry.name.trim();
-  return name ? `"${name.replace(/[\\"]/g, '\\$&')}" <${entry.address}>` : entry.address;
+  if (!name) return entry.address;
+  // Encoded words (RFC 2047) stay unquoted: inside a quoted string they are not decoded (§5). Their
+  // characters (§5 (3)) hold no quote, comma, bracket or @, so they cannot make a second address.
+  if (ENCODED_WORDS.test(name)) return `${name} <${entry.address}>`;
+  return `"${name.replace(/[\\"]/g, '\\$&')}" <${entry.address}>`;
 }
+
+/** A display name made of RFC 2047 encoded words only (`=?charset?B|Q?text?=`, space-separated). */
+const ENCODED_WORDS =
+  /^=\?[A-Za-z0-9_-]+\?[BbQq]\?[A-Za-z0-9!*+\-/=_]*\?=(?:\s+=\?[A-Za-z0-9_-]+\?[BbQq]\?[A-Za-z0-9!*+\-/=_]*\?=)*$/;
 
 /**
  * The bare address of one mailbox as an SMTP envelope takes it (Amazon SES's `Destination` and
@@ -81,10 +89,16 @@ export function forwardedMailbox(value: string): string {
  * nodemailer does), lower-cased.
  */
 export function envelopeAddress(value: string): string {
-  const address = mailboxAddress(value);
+  return asciiAddress(mailboxAddress(value));
+}
+
+/** `address` (`local@domain`) with its domain in ASCII (IDNA, as nodemailer does); the local part as given. */
+export function asciiAddress(address: string): string {
   const at = address.lastIndexOf('@');
   if (at < 0) return address;
   const domain = address.slice(at + 1);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range, control characters included
+  if (/^[\x00-\x7f]*$/.test(domain)) return address;
   return `${address.slice(0, at)}@${domainToASCII(domain) || domain}`;
 }
 

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { domainToASCII } from 'node:url';
 import addressparser from 'nodemailer/lib/addressparser';
+import { asciiAddress } from './mailbox-address.ts';
 import type { OutgoingAttachment, OutgoingEmail } from './types.ts';
 
 /**
@@ -121,15 +121,6 @@ function displayName(name: string): string {
   if (PHRASE_ATOMS.test(clean) && !clean.includes('=?')) return clean;
   if (isPlainAscii(clean)) return `"${clean.replace(/[\\"]/g, '\\$&')}"`;
   return encodeWords(clean);
-}
-
-/** The address with its domain in ASCII (IDNA, as nodemailer does); the local part as given. */
-function asciiAddress(address: string): string {
-  const at = address.lastIndexOf('@');
-  if (at < 0) return address;
-  const domain = address.slice(at + 1);
-  if (isPlainAscii(domain)) return address;
-  return `${address.slice(0, at)}@${domainToASCII(domain) || domain}`;
 }
 
 /**

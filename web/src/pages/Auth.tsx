@@ -18,19 +18,20 @@ import { api, rawJson, unwrap } from '../api/client';
 import { useMe } from '../session';
 import { ErrorAlert, fieldErrors, Loading } from '../ui';
 
-/** What the `?error=` codes of a refused sign-in (server: sign-up-policy.ts, better-auth) mean. */
 /**
  * The sign-in alert's text for `?error=<code>`: ours for a known code, else a generic one naming the
- * code when it looks like one. Never the URL's other text (`error_description`): anyone can link
+ * code when it looks like one (lower-case snake_case, as better-auth's and ours are: no dots, so no
+ * host name). Never the URL's other text (`error_description`): anyone can link
  * here, and the red "Sign-in refused" alert showed their sentence as ours (review finding,
  * session 14: "Postwright moved: sign in at https://…").
  */
 function signInErrorMessage(code: string): string {
   const known = Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code] : undefined;
   if (known) return known;
-  return /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? `The sign-in failed (${code}).` : 'The sign-in failed.';
+  return /^[a-z0-9_]{1,64}$/.test(code) ? `The sign-in failed (${code}).` : 'The sign-in failed.';
 }
 
+/** What the `?error=` codes of a refused sign-in (server: sign-up-policy.ts, better-auth) mean. */
 export const SIGN_IN_ERRORS: Record<string, string> = {
   invitation_required:
     'This account is not a member of any team yet. Ask a team owner or admin for an invitation, then open its link.',

@@ -53,8 +53,10 @@ export const adapterRepository = {
     return rows.length > 0;
   },
   /**
-   * Serialises changes of a team's default adapter for the rest of the transaction (advisory lock),
-   * so two concurrent requests cannot both make an adapter the default.
+   * Serialises changes of a team's adapters for the rest of the transaction (advisory lock): default
+   * changes (two concurrent requests cannot both make an adapter the default), fallback checks (no
+   * cycle closed by two changes at once) and deletes (a fallback cannot be deleted between a
+   * change's check and its write).
    */
   async lockTeamDefault(db: Executor, teamId: string): Promise<void> {
     await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`adapters-default:${teamId}`}))`);

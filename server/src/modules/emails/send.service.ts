@@ -176,13 +176,8 @@ export async function prepareSend(
   const subject =
     input.subject === undefined ? rendered.subject : renderSubjectLine(input.subject, variables);
   // Issue #12: PDFs render last (after every cheap check) and only when asked for. A server without a
-  // renderer says so only after the request's own mistakes (no sender, template errors), which its
-  // client can fix (a 500 hid them).
-  if (wantsPdfs && !deps.pdf) {
-    throw new AppError('PDF_NOT_CONFIGURED', 'PDF rendering service is not configured', {
-      reason: 'PDF_RENDERER_URL_NOT_SET',
-    });
-  }
+  // renderer says so there (renderSendPdfs: PDF_NOT_CONFIGURED), after the request's own mistakes
+  // (no sender, errors of the email's template), which its client can fix (a 500 hid them).
   const pdfs = wantsPdfs
     ? await renderSendPdfs(deps, caller.teamId, input, {
         template,

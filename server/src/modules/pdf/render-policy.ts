@@ -109,8 +109,9 @@ export function withRenderPolicy(html: string, allowedImageHosts: readonly strin
 
 /**
  * `html` made safe for a browser to render, without a policy of its own: for a document that
- * carries the render policy already (the bundled renderer's pages get it as a response header once,
- * see chromium-pool.ts; a `<meta>` policy per render would pile up in their reused document). The
+ * carries the render policy already (the bundled renderer's pages get it as a `<meta>` in their
+ * document once, when the page opens: policyDocument in chromium-pool.ts; a `<meta>` per render
+ * would pile up in their reused document). The
  * page is parsed as a browser parses it (parse5, the WHATWG algorithm), the {@link isStripped}
  * elements are removed and the page serialized; then the result is checked the way it will be
  * used: parsed again with scripting off (the bundled renderer) and on (Gotenberg), it must hold no

@@ -4,7 +4,7 @@ import { notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { firstFreeSlug } from '../../slug.ts';
 import { templateRepository } from './templates.repository.ts';
-import { slugTaken, snapshotVersion } from './templates.service.ts';
+import { GENERATED_SLUG_TRIES, slugTaken, snapshotVersion } from './templates.service.ts';
 import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** Template names are 1-100 characters (spec "Limits"); the copy marker must fit inside. */
@@ -27,7 +27,7 @@ export function copySlugBase(slug: string): string {
  * Copies a template (id or slug) with everything it holds: description, subject, design,
  * compiled HTML, variables, thumbnail, isActive and PDF settings. Its name gets " (Copy)", its
  * slug the first free of `<slug>-copy`, `<slug>-copy-2`, … (a slug a concurrent duplicate took
- * meanwhile: the next one, up to 20 tries, as createTemplate does); `userId` becomes its creator
+ * meanwhile: the next one, up to GENERATED_SLUG_TRIES tries, as createTemplate does); `userId` becomes its creator
  * and it gets its own "Version 1" (spec "Templates (session)" duplicate, issue #4 "Duplicate").
  * The source is read under a share lock in the copy's transaction: its thumbnail cannot be
  * replaced, nor the source deleted, until the copy showing the same thumbnail has committed (each
@@ -77,7 +77,7 @@ export async function duplicateTemplate(
       });
     } catch (error) {
       if (!isUniqueViolation(error) || slug === undefined) throw error;
-      if (attempt >= 20) throw slugTaken(slug);
+      if (attempt >= GENERATED_SLUG_TRIES) throw slugTaken(slug);
     }
   }
 }

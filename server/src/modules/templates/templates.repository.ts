@@ -1,4 +1,4 @@
-import { and, count, desc, eq, ilike, inArray, like, max, or, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, ilike, inArray, like, max, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
 import { templates, templateVersions } from '../../db/schema/index.ts';
@@ -161,6 +161,29 @@ export const templateRepository = {
       .from(templateVersions)
       .where(eq(templateVersions.templateId, templateId));
     return (row?.highest ?? 0) + 1;
+  },
+
+  /**
+   * Sets the thumbnail of template `id` to `url` if its compiled HTML is still `compiledHtml` (the
+   * HTML the screenshot was taken of).
+   * @returns the thumbnail it replaced, as the row held it when this statement locked it (not as
+   *   read before the screenshot: a job that finished meanwhile set its own, which is the one
+   *   replaced now; FOR UPDATE in the subquery waits for a concurrent change and reads its result);
+   *   undefined when the HTML changed or the template is gone.
+   */
+  async setThumbnailIfUnchanged(
+    db: Executor,
+    teamId: string,
+    id: string,
+    compiledHtml: string,
+    url: string,
+  ): Promise<{ previousUrl: string } | undefined> {
+    const { rows } = (await db.execute(sql`update ${templates} t set thumbnail_url = ${url}
+      from (select id, thumbnail_url from ${templates}
+        where id = ${id} and team_id = ${teamId} for update) previous
+      where t.id = previous.id and t.compiled_html = ${compiledHtml}
+      returning previous.thumbnail_url as "previousUrl"`)) as unknown as { rows: { previousUrl: string }[] };
+    return rows[0];
   },
 
   /**

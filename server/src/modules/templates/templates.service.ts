@@ -154,6 +154,12 @@ export async function snapshotVersion(
 }
 
 /**
+ * Tries at a server-chosen slug (a create without one, a duplicate) before a conflict with
+ * concurrent requests taking the same slugs is answered 409 ALREADY_EXISTS.
+ */
+export const GENERATED_SLUG_TRIES = 20;
+
+/**
  * Creates a template and its first version ("Version 1"). The slug is generated from the name
  * when absent (first free of `slug`, `slug-2`, …).
  * @throws INVALID_TEMPLATE for a bad design or subject, ALREADY_EXISTS (409) for a taken slug.
@@ -195,7 +201,7 @@ export async function createTemplate(
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
-      if (input.slug !== undefined || attempt >= 20) throw slugTaken(slug ?? base);
+      if (input.slug !== undefined || attempt >= GENERATED_SLUG_TRIES) throw slugTaken(slug ?? base);
     }
   }
 }

@@ -68,17 +68,13 @@ export function createThumbnailHandler(deps: ThumbnailDeps) {
     const key = `${teamId}/thumbnails/${templateId}-${hash}.png`;
     await deps.storage.put(key, png, 'image/png');
     const url = deps.storage.publicUrl(key);
-    // The thumbnail it replaces, as the row holds it when this update locks it (not as read before
-    // the screenshot: a job that finished meanwhile set its own, which is the one replaced now).
-    // (Locked in the subquery: FOR UPDATE waits for a concurrent change and reads its result.)
-    const { rows: replaced } = (await deps.db.execute(sql`update ${templates} t set thumbnail_url = ${url}
-      from (select id, thumbnail_url from ${templates}
-        where id = ${templateId} and team_id = ${teamId} for update) previous
-      where t.id = previous.id and t.compiled_html = ${template.compiledHtml}
-      returning previous.thumbnail_url as "previousUrl"`)) as unknown as {
-      rows: { previousUrl: string | null }[];
-    };
-    const [row] = replaced;
+    const row = await templateRepository.setThumbnailIfUnchanged(
+      deps.db,
+      teamId,
+      templateId,
+      template.compiledHtml,
+      url,
+    );
     if (!row) {
       // A later save (its own job makes its thumbnail) or a delete came first: the file stored above
       // is nobody's, unless a template shows the same bytes already.

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../../db/client.ts';
@@ -137,7 +138,11 @@ export class TrackingRecorder {
   }
 }
 
-/** The key a hit is remembered by: its kind, its email and, for a click, its URL. */
+/**
+ * The key a hit is remembered by: its kind, its email and, for a click, a digest of its URL (a URL
+ * may be kilobytes long; the keys stay ~50 bytes, so the kept hits stay a few MB).
+ */
 function hitKey(claim: TrackingClaim): string {
-  return claim.kind === 'click' ? `c ${claim.emailId} ${claim.url}` : `o ${claim.emailId}`;
+  if (claim.kind !== 'click') return `o ${claim.emailId}`;
+  return `c ${claim.emailId} ${createHash('sha256').update(claim.url).digest('base64url').slice(0, 22)}`;
 }

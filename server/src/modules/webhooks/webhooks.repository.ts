@@ -97,7 +97,6 @@ export interface OutboxSettlement {
   claim?: OutboxClaim | undefined;
 }
 
-/** SQL for webhooks and their delivery records; every query is scoped by team. */
 /**
  * Previous secrets a webhook keeps (each until its own expiry), the newest: every one signs every
  * delivery, so without a bound a loop of rotations made a 14 KB signature header after 300 (a
@@ -106,6 +105,7 @@ export interface OutboxSettlement {
  */
 export const PREVIOUS_SECRETS_KEPT = 3;
 
+/** SQL for webhooks and their delivery records; every query is scoped by team. */
 export const webhookRepository = {
   async insert(db: Executor, row: NewWebhookRow): Promise<WebhookRow> {
     const [created] = await db.insert(webhooks).values(row).returning();

@@ -43,9 +43,6 @@ function policyDocument(policy: string): string {
   return `<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="${policy.replaceAll('&', '&amp;').replaceAll('"', '&quot;')}"></head></html>`;
 }
 
-/** Deadline of writing the policy into a new page (ms; as puppeteer's own default). */
-const PAGE_OPEN_TIMEOUT_MS = 30_000;
-
 /** A render that did not finish within `renderTimeoutMs` (Gotenberg answers 503 for it too). */
 export class RenderTimeoutError extends Error {}
 /** More renders waiting than `maxQueued`. */
@@ -226,12 +223,16 @@ export class ChromiumPool {
         if (this.#allowed(request)) void request.continue();
         else void request.abort('blockedbyclient');
       });
-      await page.setContent(this.#policyDocument, { timeout: PAGE_OPEN_TIMEOUT_MS });
+      // Within the render's deadline too (a page that cannot open in time is a render that timed out).
+      await page.setContent(this.#policyDocument, { timeout: this.#options.renderTimeoutMs });
       const onPageMessage = this.#options.onPageMessage;
       if (onPageMessage) page.on('console', (message) => onPageMessage(message.text()));
       return page;
     } catch (error) {
       page.close().catch(() => {});
+      if (error instanceof Error && error.name === 'TimeoutError') {
+        throw new RenderTimeoutError(`opening a page timed out after ${this.#options.renderTimeoutMs} ms`);
+      }
       throw error;
     }
   }
