@@ -87,7 +87,9 @@ describe('createPdfRenderer (issue #12)', () => {
         return pdf;
       });
     try {
-      await render('team_flood', 'warm-up');
+      // Both pages opened before the measured renders (a page's first render also opens it, so
+      // one slow opening could reorder the finishes, not the turns).
+      await Promise.all([render('team_flood', 'warm-up 1'), render('team_flood', 'warm-up 2')]);
       finished.length = 0;
       const flood = Array.from({ length: 12 }, (_, index) => render('team_flood', `flood ${index}`));
       // Team B asks once the flooding team's twelve are all in: first come, it would finish last.
