@@ -85,7 +85,7 @@ function cleanPath(url: string): string | undefined {
  * (sandboxed `srcdoc` iframes, which inherit this policy) show the images, style sheets and web
  * fonts the emails link, as a mail client does.
  */
-export const DASHBOARD_CONTENT_SECURITY_POLICY = [
+const DASHBOARD_CONTENT_SECURITY_POLICY = [
   "default-src 'self'",
   "script-src 'self'",
   "style-src 'self' 'unsafe-inline' https:",

@@ -1,10 +1,8 @@
 import type { Database } from '../../db/client.ts';
-import { isUniqueViolation } from '../../db/errors.ts';
 import { notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import { firstFreeSlug } from '../../slug.ts';
 import { templateRepository } from './templates.repository.ts';
-import { GENERATED_SLUG_TRIES, slugTaken, snapshotVersion } from './templates.service.ts';
+import { snapshotVersion, withFreeSlug } from './templates.service.ts';
 import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
 
 /** Template names are 1-100 characters (spec "Limits"); the copy marker must fit inside. */
@@ -27,7 +25,7 @@ export function copySlugBase(slug: string): string {
  * Copies a template (id or slug) with everything it holds: description, subject, design,
  * compiled HTML, variables, thumbnail, isActive and PDF settings. Its name gets " (Copy)", its
  * slug the first free of `<slug>-copy`, `<slug>-copy-2`, … (a slug a concurrent duplicate took
- * meanwhile: the next one, up to GENERATED_SLUG_TRIES tries, as createTemplate does); `userId` becomes its creator
+ * meanwhile: the next one, withFreeSlug, as createTemplate does); `userId` becomes its creator
  * and it gets its own "Version 1" (spec "Templates (session)" duplicate, issue #4 "Duplicate").
  * The source is read under a share lock in the copy's transaction: its thumbnail cannot be
  * replaced, nor the source deleted, until the copy showing the same thumbnail has committed (each
@@ -45,39 +43,29 @@ export async function duplicateTemplate(
   idOrSlug: string,
   thumbnails?: ThumbnailQueue,
 ): Promise<{ id: string; name: string; slug: string; createdAt: string }> {
-  for (let attempt = 1; ; attempt++) {
-    let slug: string | undefined;
-    try {
-      return await db.transaction(async (tx) => {
-        const source = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'share' });
-        if (!source) throw notFound('Template');
-        const base = copySlugBase(source.slug);
-        slug = firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
-        const copy = await templateRepository.insert(tx, {
-          id: newId('template'),
-          teamId,
-          name: copyName(source.name),
-          slug,
-          description: source.description,
-          subject: source.subject,
-          designJson: source.designJson,
-          compiledHtml: source.compiledHtml,
-          variables: source.variables,
-          thumbnailUrl: source.thumbnailUrl,
-          isActive: source.isActive,
-          generatePdf: source.generatePdf,
-          pdfFilename: source.pdfFilename,
-          trackOpens: source.trackOpens,
-          trackClicks: source.trackClicks,
-          createdBy: userId,
-        });
-        await snapshotVersion(tx, copy, userId);
-        if (!source.thumbnailUrl) await enqueueThumbnail(thumbnails, tx, copy);
-        return { id: copy.id, name: copy.name, slug: copy.slug, createdAt: copy.createdAt.toISOString() };
-      });
-    } catch (error) {
-      if (!isUniqueViolation(error) || slug === undefined) throw error;
-      if (attempt >= GENERATED_SLUG_TRIES) throw slugTaken(slug);
-    }
-  }
+  return withFreeSlug(db, teamId, undefined, async (tx, slugFor) => {
+    const source = await templateRepository.findByIdOrSlug(tx, teamId, idOrSlug, { lock: 'share' });
+    if (!source) throw notFound('Template');
+    const copy = await templateRepository.insert(tx, {
+      id: newId('template'),
+      teamId,
+      name: copyName(source.name),
+      slug: await slugFor(copySlugBase(source.slug)),
+      description: source.description,
+      subject: source.subject,
+      designJson: source.designJson,
+      compiledHtml: source.compiledHtml,
+      variables: source.variables,
+      thumbnailUrl: source.thumbnailUrl,
+      isActive: source.isActive,
+      generatePdf: source.generatePdf,
+      pdfFilename: source.pdfFilename,
+      trackOpens: source.trackOpens,
+      trackClicks: source.trackClicks,
+      createdBy: userId,
+    });
+    await snapshotVersion(tx, copy, userId);
+    if (!source.thumbnailUrl) await enqueueThumbnail(thumbnails, tx, copy);
+    return { id: copy.id, name: copy.name, slug: copy.slug, createdAt: copy.createdAt.toISOString() };
+  });
 }

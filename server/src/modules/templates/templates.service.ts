@@ -157,7 +157,37 @@ export async function snapshotVersion(
  * Tries at a server-chosen slug (a create without one, a duplicate) before a conflict with
  * concurrent requests taking the same slugs is answered 409 ALREADY_EXISTS.
  */
-export const GENERATED_SLUG_TRIES = 20;
+const GENERATED_SLUG_TRIES = 20;
+
+/**
+ * Runs `create` in a transaction until it commits without taking a slug another request took
+ * meanwhile. `create` gets `slugFor(base)`: `fixedSlug` when given (a conflict is then answered at
+ * once), else the first free of `base`, `base-2`, … as the transaction sees them (a generated slug
+ * can lose a race with a concurrent create of the same name: the next try picks the next one).
+ * @throws ALREADY_EXISTS (409) for a taken `fixedSlug`, or after GENERATED_SLUG_TRIES conflicts;
+ *   whatever `create` throws otherwise.
+ */
+export async function withFreeSlug<T>(
+  db: Database,
+  teamId: string,
+  fixedSlug: string | undefined,
+  create: (tx: Executor, slugFor: (base: string) => Promise<string>) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    let chosen: string | undefined;
+    try {
+      return await db.transaction((tx) =>
+        create(tx, async (base) => {
+          chosen = fixedSlug ?? firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
+          return chosen;
+        }),
+      );
+    } catch (error) {
+      if (!isUniqueViolation(error) || chosen === undefined) throw error;
+      if (fixedSlug !== undefined || attempt >= GENERATED_SLUG_TRIES) throw slugTaken(chosen);
+    }
+  }
+}
 
 /**
  * Creates a template and its first version ("Version 1"). The slug is generated from the name
@@ -172,38 +202,27 @@ export async function createTemplate(
   thumbnails?: ThumbnailQueue,
 ): Promise<TemplateView> {
   const { design, variables, compiledHtml } = await compileContent(input.subject, input.designJson);
-  const base = slugify(input.name, 'template');
-  // A generated slug can lose a race with a concurrent create of the same name: pick the next one.
-  for (let attempt = 1; ; attempt++) {
-    let slug = input.slug;
-    try {
-      return await db.transaction(async (tx) => {
-        slug ??= firstFreeSlug(base, await templateRepository.slugsLike(tx, teamId, base));
-        const row = await templateRepository.insert(tx, {
-          id: newId('template'),
-          teamId,
-          name: input.name,
-          slug,
-          description: input.description ?? '',
-          subject: input.subject,
-          designJson: design,
-          compiledHtml,
-          variables,
-          generatePdf: input.generatePdf ?? false,
-          pdfFilename: input.pdfFilename ?? null,
-          trackOpens: input.trackOpens ?? false,
-          trackClicks: input.trackClicks ?? false,
-          createdBy: userId,
-        });
-        const version = await snapshotVersion(tx, row, userId);
-        await enqueueThumbnail(thumbnails, tx, row);
-        return presentTemplate({ ...row, currentVersionId: version.id });
-      });
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      if (input.slug !== undefined || attempt >= GENERATED_SLUG_TRIES) throw slugTaken(slug ?? base);
-    }
-  }
+  return withFreeSlug(db, teamId, input.slug, async (tx, slugFor) => {
+    const row = await templateRepository.insert(tx, {
+      id: newId('template'),
+      teamId,
+      name: input.name,
+      slug: await slugFor(slugify(input.name, 'template')),
+      description: input.description ?? '',
+      subject: input.subject,
+      designJson: design,
+      compiledHtml,
+      variables,
+      generatePdf: input.generatePdf ?? false,
+      pdfFilename: input.pdfFilename ?? null,
+      trackOpens: input.trackOpens ?? false,
+      trackClicks: input.trackClicks ?? false,
+      createdBy: userId,
+    });
+    const version = await snapshotVersion(tx, row, userId);
+    await enqueueThumbnail(thumbnails, tx, row);
+    return presentTemplate({ ...row, currentVersionId: version.id });
+  });
 }
 
 /** @throws NOT_FOUND when no template of the team has this id or slug. */

@@ -53,7 +53,7 @@ const UPLOAD_KEY = new RegExp(
  * shows them): a prefix check let the delete route remove a thumbnail still in use (review
  * finding, session 14).
  */
-export function isTeamImageKey(teamId: string, key: string): boolean {
+function isTeamImageKey(teamId: string, key: string): boolean {
   if (!key.startsWith(`${teamId}/`)) return false;
   return UPLOAD_KEY.test(key.slice(teamId.length + 1));
 }
