@@ -4,6 +4,7 @@ import { emailLogs, webhooks } from '../src/db/schema/index.ts';
 import { transition } from '../src/modules/emails/emails.status.service.ts';
 import { writeAttempts } from '../src/modules/webhooks/webhook-recorder.ts';
 import { PREVIOUS_SECRETS_KEPT } from '../src/modules/webhooks/webhooks.repository.ts';
+import { WEBHOOKS_PER_TEAM } from '../src/modules/webhooks/webhooks.service.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { dashboardCall, dataOf, expectError, send } from './helpers/factories.ts';
@@ -164,6 +165,40 @@ describe('outbound webhooks (issue #11)', () => {
       success: true,
     });
     expectError(await dashboardCall(ctx.app, owner, 'GET', `/api/webhooks/${created.id}`), 404, 'NOT_FOUND');
+  });
+
+  it('a team holds at most WEBHOOKS_PER_TEAM webhooks, also when they are created at once; deleting one makes room', async () => {
+    // One status change writes a delivery per matching webhook: unbounded, a team could make
+    // every send write thousands of rows on the shared worker (review finding, session 15).
+    const creates = await Promise.all(
+      Array.from({ length: WEBHOOKS_PER_TEAM + 5 }, (_, i) =>
+        dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+          name: `Many ${i}`,
+          url: receiver.url(`/many-${i}`),
+          events: ['email.sent'],
+        }),
+      ),
+    );
+    const statuses = creates.map((response) => response.statusCode);
+    expect(statuses.filter((status) => status === 201)).toHaveLength(WEBHOOKS_PER_TEAM);
+    const refused = creates.filter((response) => response.statusCode !== 201);
+    expect(refused).toHaveLength(5);
+    for (const response of refused) {
+      expectError(response, 409, 'CONFLICT');
+      expect(response.json().error.details).toEqual({ limit: WEBHOOKS_PER_TEAM });
+    }
+    const list = await dataOf(await dashboardCall(ctx.app, owner, 'GET', '/api/webhooks'));
+    expect(list).toHaveLength(WEBHOOKS_PER_TEAM);
+    // An inactive webhook still counts; another team is not affected.
+    await dashboardCall(ctx.app, owner, 'PUT', `/api/webhooks/${list[0].id}`, { isActive: false });
+    const more = { name: 'More', url: receiver.url('/more'), events: ['email.sent'] };
+    expectError(await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', more), 409, 'CONFLICT');
+    const other = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    await dataOf(await dashboardCall(ctx.app, other.owner, 'POST', '/api/webhooks', more), 201);
+    expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/webhooks/${list[0].id}`)).statusCode).toBe(
+      200,
+    );
+    await dataOf(await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', more), 201);
   });
 
   it('a send delivers email.queued then email.sent, signed per Standard Webhooks, with the spec payload', async () => {

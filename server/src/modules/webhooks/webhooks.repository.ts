@@ -1,5 +1,5 @@
 import { and, desc, eq, getTableName, inArray, max, type SQL, sql } from 'drizzle-orm';
-import type { Executor } from '../../db/client.ts';
+import type { Database, Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
 import { STALE_BACKLOG_MIN_ROWS, statisticsAreStale } from '../../db/stale-statistics.ts';
@@ -107,9 +107,22 @@ export const PREVIOUS_SECRETS_KEPT = 3;
 
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
 export const webhookRepository = {
-  async insert(db: Executor, row: NewWebhookRow): Promise<WebhookRow> {
-    const [created] = await db.insert(webhooks).values(row).returning();
-    return created!;
+  /**
+   * Inserts `row` unless its team already has `limit` webhooks (active or not); `undefined` then.
+   * Counted and inserted under a per-team transaction lock, so concurrent creates cannot pass the
+   * limit together.
+   */
+  async insertWithinLimit(db: Database, row: NewWebhookRow, limit: number): Promise<WebhookRow | undefined> {
+    return db.transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhooks:${row.teamId}`}))`);
+      const [{ count } = { count: 0 }] = await tx
+        .select({ count: sql<number>`count(*)::integer` })
+        .from(webhooks)
+        .where(eq(webhooks.teamId, row.teamId));
+      if (count >= limit) return undefined;
+      const [created] = await tx.insert(webhooks).values(row).returning();
+      return created!;
+    });
   },
 
   list(db: Executor, teamId: string): Promise<WebhookRow[]> {

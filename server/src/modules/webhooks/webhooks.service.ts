@@ -3,7 +3,7 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { isoOrNull } from '../../http/envelope.ts';
-import { notFound, validationError } from '../../http/errors.ts';
+import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { webhookClientFor } from './webhook-client.ts';
@@ -105,9 +105,18 @@ export async function getWebhook(db: Database, teamId: string, id: string): Prom
 }
 
 /**
+ * Webhooks a team may have, active or not. Every status change of an email writes one delivery per
+ * matching webhook in its own transaction, so without a bound one team could make each of its
+ * sends write thousands of rows and attempts on the shared worker and database. Hosted services
+ * bound it too (Stripe 16 endpoints, Postmark 10 webhooks per server, SendGrid 5 Event Webhooks).
+ */
+export const WEBHOOKS_PER_TEAM = 20;
+
+/**
  * `POST /api/webhooks`: creates an active webhook with a new `whsec_` secret, stored encrypted and
  * returned in full only here (and by rotate-secret).
- * @throws VALIDATION_ERROR (400) for a URL {@link checkUrl} refuses.
+ * @throws VALIDATION_ERROR (400) for a URL {@link checkUrl} refuses; CONFLICT (409) with
+ *   `details.limit` when the team already has {@link WEBHOOKS_PER_TEAM} webhooks.
  */
 export async function createWebhook(
   deps: WebhookServiceDeps,
@@ -117,14 +126,27 @@ export async function createWebhook(
   await checkUrl(input.url, deps.config);
   const id = newId('webhook');
   const secret = generateWebhookSecret();
-  const row = await webhookRepository.insert(deps.db, {
-    id,
-    teamId,
-    name: input.name,
-    url: input.url,
-    events: input.events,
-    secretEncrypted: encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
-  });
+  const row = await webhookRepository.insertWithinLimit(
+    deps.db,
+    {
+      id,
+      teamId,
+      name: input.name,
+      url: input.url,
+      events: input.events,
+      secretEncrypted: encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
+    },
+    WEBHOOKS_PER_TEAM,
+  );
+  if (!row) {
+    throw new AppError(
+      'CONFLICT',
+      `A team can have at most ${WEBHOOKS_PER_TEAM} webhooks; delete one first`,
+      {
+        limit: WEBHOOKS_PER_TEAM,
+      },
+    );
+  }
   return { ...toView(row), secret };
 }
 
