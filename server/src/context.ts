@@ -5,7 +5,12 @@ import type { Database, DatabaseHandle } from './db/client.ts';
 import { redactUrl } from './http/log-redaction.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { type AdapterSendCache, createAdapterSendCache } from './modules/adapters/index.ts';
-import { type ApiKeyCache, createApiKeyCache } from './modules/api-keys/index.ts';
+import {
+  type ApiKeyCache,
+  createApiKeyCache,
+  createUnknownKeyThrottle,
+  type UnknownKeyThrottle,
+} from './modules/api-keys/index.ts';
 import { withSetupToken } from './modules/auth/index.ts';
 import { type AcceptBatcher, createAcceptBatcher } from './modules/emails/index.ts';
 import { createPdfRenderer, type PdfRenderer } from './modules/pdf/index.ts';
@@ -75,6 +80,8 @@ export interface Context {
   caches: {
     /** Verified API keys, for at most API_KEY_CACHE_TTL_MS. */
     apiKeys: ApiKeyCache;
+    /** Each client's lookups of unknown API keys this minute (UNKNOWN_KEYS_PER_MINUTE). */
+    unknownApiKeys: UnknownKeyThrottle;
     /** Templates resolved for sending, for at most TEMPLATE_SEND_CACHE_TTL_MS. */
     templatesForSend: TemplateSendCache;
     /** Each team's sending adapter, for at most ADAPTER_SEND_CACHE_TTL_MS. */
@@ -140,6 +147,7 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
     acceptBatcher,
     caches: {
       apiKeys: createApiKeyCache(),
+      unknownApiKeys: createUnknownKeyThrottle(),
       templatesForSend: createTemplateSendCache(),
       adaptersForSend: createAdapterSendCache(),
     },

@@ -5,6 +5,7 @@ import { buildApp } from '../src/app.ts';
 import { type Context, createContext } from '../src/context.ts';
 import { apiKeys } from '../src/db/schema/index.ts';
 import { API_KEY_CACHE_TTL_MS } from '../src/modules/api-keys/api-key-cache.ts';
+import { UNKNOWN_KEYS_PER_MINUTE } from '../src/modules/api-keys/unknown-key-throttle.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, expectError } from './helpers/factories.ts';
@@ -154,5 +155,40 @@ describe('API key cache', () => {
       payload: { name: 'too much', rateLimit: 1_000_001 },
     });
     expectError(tooHigh, 400, 'VALIDATION_ERROR');
+  });
+
+  it('refuses a client that sent too many unknown keys with 429 and no database read; cached keys and other clients go on', async () => {
+    // Unknown keys are never cached, so each cost a database read: without a bound, anyone with no
+    // credential could spend the pool the sends and the worker share (review finding, session 15).
+    const created = await buildApiKey(here, owner);
+    const notCachedYet = await buildApiKey(here, owner);
+    const from = (remoteAddress: string, key: string) =>
+      here.inject({
+        method: 'GET',
+        url: '/api/v1/eml_none/status',
+        headers: { 'x-api-key': key },
+        remoteAddress,
+      });
+    const attacker = '203.0.113.7';
+    expect((await from(attacker, created.key)).statusCode).toBe(404); // cached from here on
+    for (let i = 0; i < UNKNOWN_KEYS_PER_MINUTE; i++) {
+      expectError(await from(attacker, `svc_made_up_${i}`), 401, 'INVALID_TOKEN');
+    }
+    let refused: Awaited<ReturnType<typeof from>> | undefined;
+    const statements = await statementsDuringHere(async () => {
+      refused = await from(attacker, 'svc_made_up_once_more');
+    });
+    expectError(refused!, 429, 'RATE_LIMITED');
+    expect(Number(refused!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(refused!.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expect(readsApiKeys(statements)).toEqual([]);
+    // A key this process holds still works from there; a key it would have to read waits.
+    expect((await from(attacker, created.key)).statusCode).toBe(404);
+    expectError(await from(attacker, notCachedYet.key), 429, 'RATE_LIMITED');
+    // Another address (and the rest of the attacker's /64 counts as one only for IPv6) is not held up.
+    expect((await from('198.51.100.9', notCachedYet.key)).statusCode).toBe(404);
+    expectError(await from('198.51.100.9', 'svc_made_up_elsewhere'), 401, 'INVALID_TOKEN');
+    // A key without the svc_ prefix costs no read and counts nothing.
+    expectError(await from(attacker, 'not-a-key'), 401, 'INVALID_TOKEN');
   });
 });

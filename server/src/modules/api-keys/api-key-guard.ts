@@ -2,14 +2,17 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../http/errors.ts';
 import type { ApiKeyScope } from './api-keys.schema.ts';
 import { authenticateApiKey, recordApiKeyUse } from './api-keys.service.ts';
+import { throttleClientOf } from './unknown-key-throttle.ts';
 
 /**
  * onRequest hook for public endpoints (before the body is read): authenticates `X-API-Key` (through
  * the app's key cache: no database read for a key verified in the last 5 s), requires one of `scopes`, then counts
  * the request against the key's per-minute limit, setting `RateLimit-Limit`, `RateLimit-Remaining`,
  * `RateLimit-Reset` (seconds) and, when refused, `Retry-After` (IETF RateLimit header fields draft).
+ * A client address that sent UNKNOWN_KEYS_PER_MINUTE unknown keys this minute gets 429 for keys
+ * not cached (no database read), with `Retry-After`.
  * @throws UNAUTHORIZED / INVALID_TOKEN / TOKEN_EXPIRED (401), FORBIDDEN (403) for a missing scope,
- *   RATE_LIMITED (429) over the limit (spec case rule 1).
+ *   RATE_LIMITED (429) over the limit (spec case rule 1) or over the unknown-key budget.
  */
 export function requireApiKey(...scopes: ApiKeyScope[]) {
   return async function apiKeyGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -17,7 +20,19 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
     const header = request.headers['x-api-key'];
     const secret = Array.isArray(header) ? header[0] : header;
     const now = new Date();
-    const key = await authenticateApiKey(database.db, caches.apiKeys, secret?.trim() || undefined, now);
+    const asker = { throttle: caches.unknownApiKeys, client: throttleClientOf(request.ip) };
+    const key = await authenticateApiKey(
+      database.db,
+      caches.apiKeys,
+      secret?.trim() || undefined,
+      now,
+      asker,
+    ).catch((error: unknown) => {
+      if (error instanceof AppError && error.code === 'RATE_LIMITED') {
+        reply.header('Retry-After', error.details.retryAfterSeconds);
+      }
+      throw error;
+    });
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
       throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
         requiredScopes: scopes,

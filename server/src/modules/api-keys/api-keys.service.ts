@@ -11,6 +11,7 @@ import {
   apiKeyRepository,
 } from './api-keys.repository.ts';
 import { type ApiKeyScope, type ApiKeyView, DEFAULT_RATE_LIMIT } from './api-keys.schema.ts';
+import type { UnknownKeyThrottle } from './unknown-key-throttle.ts';
 
 /** The read shape of a key (spec "API key") without its creator; never the secret or its hash. */
 export function presentApiKey(row: ApiKeyRow): Omit<ApiKeyView, 'creator'> {
@@ -151,21 +152,44 @@ export async function regenerateApiKey(
   return { ...presentApiKey(row), key };
 }
 
+/** Who is asking, for {@link authenticateApiKey}'s bound on unknown keys. */
+export interface ApiKeyClient {
+  throttle: UnknownKeyThrottle;
+  /** The client as {@link throttleClientOf} names it. */
+  client: string;
+}
+
 /**
  * Resolves an `X-API-Key` secret to its key record (spec "Authentication" 1-3, case rule 2), through
  * `cache`: no database read for a key verified less than API_KEY_CACHE_TTL_MS ago (issue #9).
+ * With `asker`, a key the cache does not hold is looked up only while the client has caused fewer
+ * than UNKNOWN_KEYS_PER_MINUTE lookups of unknown keys in its minute (unknown-key-throttle.ts).
  * @throws UNAUTHORIZED when no key was sent, INVALID_TOKEN when it is unknown or inactive,
- *   TOKEN_EXPIRED when expiresAt is in the past.
+ *   TOKEN_EXPIRED when expiresAt is in the past, RATE_LIMITED (429, `details.retryAfterSeconds`)
+ *   when the client's budget of unknown keys is spent and this key is not cached.
  */
 export async function authenticateApiKey(
   db: Executor,
   cache: ApiKeyCache,
   secret: string | undefined,
   now: Date,
+  asker?: ApiKeyClient,
 ): Promise<ApiKeyRow> {
   if (!secret) throw new AppError('UNAUTHORIZED', 'Missing X-API-Key header');
   const keyHash = secret.startsWith('svc_') ? hashApiKeySecret(secret) : undefined;
-  const row = keyHash ? await cache.get(keyHash, () => apiKeyRepository.findByHash(db, keyHash)) : undefined;
+  const row = keyHash
+    ? await cache.get(keyHash, async () => {
+        const wait = asker?.throttle.waitSeconds(asker.client) ?? 0;
+        if (wait > 0) {
+          throw new AppError('RATE_LIMITED', 'Too many requests with unknown API keys from this address', {
+            retryAfterSeconds: wait,
+          });
+        }
+        const found = await apiKeyRepository.findByHash(db, keyHash);
+        if (!found) asker?.throttle.recordUnknown(asker.client);
+        return found;
+      })
+    : undefined;
   if (!row?.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');
   if (row.expiresAt && row.expiresAt.getTime() <= now.getTime()) {
     throw new AppError('TOKEN_EXPIRED', 'API key has expired', { expiresAt: row.expiresAt.toISOString() });

@@ -8,3 +8,4 @@ export {
   type RateLimiter,
   type RateLimitLog,
 } from './rate-limit.ts';
+export { createUnknownKeyThrottle, type UnknownKeyThrottle } from './unknown-key-throttle.ts';
