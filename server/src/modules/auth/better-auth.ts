@@ -18,9 +18,9 @@ import {
 import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
+import { authBeforeHooks } from './auth-hooks.ts';
 import { CLIENT_IP_HEADER, loginUrl } from './auth-light.ts';
 import { type AuthLog, betterAuthLogger } from './auth-logger.ts';
-import { setupIntentMiddleware } from './setup-intent.ts';
 import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
 import { type JoinInvitedTeams, signUpHooks } from './sign-up-policy.ts';
 import { verifiedEmailReclaim } from './verified-email-reclaim.ts';
@@ -194,7 +194,7 @@ function buildAuth(deps: AuthDeps) {
     // which logs it redacted and answers in our envelope; without it better-call's router printed
     // it whole with console.error ("# SERVER_ERROR") and answered a bare 500.
     onAPIError: { errorURL: loginUrl(config), throw: true },
-    hooks: { before: setupIntentMiddleware(config) },
+    hooks: { before: authBeforeHooks(config) },
     rateLimit: { enabled: true, storage: 'memory' },
     telemetry: { enabled: false },
     logger: betterAuthLogger(config.LOG_LEVEL, deps.log),
