@@ -145,6 +145,25 @@ describe('batch send, schedule and cancel', () => {
     expect(Date.parse(job!.keep_until)).toBeGreaterThan(scheduledAt.getTime());
   });
 
+  it('sends an email scheduled in the past now, its job kept like an unscheduled one (not deleted by pg-boss before it runs)', async () => {
+    // pg-boss keeps a job that has not run until its startAfter plus its retention: a scheduledAt
+    // of 1970 passed on as startAfter let its maintenance delete the job, and the email stayed
+    // queued for good (review finding, session 15).
+    for (const scheduledAt of [
+      '1970-01-01T00:00:00Z',
+      new Date(Date.now() - 40 * 86_400_000).toISOString(),
+    ]) {
+      const response = await send(ctx.app, apiKey, { templateId, to: 'past@example.test', scheduledAt });
+      expect(response.statusCode, response.body).toBe(202);
+      const [job] = await query<{ keep_until: string; start_after: string }>(
+        sql`select keep_until::text, start_after::text from pgboss.job where id = ${uuidOf(response.json().data.jobId)}::uuid`,
+      );
+      expect(Date.parse(job!.keep_until)).toBeGreaterThan(Date.now() + 86_400_000);
+      expect(Date.parse(job!.start_after)).toBeGreaterThan(Date.now() - 60_000);
+      await waitFor(async () => (await logOf(response.json().data.id)).status === 'sent');
+    }
+  });
+
   it('cancels a queued email: failed with "cancelled", its job cancelled with it, never sent', async () => {
     const response = await send(ctx.app, apiKey, {
       templateId,

@@ -119,6 +119,20 @@ describe('one outcome the database refuses takes no other with it', () => {
       status: 'processed',
     });
     expect((await logOf(team, id)).status).toBe('queued');
+
+    // Nor once the completed job's row is deleted (pg-boss keeps it 24 h): cancel reported such a
+    // delivered email cancelled (review finding, session 15).
+    await ctx.app.ctx.database.db.execute(sql`delete from pgboss.job where id = ${uuidOfJobId(jobId)}::uuid`);
+    const afterPurge = await ctx.app.inject({
+      method: 'POST',
+      url: `/api/v1/${id}/cancel`,
+      headers: { 'x-api-key': team.key },
+    });
+    expect(expectError(afterPurge, 400, 'VALIDATION_ERROR').details).toMatchObject({
+      reason: 'NOT_CANCELLABLE',
+      status: 'processed',
+    });
+    expect((await logOf(team, id)).status).toBe('queued');
   });
 });
 

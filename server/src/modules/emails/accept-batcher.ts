@@ -64,6 +64,7 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
       detail: item.eventDetail,
     })),
   );
+  const now = Date.now();
   await queue.enqueueMany(
     tx,
     EMAIL_SEND_JOB,
@@ -71,7 +72,11 @@ async function writeAccepted(queue: JobQueue, tx: Executor, items: AcceptedEmail
       id: job.id,
       data: job.data,
       deleteAfterSeconds: COMPLETED_JOB_RETENTION_SECONDS,
-      ...(job.startAfter
+      // A time already past starts the job now, like no time: pg-boss keeps a job that has not
+      // run until its start plus its retention, so a scheduledAt of 1970 handed on as startAfter
+      // made its maintenance delete the job before it ever ran, leaving the email queued for good
+      // (review finding, session 15).
+      ...(job.startAfter && job.startAfter.getTime() > now
         ? { startAfter: job.startAfter, retentionSeconds: SCHEDULED_JOB_RETENTION_SECONDS }
         : {}),
     })),

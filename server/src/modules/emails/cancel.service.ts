@@ -19,7 +19,8 @@ export const CANCELLED_MESSAGE = 'cancelled';
  * Returns {id, status: "failed"}.
  * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400, details.reason NOT_CANCELLABLE)
  *   when the email is no longer queued, or its send is in progress (details.status "sending") or
- *   over while its status could not be recorded (details.status "processed").
+ *   over while its status could not be recorded (details.status "processed": its job completed,
+ *   failed or is gone).
  */
 export async function cancelEmail(
   deps: { db: Database; queue: JobQueue },
@@ -36,12 +37,14 @@ export async function cancelEmail(
   if (log.status !== 'queued') throw notCancellable(log.status);
   const jobUuid = uuidOfJobId(log.jobId);
   const moved = await db.transaction(async (tx) => {
-    const job = jobUuid ? await deps.queue.cancelIfWaiting(tx, EMAIL_SEND_JOB, jobUuid) : undefined;
-    // Cancelled now, or no job row (nothing will send it). A job completed or failed while the log
-    // still says queued was handed to a provider whose answer was not recorded (review finding,
-    // session 13: such an email was reported cancelled though delivered).
+    const job = jobUuid ? await deps.queue.cancelIfWaiting(tx, EMAIL_SEND_JOB, jobUuid) : 'cancelled';
+    // Cancelled now (or the email never had a job). A job completed or failed while the log still
+    // says queued was handed to a provider whose answer was not recorded (review finding, session
+    // 13: such an email was reported cancelled though delivered); so was one whose row is gone: a
+    // job that has not run is kept until it does (accept-batcher.ts), a completed one only 24 h
+    // (review finding, session 15: after those 24 h cancel reported the delivered email cancelled).
     if (job === 'active') throw notCancellable('sending');
-    if (job !== undefined && job !== 'cancelled') throw notCancellable('processed');
+    if (job !== 'cancelled') throw notCancellable('processed');
     return transition(tx, log, {
       status: 'failed',
       detail: { error: CANCELLED_MESSAGE, cancelled: true },
