@@ -148,7 +148,8 @@ export interface SmtpProviderOptions {
  * resolves (a retry would duplicate it for them) with the refused ones in `refused`; only a
  * refusal of every recipient throws.
  * A send given up through `options.signal` throws a transient ProviderError (EABORT) when the
- * message was not fully transmitted yet, else one with `ambiguous` set (see smtp-transmission.ts).
+ * message was not fully transmitted yet, else one with `ambiguous` set (see smtp-transmission.ts);
+ * so does a connection lost after the message was transmitted without a reply to it.
  */
 export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOptions = {}): EmailProvider {
   const secure = config.secure ?? config.port === 465;
@@ -201,6 +202,10 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
         return { providerMessageId: pickProviderMessageId(info), ...(refused.length ? { refused } : {}) };
       } catch (error) {
         if (sendOptions.signal?.aborted) throw abortedSendError(sendOptions.signal, mark, error);
+        // The whole message went out and no reply to it came (the connection closed, reset or
+        // timed out): the server may have taken it, as when the deadline passes there. Retried,
+        // it was delivered twice (review finding, session 15). A reply (4xx/5xx) is an answer.
+        if (mark.transmitted && !hasSmtpReply(error)) throw unansweredSendError(error);
         throw classifySmtpError(error, target);
       }
     },
@@ -222,6 +227,25 @@ export function createSmtpProvider(config: SmtpConfig, options: SmtpProviderOpti
       transporter.close();
     },
   };
+}
+
+/** Whether a nodemailer error carries the server's reply code (an answer, not a lost connection). */
+function hasSmtpReply(error: unknown): boolean {
+  return typeof (error as { responseCode?: unknown } | null)?.responseCode === 'number';
+}
+
+/** The error of a send whose connection failed after the message was transmitted, before any reply. */
+function unansweredSendError(cause: unknown): ProviderError {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return new ProviderError(
+    'SMTP connection lost after the message was transmitted, before the server confirmed it: it may have been delivered',
+    {
+      permanent: false,
+      ambiguous: true,
+      providerCode: typeof code === 'string' ? code : 'ECONNECTION',
+      cause,
+    },
+  );
 }
 
 /**
