@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AppError } from '../../http/errors.ts';
 import { LIQUID_LIMITS, renderTemplate } from './index.ts';
 import { buildDesign, htmlBlock, textBlock } from './rendering.factories.ts';
-import { PREDICATE_UNITS } from './rendering.filters.ts';
+import { ARGUMENT_CHARACTER_UNITS, DATE_CONVERSION_UNITS, PREDICATE_UNITS } from './rendering.filters.ts';
 
 /** Renders `source` as the subject (plain mode) and returns it, or the INVALID_TEMPLATE error. */
 async function renderSubject(source: string, variables: Record<string, unknown>): Promise<string | AppError> {
@@ -116,10 +116,47 @@ describe('array filters are charged per element against the memory budget', () =
   });
 
   it(`refuses a where once its elements times ${PREDICATE_UNITS} pass the budget, and not before`, async () => {
-    const fits = Math.floor(LIQUID_LIMITS.memory / (PREDICATE_UNITS + 1)); // + liquidjs's own unit
+    // + liquidjs's own unit, + ARGUMENT_CHARACTER_UNITS for the one character of "k"; the rest of
+    // the subject (its output, `size`) costs a few units more, hence the 100 spared.
+    const perElement = PREDICATE_UNITS + 1 + ARGUMENT_CHARACTER_UNITS;
+    const fits = Math.floor((LIQUID_LIMITS.memory - 100) / perElement);
     const source = '{{ items | where: "k", 0 | size }}';
     expect(await renderSubject(source, { items: Array(fits).fill({ k: 0 }) })).toBe(String(fits));
-    expectMemoryRefusal(await renderSubject(source, { items: Array(fits + 1).fill({ k: 0 }) }));
+    const over = Math.floor(LIQUID_LIMITS.memory / perElement) + 1;
+    expectMemoryRefusal(await renderSubject(source, { items: Array(over).fill({ k: 0 }) }));
+  });
+
+  it('charges a property path or an expression per element by its length, and a date format per conversion, before they run', async () => {
+    // Review finding, session 15: each ran for seconds as one node, the clock unchecked, while
+    // they were charged as if their argument were one character: `map` with a path of 30,000 dots
+    // over 10,000 elements 10 s, a long `where_exp` 12 s, 30,000 `%a` in a date format 2.3 s.
+    const zeros = Array(10_000).fill(0);
+    const longPath = '.'.repeat(30_000);
+    const expression = Array.from({ length: 4_000 }, (_, i) => `x == ${i}`).join(' or ');
+    const started = performance.now();
+    expectMemoryRefusal(await renderSubject('{{ items | map: p | size }}', { items: zeros, p: longPath }));
+    expectMemoryRefusal(await renderSubject('{{ items | sum: p }}', { items: zeros, p: longPath }));
+    expectMemoryRefusal(await renderSubject('{{ items | sort: p | size }}', { items: zeros, p: longPath }));
+    expectMemoryRefusal(
+      await renderSubject('{{ items | where_exp: "x", e | size }}', {
+        items: zeros.slice(0, 2_000),
+        e: expression,
+      }),
+    );
+    expectMemoryRefusal(
+      await renderSubject('{{ items | where: p, 1 | size }}', { items: zeros.slice(0, 2_000), p: longPath }),
+    );
+    const conversions = Math.floor(LIQUID_LIMITS.memory / DATE_CONVERSION_UNITS) + 1;
+    expectMemoryRefusal(await renderSubject('{{ "2026-01-01" | date: f }}', { f: '%a'.repeat(conversions) }));
+    expect(performance.now() - started).toBeLessThan(1_000);
+    // What templates write stays well inside the budget.
+    const orders = Array.from({ length: 1_000 }, (_, i) => ({ customer: { name: `c${i}` }, total: i }));
+    expect(
+      await renderSubject(
+        '{{ orders | map: "customer.name" | size }} {{ orders | where_exp: "o", "o.total > 499 and o.customer.name != blank" | size }} {{ orders | sum: "total" }} {{ "2026-01-02" | date: "%a %d %b %Y" }}',
+        { orders },
+      ),
+    ).toBe('1000 500 499500 Fri 02 Jan 2026');
   });
 
   it('charges filters in Html blocks (html mode) too', async () => {

@@ -26,6 +26,20 @@ export const NATURAL_COMPARE_UNITS = 2;
 export const LOOKUP_UNITS = 3;
 /** Evaluating a Liquid expression or property test for an element in a fresh scope (`where`, `find`, …). */
 export const PREDICATE_UNITS = 25;
+/**
+ * Per element, per character of a filter's property path or expression argument: liquidjs reads
+ * every segment of `map: "a.b.c"` and evaluates all of `where_exp: "x", "<expression>"` for each
+ * element, so their cost grows with the argument too (review finding, session 15: `map` with a
+ * path of 30,000 dots over 10,000 elements ran 10 s as 30,000 units; a 4,000-term `where_exp`
+ * over 2,000 elements 12 s). Measured ≈ 0.03 µs per path segment and ≈ 0.1 µs per expression
+ * character and element.
+ */
+export const ARGUMENT_CHARACTER_UNITS = 1;
+/**
+ * Per `%` conversion of a `date` format: `%a`, `%b`, `%Z`, … each build an Intl formatter (≈ 77 µs
+ * measured: a format of 30,000 `%a` ran 2.3 s while liquidjs charged its 60,000 characters).
+ */
+export const DATE_CONVERSION_UNITS = 1_000;
 
 const PREDICATE_FILTERS = [
   'where',
@@ -84,21 +98,56 @@ function chargeBefore(engine: Liquid, name: string, units: (input: unknown, ...a
  * Makes the array filters of `engine` charge per element what they cost (see the file comment):
  * sorts (`sort`, `sort_natural`, `sample`) n·⌈log2 n⌉ comparisons plus a lookup per element when
  * sorting by a property; `map` and `sum` a lookup per element; filters that evaluate a test or an
- * expression per element ({@link PREDICATE_FILTERS}) {@link PREDICATE_UNITS} per element, all
- * charged up front (a `find` that would stop early pays for the whole array). The cheap copying
- * filters (`reverse`, `concat`, `uniq`, `compact`, `join`, …) keep liquidjs's own charge.
+ * expression per element ({@link PREDICATE_FILTERS}) {@link PREDICATE_UNITS} per element; every
+ * per-element charge plus {@link ARGUMENT_CHARACTER_UNITS} per character of the property path or
+ * expression; all charged up front (a `find` that would stop early pays for the whole array). The
+ * cheap copying filters (`reverse`, `concat`, `uniq`, `compact`, `join`, …) keep liquidjs's own
+ * charge. `date` also pays {@link DATE_CONVERSION_UNITS} per `%` conversion of its format.
  */
 export function chargeArrayFilters(engine: Liquid): void {
   const sortUnits = (perCompare: number) => (input: unknown, property?: unknown) => {
     const n = elementCount(input);
-    return comparisons(n) * perCompare + (property ? n * LOOKUP_UNITS : 0);
+    return comparisons(n) * perCompare + (property ? n * (LOOKUP_UNITS + argumentUnits([property])) : 0);
   };
   chargeBefore(engine, 'sort', sortUnits(COMPARE_UNITS));
   chargeBefore(engine, 'sort_natural', sortUnits(NATURAL_COMPARE_UNITS));
   chargeBefore(engine, 'sample', (input) => comparisons(elementCount(input, true)) * COMPARE_UNITS);
-  for (const name of ['map', 'sum'])
-    chargeBefore(engine, name, (input) => elementCount(input) * LOOKUP_UNITS);
-  for (const name of PREDICATE_FILTERS) {
-    chargeBefore(engine, name, (input) => elementCount(input) * PREDICATE_UNITS);
+  for (const name of ['map', 'sum']) {
+    chargeBefore(
+      engine,
+      name,
+      (input, ...args) => elementCount(input) * (LOOKUP_UNITS + argumentUnits(args)),
+    );
   }
+  for (const name of PREDICATE_FILTERS) {
+    chargeBefore(
+      engine,
+      name,
+      (input, ...args) => elementCount(input) * (PREDICATE_UNITS + argumentUnits(args)),
+    );
+  }
+  chargeBefore(engine, 'date', (_input, format) => dateConversions(format) * DATE_CONVERSION_UNITS);
+}
+
+/**
+ * {@link ARGUMENT_CHARACTER_UNITS} per character of a filter's string arguments (its property
+ * path, item name, expression, expected value): what reading or evaluating them once per element
+ * costs beyond the element's base charge.
+ */
+function argumentUnits(args: readonly unknown[]): number {
+  let characters = 0;
+  for (const arg of args) {
+    const value = toValue(arg);
+    if (typeof value === 'string') characters += value.length;
+  }
+  return characters * ARGUMENT_CHARACTER_UNITS;
+}
+
+/** The `%` conversions of a `date` format (a nil format is the engine's default, a few at most). */
+function dateConversions(format: unknown): number {
+  const value = toValue(format);
+  if (typeof value !== 'string') return 0;
+  let count = 0;
+  for (let at = value.indexOf('%'); at !== -1; at = value.indexOf('%', at + 1)) count++;
+  return count;
 }
