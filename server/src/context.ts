@@ -128,7 +128,8 @@ function createLogger(
 export async function createContext(deps: ContextDeps): Promise<Context> {
   const config = withSetupToken(deps.config);
   const storage = await createFileStorage(config);
-  const providers = new ProviderCache();
+  // A replaced provider's sends end by their deadline; the margin covers a send's connection wait.
+  const providers = new ProviderCache(undefined, (config.SEND_TIMEOUT_SECONDS + 30) * 1000);
   const acceptBatcher = createAcceptBatcher({ db: deps.database.db, queue: deps.queue });
   const pdf = createPdfRenderer(config, { bundled: deps.bundledPdfRenderer ?? false });
   let closing: Promise<void> | undefined;

@@ -12,8 +12,8 @@ const anEmail: OutgoingEmail = {
   text: 't',
 };
 
-/** What a closed provider's send rejects with (and nothing else does). */
-const CLOSED = 'SMTP provider is closed';
+/** What a replaced, evicted or closed cached provider's send rejects with (and nothing else does). */
+const CLOSED = 'Provider closed: its adapter changed or it was evicted';
 
 function thrown(fn: () => unknown): ProviderError {
   try {
@@ -182,5 +182,79 @@ describe('ProviderCache versions', () => {
     expect(() => cache.get('adp_1', 'smtp', { host: 'x', port: 70000 }, 'v2')).toThrow(ProviderError);
     expect(cache.size).toBe(0);
     await expect(first.send(anEmail)).rejects.toThrow(CLOSED);
+  });
+});
+
+describe('ProviderCache draining', () => {
+  /** A provider whose sends wait for `release()`, recording when it was closed. */
+  function heldProvider() {
+    const state = { closed: false, sends: 0, release: () => {} };
+    const held = new Promise<void>((resolve) => {
+      state.release = resolve;
+    });
+    const provider = {
+      async send() {
+        state.sends += 1;
+        await held;
+        return { providerMessageId: `id-${state.sends}` };
+      },
+      async verify() {
+        return { success: true, message: 'ok' };
+      },
+      async close() {
+        state.closed = true;
+      },
+    };
+    return { provider, state };
+  }
+
+  it('lets a replaced provider finish its sends in flight before closing it, and refuses it new ones', async () => {
+    // Review finding, session 15: renaming an adapter closed its provider at once, which cut a
+    // request the provider was still answering; the send was retried and delivered twice.
+    const cache = new ProviderCache();
+    const old = heldProvider();
+    const first = cache.getOrCreate('adp_1', 'v1', () => old.provider);
+    const inFlight = first.send(anEmail);
+    const next = heldProvider();
+    cache.getOrCreate('adp_1', 'v2', () => next.provider);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(old.state.closed).toBe(false);
+    const refused = await first.send(anEmail).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(ProviderError);
+    expect(refused).toMatchObject({ permanent: false });
+    expect(old.state.sends).toBe(1);
+    old.state.release();
+    await expect(inFlight).resolves.toEqual({ providerMessageId: 'id-1' });
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(old.state.closed).toBe(true);
+    next.state.release();
+    await cache.closeAll();
+    expect(next.state.closed).toBe(true);
+  });
+
+  it('closes a replaced provider after drainMs whatever is in flight, and at once on closeAll', async () => {
+    const cache = new ProviderCache(10, 50);
+    const stuck = heldProvider();
+    void cache.getOrCreate('adp_1', 'v1', () => stuck.provider).send(anEmail);
+    cache.getOrCreate('adp_1', 'v2', () => heldProvider().provider);
+    expect(stuck.state.closed).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(stuck.state.closed).toBe(true);
+
+    const draining = heldProvider();
+    void cache.getOrCreate('adp_2', 'v1', () => draining.provider).send(anEmail);
+    cache.getOrCreate('adp_2', 'v2', () => heldProvider().provider);
+    const slow = new ProviderCache(10, 60_000);
+    const held = heldProvider();
+    void slow.getOrCreate('adp_3', 'v1', () => held.provider).send(anEmail);
+    const started = performance.now();
+    await slow.closeAll();
+    expect(held.state.closed).toBe(true);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await cache.closeAll();
+    expect(draining.state.closed).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { type AdapterType, type CreateProviderOptions, createProvider } from './registry.ts';
-import type { EmailProvider } from './types.ts';
+import { type EmailProvider, ProviderError } from './types.ts';
 
 export type {
   AdapterConfigField,
@@ -47,27 +47,89 @@ export { ProviderError } from './types.ts';
 /** Most providers kept open at once; the least recently used one beyond it is closed. */
 const MAX_CACHED_PROVIDERS = 100;
 
+/** How long a replaced provider waits for its sends in flight before it is closed anyway (ms). */
+const DEFAULT_DRAIN_MS = 90_000;
+
+/** One cached provider: what callers get (sends counted), what it wraps, and its sends in flight. */
+interface CacheEntry {
+  version: string;
+  provider: EmailProvider;
+  inner: EmailProvider;
+  sends: number;
+  retired: boolean;
+  onDrained?: () => void;
+}
+
 /**
  * Providers kept open between jobs, so the worker reuses one connection pool per adapter; one per
  * context (server/src/context.ts), closed with it
  * (lru-cache, https://github.com/isaacs/node-lru-cache). An entry is keyed by the adapter id and
- * carries a version (the adapter's updatedAt): a new version replaces the entry, and a replaced,
- * evicted or cleared provider is closed, so a changed config never leaves a pool open with old
- * credentials.
+ * carries a version (the adapter's updatedAt): a new version replaces the entry, and a replaced or
+ * evicted provider is closed, so a changed config never leaves a pool open with old credentials.
+ * A replaced or evicted provider refuses new sends at once (transient: the retry takes the new
+ * version) but is closed only once its sends in flight have settled, or after `drainMs`: closing
+ * cut requests a provider was still answering, and the cut send was retried and delivered twice
+ * (review finding, session 15: an adapter renamed while an email was in flight).
  */
 export class ProviderCache {
-  readonly #providers: LRUCache<string, { version: string; provider: EmailProvider }>;
+  readonly #providers: LRUCache<string, CacheEntry>;
   readonly #closing = new Set<Promise<void>>();
+  readonly #draining = new Set<CacheEntry>();
+  readonly #drainMs: number;
 
-  constructor(max = MAX_CACHED_PROVIDERS) {
-    this.#providers = new LRUCache({
-      max,
-      dispose: (entry) => {
-        const closing = entry.provider.close().catch(() => {});
-        this.#closing.add(closing);
-        void closing.finally(() => this.#closing.delete(closing));
+  /**
+   * @param max providers kept open at once (least recently used closed beyond it).
+   * @param drainMs how long a replaced provider's sends in flight may take before it is closed
+   *   anyway (ms; context.ts passes SEND_TIMEOUT_SECONDS plus a margin).
+   */
+  constructor(max = MAX_CACHED_PROVIDERS, drainMs = DEFAULT_DRAIN_MS) {
+    this.#drainMs = drainMs;
+    this.#providers = new LRUCache({ max, dispose: (entry) => this.#retire(entry) });
+  }
+
+  #retire(entry: CacheEntry): void {
+    entry.retired = true;
+    const drained =
+      entry.sends === 0
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            this.#draining.add(entry);
+            const timer = setTimeout(resolve, this.#drainMs);
+            timer.unref();
+            entry.onDrained = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+    // With nothing in flight the provider is closed now (its close starts synchronously).
+    const closing = (entry.sends === 0 ? entry.inner.close() : drained.then(() => entry.inner.close()))
+      .catch(() => {})
+      .finally(() => this.#draining.delete(entry));
+    this.#closing.add(closing);
+    void closing.finally(() => this.#closing.delete(closing));
+  }
+
+  #track(version: string, inner: EmailProvider): CacheEntry {
+    const entry: CacheEntry = { version, inner, sends: 0, retired: false, provider: inner };
+    entry.provider = {
+      async send(email, options) {
+        if (entry.retired) {
+          throw new ProviderError('Provider closed: its adapter changed or it was evicted', {
+            permanent: false,
+          });
+        }
+        entry.sends += 1;
+        try {
+          return await inner.send(email, options);
+        } finally {
+          entry.sends -= 1;
+          if (entry.sends === 0) entry.onDrained?.();
+        }
       },
-    });
+      verify: () => inner.verify(),
+      close: () => inner.close(),
+    };
+    return entry;
   }
 
   /**
@@ -81,9 +143,9 @@ export class ProviderCache {
     if (cached?.version === version) return cached.provider;
     // A stale version is closed even when its replacement cannot be created.
     if (cached) this.#providers.delete(key);
-    const provider = create();
-    this.#providers.set(key, { version, provider });
-    return provider;
+    const entry = this.#track(version, create());
+    this.#providers.set(key, entry);
+    return entry.provider;
   }
 
   /**
@@ -106,9 +168,13 @@ export class ProviderCache {
     return this.#providers.size;
   }
 
-  /** Closes and forgets every cached provider (worker shutdown); resolves once all are closed. */
+  /**
+   * Closes and forgets every cached provider (worker shutdown, after the worker's jobs settled);
+   * providers still draining are closed now too. Resolves once all are closed.
+   */
   async closeAll(): Promise<void> {
     this.#providers.clear();
+    for (const entry of this.#draining) entry.onDrained?.();
     await Promise.all([...this.#closing]);
   }
 }
