@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -168,6 +169,45 @@ describe('adapter fallback', () => {
     expect(failed.errorMessage).toBe('Invalid `to` field');
     expect(failed.adapterId).toBe(primary.id);
     expect(postmark.sends().length - postmarkBefore).toBe(1);
+  });
+
+  it('a fallback that delivered is not followed by the next one when recording it fails (sent once, status sent)', async () => {
+    // Review finding, session 15: the write of the delivering adapter sat in the same try as the
+    // send, so its failure counted as the fallback failing: the next fallback delivered again.
+    const last = await postmarkAdapter('Second fallback');
+    const first = await createAdapter({
+      name: 'First fallback',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: last.id,
+    });
+    const primary = await createAdapter({
+      name: 'Failing primary',
+      type: 'mailapi_a',
+      config: FAKE_CREDENTIALS.resend,
+      isDefault: true,
+      fallbackAdapterId: first.id,
+    });
+    const db = ctx.app.ctx.database.db;
+    await db.execute(
+      sql.raw(`create or replace function refuse_fallback_record() returns trigger
+      language plpgsql as $$ begin raise exception 'recording the adapter is refused for this test'; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger refuse_fallback_record before update of adapter_id on email_logs for each row
+        when (new.adapter_id = '${first.id}') execute function refuse_fallback_record()`),
+    );
+    try {
+      resend.failNextSends({ status: 503, message: 'down' }, { status: 503, message: 'still down' });
+      const postmarkBefore = postmark.sends().length;
+      const response = await send(ctx.app, key, { templateId, to: 'once@example.test' });
+      const log = await settled(response.json().data.id);
+      expect(log.status, log.errorMessage).toBe('sent');
+      expect(log.adapterId).toBe(primary.id);
+      expect(postmark.sends().length - postmarkBefore).toBe(1);
+    } finally {
+      await db.execute(sql.raw('drop trigger refuse_fallback_record on email_logs'));
+    }
   });
 
   it('skips a disabled fallback for its own fallback; when every adapter fails, the log names each error', async () => {

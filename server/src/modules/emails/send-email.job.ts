@@ -85,15 +85,19 @@ async function attempt(
   try {
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
     const { log, adapter, version } = item;
-    // Issue #10: cc, bcc, replyTo, headers, tags, attachments; a suppressed recipient fails it here.
-    const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
-    if ('suppressed' in extra) throw new PermanentSendError(extra.suppressed);
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(deps, adapter);
     // One slot per pooled connection: the deadline starts when this email's send can start.
     const release = await slots.acquire(adapter.id, maxConnections, job.signal);
-    const deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
+    let deadline: ReturnType<typeof sendDeadline> | undefined;
     try {
+      // Issue #10: cc, bcc, replyTo, headers, tags, attachments; a suppressed recipient fails it
+      // here. Loaded once the email holds a slot: loaded before, the attachments of every email
+      // waiting for one were held at once (up to 60 per team, each up to 70 MB with its PDFs;
+      // review finding, session 15).
+      const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
+      if ('suppressed' in extra) throw new PermanentSendError(extra.suppressed);
+      deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
       // The job carries no HTML (issue #9, README "Performance": the worker renders HTML and text
       // from the logged version and variables); jobs queued by earlier builds still carry theirs.
       // The subject is always the logged one: it holds the send's rendered `subject` override
@@ -131,7 +135,7 @@ async function attempt(
         ...(refused ? { refused } : {}),
       };
     } finally {
-      deadline.clear();
+      deadline?.clear();
       release();
     }
   } catch (error) {

@@ -68,18 +68,24 @@ export async function sendWithFallback(
       if (!fallback) break;
       nextId = fallback.fallbackAdapterId;
       if (!fallback.isActive) continue;
+      let result: SendResult;
       try {
-        const result = await providerFor(deps, fallback).send(email, options);
-        await deps.db
-          .update(emailLogs)
-          .set({ adapterId: fallback.id })
-          .where(and(eq(emailLogs.teamId, target.log.teamId), eq(emailLogs.id, target.log.id)));
-        return result;
+        result = await providerFor(deps, fallback).send(email, options);
       } catch (fallbackError) {
         if (fallbackError instanceof ProviderError && fallbackError.ambiguous) throw fallbackError;
         const message = fallbackError instanceof Error ? fallbackError.message : String(fallbackError);
         messages.push(`fallback ${fallback.name}: ${message}`);
+        continue;
       }
+      // Delivered: nothing after this may count as this fallback failing. A failed write of the
+      // delivering adapter tried the next fallback, which delivered the email again, or ended it
+      // `failed` though delivered (review finding, session 15); the log then keeps the primary's id.
+      await deps.db
+        .update(emailLogs)
+        .set({ adapterId: fallback.id })
+        .where(and(eq(emailLogs.teamId, target.log.teamId), eq(emailLogs.id, target.log.id)))
+        .catch(() => {});
+      return result;
     }
     if (messages.length === 1) throw error;
     throw new ProviderError(messages.join('; '), { permanent: false, cause: error });
