@@ -189,9 +189,21 @@ function requireSubject(subject: unknown): string {
   return subject;
 }
 
-/** A subject is one header line: line breaks (and the spaces around them) become one space. */
+/**
+ * A subject is one header line: line breaks (CR, LF, NEL, U+2028, U+2029, with the spaces around
+ * them) become one space, and so does every other character a header may not hold (RFC 5322 §2.2:
+ * C0 controls but tab, DEL, C1 controls), the set the send API refuses in a literal `subject`
+ * (mailbox-address.ts isHeaderText). A variable could bring them in (review finding, session 15:
+ * ESC and VT reached the stored subject and the hosted APIs).
+ */
 function toSubjectLine(subject: string): string {
-  return subject.replace(/\s*[\r\n]+\s*/g, ' ').trim();
+  const folded = subject.replace(/\s*[\r\n\u0085\u2028\u2029]+\s*/g, ' ');
+  let line = '';
+  for (const character of folded) {
+    const code = character.charCodeAt(0);
+    line += (code < 0x20 && code !== 0x09) || (code >= 0x7f && code <= 0x9f) ? ' ' : character;
+  }
+  return line.trim();
 }
 
 /**

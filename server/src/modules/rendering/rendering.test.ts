@@ -156,6 +156,16 @@ describe('Liquid applied to each string, then React', () => {
     expect(email.subject).toBe('Re: Tom & "Jerry" <3 & more');
   });
 
+  it('turns the control characters a header may not hold into spaces, also when a variable brings them', async () => {
+    // Review finding, session 15: ESC and VT from a variable reached the stored subject and the
+    // hosted APIs, though the send API refuses them in a literal subject.
+    const email = await renderTemplate(
+      { subject: 'Order {{ q }} ready\u0007', designJson: buildDesign([textBlock('x')]) },
+      { q: 'A\u001bB\u000bC\u2028D\u0085E\u007fF\u0000G\tH' },
+    );
+    expect(email.subject).toBe('Order A B C D E F G\tH ready');
+  });
+
   it('derives the text part with links as text [url] and no images', async () => {
     const designJson = buildDesign([
       imageBlock('https://cdn.example/logo.png', undefined, 'Logo'),
