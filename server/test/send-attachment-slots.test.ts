@@ -53,7 +53,7 @@ describe('attachments and send slots', () => {
         expect(response.statusCode, response.body).toBe(202);
         ids.push(response.json().data.id);
       }
-      await waitFor(() => firstSeen);
+      await waitFor(async () => firstSeen);
       // Give the worker time to claim the other five and queue them for the slot.
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       const reads = () => statements.texts.filter((text) => text.includes('"email_attachments"')).length;

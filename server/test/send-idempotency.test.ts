@@ -208,6 +208,40 @@ describe('Idempotency-Key', () => {
     expect(await emailsTo('surrogate-single@example.test')).toBe(0);
   });
 
+  it('never takes over the claim of a first request still running past 5 minutes (its claim is refreshed)', async () => {
+    // Review finding, session 15: a send rendering several slow PDFs may run longer than the
+    // abandonment bound; a repeat then took the live claim over and sent a second email.
+    const { db } = ctx.app.ctx.database;
+    const scope = { apiKeyId: keyId, teamId: owner.teamId };
+    const request = { route: 'send', body: { templateId: 'slow' } };
+    let finish: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    let runs = 0;
+    const run = async () => {
+      runs++;
+      await running;
+      return { status: 202, body: { success: true, data: { id: `eml_${runs}` } } };
+    };
+    const first = withIdempotency(db, scope, 'slow-1', request, run, { claimRefreshMs: 50 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // 6 minutes pass without an answer (its runs are slow, its process alive).
+    await db.execute(sql`update idempotency_keys set created_at = now() - interval '6 minutes'
+      where team_id = ${owner.teamId} and key = 'slow-1'`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const repeat = withIdempotency(db, scope, 'slow-1', request, run, { claimRefreshMs: 50 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    finish();
+    expect(await first).toMatchObject({ status: 202, replayed: false });
+    expect(await repeat).toEqual({
+      status: 202,
+      body: { success: true, data: { id: 'eml_1' } },
+      replayed: true,
+    });
+    expect(runs).toBe(1);
+  });
+
   it('stores an answer holding a lone surrogate or NUL, and replays it without running again', async () => {
     const { db } = ctx.app.ctx.database;
     const scope = { apiKeyId: keyId, teamId: owner.teamId };

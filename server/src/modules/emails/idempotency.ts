@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { withoutQueryParameters } from '../../db/errors.ts';
 import { idempotencyKeys } from '../../db/schema/index.ts';
@@ -18,10 +18,17 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** Longest key accepted. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 256;
 /**
- * A claim still without a response after this long is taken as abandoned (its process died between
- * claiming the key and storing the answer) and may be claimed again (5 min).
+ * A claim still without a response and not refreshed for this long is taken as abandoned (its
+ * process died between claiming the key and storing the answer) and may be claimed again (5 min).
  */
 const ABANDONED_AFTER_SECONDS = 300;
+/**
+ * How often a running first request refreshes its claim (ms): a run may outlast
+ * ABANDONED_AFTER_SECONDS (six PDFs rendered one after another, each up to
+ * PDF_RENDER_TIMEOUT_SECONDS = 300 s), and a repeat then took the live claim over and sent a
+ * second email (review finding, session 15).
+ */
+export const CLAIM_REFRESH_MS = 60_000;
 /** How long a duplicate waits for the first request's response before answering 409. */
 const WAIT_FOR_FIRST_MS = 15_000;
 const POLL_MS = 25;
@@ -106,7 +113,9 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
  * is released so the client may retry. The answer is returned even when storing it fails (logged
  * without the statement's values): what `run` did is committed, and an error would make the
  * client send again; the key then stays claimed without a response (a repeat answers 409
- * IN_PROGRESS) until taken as abandoned after 5 min. Without a key, just `run()`.
+ * IN_PROGRESS) until taken as abandoned after 5 min. While `run` runs its claim is refreshed every
+ * `options.claimRefreshMs` (default {@link CLAIM_REFRESH_MS}), so a live run is never taken over
+ * however long it takes. Without a key, just `run()`.
  * @throws CONFLICT (409) when the key was used with a different request (details.reason
  *   KEY_REUSED) or the first request is still running after 15 s (IN_PROGRESS); what `run` throws.
  */
@@ -116,6 +125,7 @@ export async function withIdempotency(
   key: string | undefined,
   request: { route: string; body: unknown },
   run: () => Promise<StoredResponse>,
+  options: { claimRefreshMs?: number } = {},
 ): Promise<StoredResponse & { replayed: boolean }> {
   if (key === undefined) return { ...(await run()), replayed: false };
   const requestHash = createHash('sha256')
@@ -138,6 +148,15 @@ export async function withIdempotency(
   const where = and(eq(idempotencyKeys.apiKeyId, scope.apiKeyId), eq(idempotencyKeys.key, key));
   if (claimed.length > 0) {
     let response: StoredResponse;
+    // While `run` runs, the claim is refreshed, so only a dead process's claim is ever taken over.
+    const refresh = setInterval(() => {
+      db.update(idempotencyKeys)
+        .set({ createdAt: sql`now()` })
+        .where(
+          and(where, eq(idempotencyKeys.requestHash, requestHash), isNull(idempotencyKeys.responseStatus)),
+        )
+        .catch(() => {});
+    }, options.claimRefreshMs ?? CLAIM_REFRESH_MS);
     try {
       response = await run();
     } catch (error) {
@@ -149,6 +168,8 @@ export async function withIdempotency(
         status: error.statusCode,
         body: { success: false, error: { code: error.code, message: error.message, details: error.details } },
       };
+    } finally {
+      clearInterval(refresh);
     }
     try {
       await db
