@@ -187,7 +187,7 @@ export function errorMessage(error: unknown): string {
  * Runs one HTTP send under `signal` (the worker's deadline). Given up before it starts: a transient
  * ProviderError (EABORT), nothing was sent. Given up while the request is under way: a ProviderError
  * with `ambiguous` set, since the provider may have accepted the email already (the request is left
- * to finish in the background, its result ignored). `send`'s own errors pass through `classify`.
+ * to finish in the background, its result ignored; the error's `settled` tells when it ended). `send`'s own errors pass through `classify`.
  * @throws ProviderError.
  */
 export async function sendUnderSignal<T>(
@@ -212,7 +212,15 @@ export async function sendUnderSignal<T>(
       reject(
         new ProviderError(
           `${provider} send given up (${reasonOf(signal)}) while the request was under way: it may have been delivered`,
-          { permanent: false, ambiguous: true, providerCode: 'EABORT' },
+          {
+            permanent: false,
+            ambiguous: true,
+            providerCode: 'EABORT',
+            settled: request.then(
+              () => {},
+              () => {},
+            ),
+          },
         ),
       );
     signal.addEventListener('abort', onAbort, { once: true });

@@ -119,11 +119,20 @@ export class ProviderCache {
           });
         }
         entry.sends += 1;
-        try {
-          return await inner.send(email, options);
-        } finally {
+        let background: Promise<void> | undefined;
+        const done = () => {
           entry.sends -= 1;
           if (entry.sends === 0) entry.onDrained?.();
+        };
+        try {
+          return await inner.send(email, options);
+        } catch (error) {
+          // Given up while its request goes on: in flight until that request ends.
+          if (error instanceof ProviderError) background = error.settled;
+          throw error;
+        } finally {
+          if (background) void background.finally(done);
+          else done();
         }
       },
       verify: () => inner.verify(),

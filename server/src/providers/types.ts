@@ -101,6 +101,13 @@ export interface ProviderErrorOptions {
    * confirmed it: the provider may have accepted it, so sending it again could deliver it twice.
    */
   ambiguous?: boolean;
+  /**
+   * For a send given up while its request goes on in the background (its connection still busy):
+   * settles when that request ends. The caller holds the connection's slot until then, or the
+   * next send would wait inside the connection pool, past its own deadline (review finding,
+   * session 15).
+   */
+  settled?: Promise<void>;
 }
 
 /**
@@ -112,6 +119,7 @@ export class ProviderError extends Error {
   readonly permanent: boolean;
   readonly providerCode?: string;
   readonly ambiguous: boolean;
+  readonly settled?: Promise<void>;
 
   constructor(message: string, options: ProviderErrorOptions) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -119,5 +127,6 @@ export class ProviderError extends Error {
     this.permanent = options.permanent;
     this.ambiguous = options.ambiguous ?? false;
     if (options.providerCode !== undefined) this.providerCode = options.providerCode;
+    if (options.settled !== undefined) this.settled = options.settled;
   }
 }

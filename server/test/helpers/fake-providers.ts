@@ -41,6 +41,8 @@ export interface FakeProvider {
   sends(): RecordedRequest[];
   /** Answers the next sends with these failures, one each, before succeeding again. */
   failNextSends(...failures: FakeFailure[]): void;
+  /** Holds the answers to the next sends, one delay (ms) each, like a provider slow to answer. */
+  delayNextSends(...delaysMs: number[]): void;
   close(): Promise<void>;
 }
 
@@ -280,6 +282,7 @@ export async function startFakeProvider(kind: FakeKind): Promise<FakeProvider> {
   const behaviour = BEHAVIOURS[kind];
   const requests: RecordedRequest[] = [];
   const failures: FakeFailure[] = [];
+  const delays: number[] = [];
   let sent = 0;
   const server = createServer((request, response) => {
     record(request).then(
@@ -289,10 +292,15 @@ export async function startFakeProvider(kind: FakeKind): Promise<FakeProvider> {
           return reply(response, behaviour.restricted?.(recorded) ?? behaviour.unauthorized);
         }
         if (behaviour.isSend(recorded)) {
-          const failure = failures.shift();
-          if (failure) return reply(response, behaviour.failure(failure));
-          sent += 1;
-          return reply(response, behaviour.sent(recorded, sent));
+          const answer = () => {
+            const failure = failures.shift();
+            if (failure) return reply(response, behaviour.failure(failure));
+            sent += 1;
+            return reply(response, behaviour.sent(recorded, sent));
+          };
+          const delay = delays.shift();
+          if (delay) return void setTimeout(answer, delay);
+          return answer();
         }
         const read = behaviour.read(recorded);
         return reply(response, read ?? behaviour.failure({ status: 404, message: 'Not found' }));
@@ -308,6 +316,7 @@ export async function startFakeProvider(kind: FakeKind): Promise<FakeProvider> {
     requests,
     sends: () => requests.filter((r) => behaviour.isSend(r)),
     failNextSends: (...next) => failures.push(...next),
+    delayNextSends: (...next) => delays.push(...next),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

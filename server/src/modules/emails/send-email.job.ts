@@ -90,6 +90,10 @@ async function attempt(
     // One slot per pooled connection: the deadline starts when this email's send can start.
     const release = await slots.acquire(adapter.id, maxConnections, job.signal);
     let deadline: ReturnType<typeof sendDeadline> | undefined;
+    // A send given up while its request goes on keeps its connection busy until that request ends:
+    // so does its slot (ProviderError.settled), or the next send waited inside the pool past its
+    // deadline and was called ambiguous (review finding, session 15).
+    let background: Promise<void> | undefined;
     try {
       // Issue #10: cc, bcc, replyTo, headers, tags, attachments; a suppressed recipient fails it
       // here. Loaded once the email holds a slot: loaded before, the attachments of every email
@@ -124,7 +128,10 @@ async function attempt(
           headers: { ...extra.message.headers, 'X-Postwright-Email-Id': log.id },
         },
         { signal: deadline.signal },
-      );
+      ).catch((error: unknown) => {
+        if (error instanceof ProviderError) background = error.settled;
+        throw error;
+      });
       // Issue #11: recipients refused while others were accepted are recorded, the email is `sent`.
       const refused =
         result.refused && refusedOutcomesOf(result.refused, { to: log.toAddresses, ...extra.message });
@@ -136,7 +143,8 @@ async function attempt(
       };
     } finally {
       deadline?.clear();
-      release();
+      if (background) void background.finally(release);
+      else release();
     }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
