@@ -1,5 +1,7 @@
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BATCH_PDF_BYTES, MAX_EMAIL_FILE_BYTES } from '../src/modules/emails/send-pdfs.ts';
 import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner } from './helpers/auth.ts';
@@ -221,6 +223,88 @@ describe('PDF renderer failures at send time', () => {
     expect(await logCount(ctx, team.owner.teamId)).toBe(before);
     return response;
   };
+
+  it('bounds the bytes of an email’s attachments and PDFs together, and the PDFs of a whole batch (400 FILE_TOO_LARGE)', async () => {
+    // Review finding, session 15: the request's attachments were bounded at 10 MB, but up to six
+    // 10 MB PDFs came on top, and a batch held every item's PDFs until its one transaction (4
+    // items held 49.5 MB each). A renderer answering 9 MB PDFs (a Gotenberg-compatible answer:
+    // the bundled renderer makes such files only from large images of allowed hosts).
+    const pdf = Buffer.concat([Buffer.from('%PDF-1.7\n'), Buffer.alloc(9 * 1024 * 1024, 32)]);
+    let renders = 0;
+    const gotenberg = createHttpServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        renders += 1;
+        response.writeHead(200, { 'content-type': 'application/pdf', 'content-length': pdf.length });
+        response.end(pdf);
+      });
+    });
+    await new Promise<void>((resolve) => gotenberg.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(gotenberg.address() as import('node:net').AddressInfo).port}`;
+    const ctx = await createTestContext('postgres', { PDF_RENDERER_URL: url });
+    try {
+      const team = await createTeamWithKey(ctx.app);
+      const doc = (filename: string) => ({ templateId: team.templateId, filename });
+      const attachment = {
+        filename: 'data.bin',
+        content: Buffer.alloc(2 * 1024 * 1024, 1).toString('base64'),
+      };
+      // 2 MB + 2 × 9 MB fits 25 MiB; a third PDF does not.
+      const fits = await send(ctx.app, team.key, {
+        templateId: team.templateId,
+        to: 'fits@example.test',
+        attachments: [attachment],
+        pdfAttachments: [doc('a.pdf'), doc('b.pdf')],
+      });
+      expect(fits.statusCode, fits.body).toBe(202);
+      const before = await logCount(ctx, team.owner.teamId);
+      const tooLarge = await send(ctx.app, team.key, {
+        templateId: team.templateId,
+        to: 'large@example.test',
+        attachments: [attachment],
+        pdfAttachments: [doc('a.pdf'), doc('b.pdf'), doc('c.pdf')],
+      });
+      const error = expectError(tooLarge, 400, 'FILE_TOO_LARGE');
+      expect(error.details).toMatchObject({ reason: 'EMAIL_TOO_LARGE', maxBytes: MAX_EMAIL_FILE_BYTES });
+      expect(await logCount(ctx, team.owner.teamId)).toBe(before);
+
+      // 6 items of 2 PDFs (18 MB each, 108 MB in all) against the batch's 50 MB.
+      renders = 0;
+      const batch = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/v1/send/batch',
+        headers: { 'x-api-key': team.key },
+        payload: {
+          emails: Array.from({ length: 6 }, (_, i) => ({
+            templateId: team.templateId,
+            to: `batch${i}@example.test`,
+            pdfAttachments: [doc('a.pdf'), doc('b.pdf')],
+          })),
+        },
+      });
+      expect(batch.statusCode, batch.body).toBe(202);
+      const results = batch.json().data.results as {
+        id?: string;
+        error?: { code: string; details: object };
+      }[];
+      const accepted = results.filter((result) => result.id);
+      const refused = results.filter((result) => result.error);
+      expect(accepted.length).toBeGreaterThanOrEqual(1);
+      expect(accepted.length * 2 * pdf.length).toBeLessThanOrEqual(MAX_BATCH_PDF_BYTES);
+      expect(refused.length).toBeGreaterThanOrEqual(1);
+      for (const result of refused) {
+        expect(result.error).toMatchObject({
+          code: 'FILE_TOO_LARGE',
+          details: { reason: 'BATCH_TOO_LARGE' },
+        });
+      }
+      // Rendering stops once the budget is spent (the renders already under way finish).
+      expect(renders).toBeLessThan(12);
+    } finally {
+      await ctx.close();
+      await new Promise<void>((resolve) => gotenberg.close(() => resolve()));
+    }
+  });
 
   it('answers 500 PDF_GENERATION_FAILED with cause RENDERER_UNREACHABLE when the renderer is down', async () => {
     const ctx = await createTestContext('postgres', {

@@ -3,6 +3,7 @@ import { isClientDataError, withoutQueryParameters } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import type { SendInput } from './emails.schema.ts';
 import { type AcceptedSend, type AcceptSendDeps, prepareSend, templateGoneError } from './send.service.ts';
+import { batchPdfBudget } from './send-pdfs.ts';
 
 /** Most emails one `POST /api/v1/send/batch` carries. */
 export const MAX_BATCH_EMAILS = 100;
@@ -44,6 +45,8 @@ export async function acceptSendBatch(
   schema: z.ZodType<SendInput>,
 ): Promise<BatchItemResult[]> {
   const results: BatchItemResult[] = new Array(emails.length);
+  // Every item's PDFs are held until the one transaction: their bytes are bounded in all.
+  const pdfBudget = batchPdfBudget();
   const prepared: { index: number; templateId: string; prepared: Awaited<ReturnType<typeof prepareSend>> }[] =
     [];
   await Promise.all(
@@ -64,7 +67,7 @@ export async function acceptSendBatch(
         prepared.push({
           index,
           templateId: parsed.data.templateId,
-          prepared: await prepareSend(deps, caller, parsed.data),
+          prepared: await prepareSend(deps, caller, parsed.data, {}, { pdfBudget }),
         });
       } catch (error) {
         if (error instanceof AppError) results[index] = errorItem(error);

@@ -12,6 +12,31 @@ import {
 /** Most `pdfAttachments` of one send (issue #12: ≤ 5 PDFs; a generatePdf template's own comes on top). */
 export const MAX_PDF_ATTACHMENTS = 5;
 
+/**
+ * Bytes one email's attachments and PDFs may hold together, decoded (25 MiB, the limit of Gmail and
+ * Mailgun; Postmark takes 10 MB, SendGrid 30, SES and Resend 40). The request's own attachments
+ * are bounded at 10 MB, but up to six PDFs of 10 MB each came on top: 4 batch items held 49.5 MB
+ * each, and one batch request could hold gigabytes until its commit (review finding, session 15).
+ */
+export const MAX_EMAIL_FILE_BYTES = 25 * 1024 * 1024;
+/** PDF bytes one batch request may render in all (its items are held until one transaction). */
+export const MAX_BATCH_PDF_BYTES = 50 * 1024 * 1024;
+
+/**
+ * What a batch request may still render, shared by its items ({@link MAX_BATCH_PDF_BYTES}); its
+ * items render their PDFs one item after another (`turn`), so the budget goes to whole items in
+ * the order they come, not a part of each to every item rendering at once.
+ */
+export interface PdfByteBudget {
+  remainingBytes: number;
+  turn: Promise<void>;
+}
+
+/** A fresh {@link PdfByteBudget} for one batch request. */
+export function batchPdfBudget(): PdfByteBudget {
+  return { remainingBytes: MAX_BATCH_PDF_BYTES, turn: Promise.resolve() };
+}
+
 /** One PDF rendered for a send, stored with it like an attachment (send-fields.ts). */
 export interface RenderedPdf {
   filename: string;
@@ -55,7 +80,9 @@ export function sendWantsPdfs(
  *   another team's, or that does not render with its variables (details.pdfAttachment = its index);
  *   PDF_GENERATION_FAILED (500) when the renderer is unreachable, times out, fails or returns more
  *   than 10 MB (case rule 5; details.cause RENDERER_UNREACHABLE, RENDERER_TIMEOUT, RENDERER_ERROR or
- *   PDF_TOO_LARGE, with the renderer's message, the template and file name).
+ *   PDF_TOO_LARGE, with the renderer's message, the template and file name); FILE_TOO_LARGE (400,
+ *   details.reason EMAIL_TOO_LARGE) when `limits.attachmentBytes` and the PDFs pass
+ *   MAX_EMAIL_FILE_BYTES, or (BATCH_TOO_LARGE) when the batch's `limits.batch` budget is spent.
  */
 export async function renderSendPdfs(
   deps: SendPdfDeps,
@@ -68,6 +95,7 @@ export async function renderSendPdfs(
     variables: Record<string, unknown>;
     skipTemplatePdf: boolean;
   },
+  limits: { attachmentBytes: number; batch?: PdfByteBudget | undefined } = { attachmentBytes: 0 },
 ): Promise<RenderedPdf[]> {
   const renderer = deps.pdf;
   if (!renderer) {
@@ -112,11 +140,47 @@ export async function renderSendPdfs(
       },
     });
   });
+  const batch = limits.batch;
+  if (!batch) return renderInOrder(renderer, teamId, jobs, limits.attachmentBytes, undefined);
+  let release: () => void = () => {};
+  const previous = batch.turn;
+  batch.turn = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  await previous;
+  try {
+    return await renderInOrder(renderer, teamId, jobs, limits.attachmentBytes, batch);
+  } finally {
+    release();
+  }
+}
+
+/** Renders `jobs` one after another, within the byte limits (see {@link renderSendPdfs}). */
+async function renderInOrder(
+  renderer: PdfRenderer,
+  teamId: string,
+  jobs: readonly { templateId: string; filename: string; html: () => Promise<string> }[],
+  attachmentBytes: number,
+  batch: PdfByteBudget | undefined,
+): Promise<RenderedPdf[]> {
   const pdfs: RenderedPdf[] = [];
+  let bytes = attachmentBytes;
   for (const job of jobs) {
+    if (batch && batch.remainingBytes <= 0) throw batchTooLarge();
     const html = await job.html();
     try {
-      pdfs.push({ filename: job.filename, content: await renderer.renderPdf(printableHtml(html), teamId) });
+      const content = await renderer.renderPdf(printableHtml(html), teamId);
+      pdfs.push({ filename: job.filename, content });
+      bytes += content.length;
+      if (batch) batch.remainingBytes -= content.length;
+      if (bytes > MAX_EMAIL_FILE_BYTES) {
+        throw new AppError(
+          'FILE_TOO_LARGE',
+          `The email's attachments and PDFs hold more than ${MAX_EMAIL_FILE_BYTES} bytes together`,
+          { reason: 'EMAIL_TOO_LARGE', maxBytes: MAX_EMAIL_FILE_BYTES, filename: job.filename },
+        );
+      }
+      if (batch && batch.remainingBytes < 0) throw batchTooLarge();
     } catch (error) {
       if (!(error instanceof RenderFailedError)) throw error;
       throw new AppError('PDF_GENERATION_FAILED', `PDF generation failed: ${error.message}`, {
@@ -129,6 +193,17 @@ export async function renderSendPdfs(
     }
   }
   return pdfs;
+}
+
+function batchTooLarge(): AppError {
+  return new AppError(
+    'FILE_TOO_LARGE',
+    `The batch's PDFs hold more than ${MAX_BATCH_PDF_BYTES} bytes together`,
+    {
+      reason: 'BATCH_TOO_LARGE',
+      maxBytes: MAX_BATCH_PDF_BYTES,
+    },
+  );
 }
 
 /** An INVALID_TEMPLATE of attachment `index`, naming it in details (other errors as they are). */

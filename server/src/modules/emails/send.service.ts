@@ -15,7 +15,7 @@ import { cachedTemplateForSend, type TemplateSendCache } from '../templates/inde
 import type { AcceptBatcher, AcceptedEmailRows } from './accept-batcher.ts';
 import type { SendInput } from './emails.schema.ts';
 import { sendFieldRows, unknownAdapterError } from './send-fields.ts';
-import { renderSendPdfs, sendWantsPdfs } from './send-pdfs.ts';
+import { type PdfByteBudget, renderSendPdfs, sendWantsPdfs } from './send-pdfs.ts';
 
 /** What `POST /api/v1/send` answers (spec: data = {id, jobId, status: "queued"}). */
 export interface AcceptedSend {
@@ -140,13 +140,15 @@ export function templateGoneError(
  * Everything of {@link acceptSend} before the write: resolves and checks, renders, and returns the
  * rows to commit and the answer to give once they are. The batch endpoint commits many at once.
  * @throws as {@link acceptSend}; VALIDATION_ERROR (400, reason UNKNOWN_ADAPTER or
- *   ADAPTER_DISABLED) for an `adapterId` that is not one of the team's active adapters.
+ *   ADAPTER_DISABLED) for an `adapterId` that is not one of the team's active adapters;
+ *   FILE_TOO_LARGE (400) past the PDF byte limits (send-pdfs.ts; `options.pdfBudget` is a batch's).
  */
 export async function prepareSend(
   deps: AcceptSendDeps,
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
   origin: SendOrigin = {},
+  options: { pdfBudget?: PdfByteBudget } = {},
 ): Promise<{ rows: AcceptedEmailRows; accepted: AcceptedSend }> {
   const to = Array.isArray(input.to) ? input.to : [input.to];
   const variables = input.variables ?? {};
@@ -179,13 +181,25 @@ export async function prepareSend(
   // renderer says so there (renderSendPdfs: PDF_NOT_CONFIGURED), after the request's own mistakes
   // (no sender, errors of the email's template), which its client can fix (a 500 hid them).
   const pdfs = wantsPdfs
-    ? await renderSendPdfs(deps, caller.teamId, input, {
-        template,
-        version,
-        html: rendered.html,
-        variables,
-        skipTemplatePdf,
-      })
+    ? await renderSendPdfs(
+        deps,
+        caller.teamId,
+        input,
+        {
+          template,
+          version,
+          html: rendered.html,
+          variables,
+          skipTemplatePdf,
+        },
+        {
+          attachmentBytes: (input.attachments ?? []).reduce(
+            (sum, file) => sum + Buffer.byteLength(file.content, 'base64'),
+            0,
+          ),
+          batch: options.pdfBudget,
+        },
+      )
     : undefined;
   const id = newId('emailLog');
   const { jobId, uuid } = newJobId();
