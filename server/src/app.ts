@@ -124,6 +124,7 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   });
   app.decorate('ctx', ctx);
   app.decorateRequest('principal', null);
+  app.decorateRequest('sessionUser', null);
   app.addHook('onClose', async () => ctx.rateLimiter.close());
 
   await app.register(swagger, {

@@ -483,6 +483,48 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     await shot('overview-mobile');
   });
 
+  it('offers a user who left every team to create one (or sign out), not a dead end', async () => {
+    // Review finding, session 15: /api/auth/me answered NO_TEAM and the dashboard showed only that
+    // error, with no way to create a team or sign out.
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const call = (method: string, url: string, body?: object) =>
+      page.evaluate(
+        async ([m, u, b]) => {
+          const response = await fetch(u as string, {
+            method: m as string,
+            headers: { 'content-type': 'application/json' },
+            ...(b ? { body: JSON.stringify(b) } : {}),
+          });
+          return { status: response.status, json: await response.json() };
+        },
+        [method, url, body] as const,
+      );
+    const me = await call('GET', '/api/auth/me');
+    const userId = me.json.data.user.id as string;
+    for (const team of me.json.data.teams as { id: string }[]) {
+      expect((await call('POST', '/api/auth/switch-team', { teamId: team.id })).status).toBe(200);
+      expect((await call('DELETE', `/api/team/members/${userId}`)).status).toBe(200);
+    }
+    await go('/');
+    await page.getByRole('heading', { name: 'You are not a member of any team' }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    await shot('no-team');
+    await page.getByRole('button', { name: 'Create a team' }).click();
+    await page.getByRole('dialog').getByRole('textbox', { name: 'Team name' }).fill('Gamma');
+    await page.getByRole('button', { name: 'Create and switch' }).click();
+    await waitFor(
+      async () =>
+        (await page
+          .getByRole('textbox', { name: 'Team' })
+          .inputValue()
+          .catch(() => '')) === 'Gamma (owner)'
+          ? true
+          : undefined,
+      10_000,
+      'Gamma',
+    );
+  });
+
   it("used every page above without breaking the dashboard's Content-Security-Policy", async () => {
     const response = await page.request.get(`${base}/`);
     expect(response.headers()['content-security-policy']).toContain("script-src 'self'");

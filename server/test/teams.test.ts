@@ -210,6 +210,34 @@ describe('teams and members', () => {
     expect((await listMembers(app(), owner)).map((m) => m.role)).toEqual(['owner']);
   });
 
+  it('lets a user removed from their last team list and create teams, and nothing else, until they have one', async () => {
+    // Review finding, session 15: every route, creating a team too, answered 403 NO_TEAM, and the
+    // dashboard showed only that error: the user was stuck until invited again.
+    const owner = await setupOwner(app());
+    const removed = await addTeamMember(app(), owner, 'member');
+    expect((await asUser(app(), owner, 'DELETE', `/api/team/members/${removed.userId}`)).statusCode).toBe(
+      200,
+    );
+    const me = expectError(await asUser(app(), removed, 'GET', '/api/auth/me'), 403, 'FORBIDDEN');
+    expect(me.details.reason).toBe('NO_TEAM');
+    expectError(await asUser(app(), removed, 'GET', '/api/team/members'), 403, 'FORBIDDEN');
+    expectError(await asUser(app(), removed, 'GET', '/api/templates'), 403, 'FORBIDDEN');
+    const none = await asUser(app(), removed, 'GET', '/api/teams');
+    expect(none.statusCode, none.body).toBe(200);
+    expect(none.json().data).toEqual([]);
+    const created = await asUser(app(), removed, 'POST', '/api/teams', { name: 'My own' });
+    expect(created.statusCode, created.body).toBe(201);
+    const team = created.json().data;
+    expect(team).toMatchObject({ name: 'My own', role: 'owner' });
+    const switched = await asUser(app(), removed, 'POST', '/api/auth/switch-team', { teamId: team.id });
+    expect(switched.statusCode, switched.body).toBe(200);
+    const after = await asUser(app(), removed, 'GET', '/api/auth/me');
+    expect(after.statusCode, after.body).toBe(200);
+    expect(after.json().data).toMatchObject({ team: { id: team.id }, role: 'owner' });
+    // Not a way into the old team: its members stay out of reach.
+    expect((await listMembers(app(), owner)).map((m) => m.userId)).not.toContain(removed.userId);
+  });
+
   it('cuts a removed member off at once, also when they belong to another team', async () => {
     const owner = await setupOwner(app());
     const key = await buildApiKey(app(), owner);

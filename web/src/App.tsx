@@ -1,9 +1,21 @@
-import { AppShell, Burger, Button, Group, Modal, NavLink, Select, Text, TextInput } from '@mantine/core';
+import {
+  AppShell,
+  Burger,
+  Button,
+  Group,
+  Modal,
+  NavLink,
+  Select,
+  Stack,
+  Text,
+  TextInput,
+  Title,
+} from '@mantine/core';
 import { useDisclosure } from '@mantine/hooks';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
 import { lazy, Suspense, useState } from 'react';
 import { Link, Navigate, Outlet, Route, Routes, useLocation, useNavigate } from 'react-router';
-import { api, rawJson, unwrap } from './api/client';
+import { ApiError, api, rawJson, unwrap } from './api/client';
 import { InvitePage, LoginPage, SetupPage } from './pages/Auth';
 import { useMe } from './session';
 import { ErrorAlert, fieldErrors, Loading, MutationForm, notifyError } from './ui';
@@ -76,6 +88,22 @@ function SignedIn() {
   });
 
   if (me.isPending) return <Loading />;
+  if (me.error instanceof ApiError && me.error.details?.reason === 'NO_TEAM') {
+    // Left, or removed from, their last team: they may still create one (or sign out).
+    return (
+      <Stack maw={480} mx="auto" mt="xl" p="md">
+        <Title order={3}>You are not a member of any team</Title>
+        <Text>Ask a team owner for an invitation, or create a team of your own.</Text>
+        <Group>
+          <Button onClick={() => setCreating(true)}>Create a team</Button>
+          <Button variant="default" onClick={() => signOut.mutate()} loading={signOut.isPending}>
+            Sign out
+          </Button>
+        </Group>
+        <CreateTeamModal opened={creating} onClose={() => setCreating(false)} />
+      </Stack>
+    );
+  }
   if (me.error) return <ErrorAlert error={me.error} />;
   if (!me.data) {
     const back = location.pathname + location.search;

@@ -22,6 +22,9 @@ export type AccessRule =
       /** Routes that manage the team context itself (list, create, switch) still answer when the
        * session's active team was revoked, on the user's oldest remaining team. */
       teamFallback?: boolean;
+      /** Routes about the user rather than a team (listing and creating teams): they answer a
+       * user who belongs to no team too, who has no principal then (`sessionUserOf`). */
+      teamOptional?: boolean;
     };
 
 declare module 'fastify' {
@@ -41,7 +44,10 @@ export type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<voi
  * (issue #9, "Dependencies point one way").
  */
 export interface AccessGuards {
-  session(permission: Permission | undefined, options: { teamFallback: boolean }): Hook;
+  session(
+    permission: Permission | undefined,
+    options: { teamFallback: boolean; teamOptional: boolean },
+  ): Hook;
   apiKey(scopes: readonly ApiKeyScope[]): Hook;
 }
 
@@ -66,7 +72,10 @@ function guardFor(rule: AccessRule): Hook | undefined {
   if (rule.kind === 'public') return undefined;
   const { session, apiKey } = guards();
   if (rule.kind === 'apiKey') return apiKey(rule.scopes);
-  const sessionGuard = session(rule.permission, { teamFallback: rule.teamFallback ?? false });
+  const sessionGuard = session(rule.permission, {
+    teamFallback: rule.teamFallback ?? false,
+    teamOptional: rule.teamOptional ?? false,
+  });
   const keyGuard = rule.apiKeyScopes?.length ? apiKey(rule.apiKeyScopes) : undefined;
   return async (request, reply) => {
     if (request.headers['x-api-key'] === undefined) return sessionGuard(request, reply);

@@ -21,9 +21,16 @@ export interface ApiKeyPrincipal {
   scopes: readonly string[];
 }
 
+/** The signed-in user of a session request, set by the session guard whether or not a team is resolved. */
+export interface SessionUser {
+  userId: string;
+  sessionId: string;
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
+    sessionUser: SessionUser | null;
   }
 }
 
@@ -56,4 +63,13 @@ export function apiKeyOf(request: { principal: Principal | null }): ApiKeyPrinci
   const principal = principalOf(request);
   if (principal.kind !== 'apiKey') throw new Error('route expected an API key principal');
   return principal;
+}
+
+/**
+ * The signed-in user of a route declared `teamOptional` (listing and creating teams), which also
+ * answers a user who belongs to no team (no principal then).
+ */
+export function sessionUserOf(request: { sessionUser: SessionUser | null }): SessionUser {
+  if (!request.sessionUser) throw new Error('route used sessionUserOf() without a session guard');
+  return request.sessionUser;
 }

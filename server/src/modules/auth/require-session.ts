@@ -17,13 +17,17 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * 2. for POST/PUT/PATCH/DELETE requires `Origin` = the origin of BASE_URL → 403 FORBIDDEN otherwise
  *    (CSRF defence: browsers attach the cookie to cross-site requests, but never forge Origin);
  * 3. resolves the team: the session's active team, else the user's oldest membership
- *    → 403 FORBIDDEN (`details.reason = 'NO_TEAM'`) when they belong to none;
+ *    → 403 FORBIDDEN (`details.reason = 'NO_TEAM'`) when they belong to none, except with
+ *    `teamOptional`, where the request goes on with `request.sessionUser` and no principal;
  * 4. with `permission`, checks the member's role grants it (permissions.ts)
  *    → 403 FORBIDDEN with `details.permission`;
  * 5. sets `request.principal` (kind 'session') with the role's permissions.
  * Without `permission` only membership is required. Refreshed session cookies are forwarded.
  */
-export function requireSession(permission?: Permission, options: { teamFallback?: boolean } = {}) {
+export function requireSession(
+  permission?: Permission,
+  options: { teamFallback?: boolean; teamOptional?: boolean } = {},
+) {
   return async function sessionGuard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const { database } = request.server.ctx;
     const session = await readSession(request, reply);
@@ -32,6 +36,7 @@ export function requireSession(permission?: Permission, options: { teamFallback?
     if (STATE_CHANGING_METHODS.has(request.method)) assertSameOrigin(request);
 
     const userId = session.user.id;
+    request.sessionUser = { userId, sessionId: session.session.id };
     const activeTeamId = session.session.activeOrganizationId;
     let membership: Membership | null = activeTeamId
       ? await findMembership(database.db, userId, activeTeamId)
@@ -49,8 +54,12 @@ export function requireSession(permission?: Permission, options: { teamFallback?
       const firstTeamId = await findFirstTeamId(database.db, userId);
       membership = firstTeamId ? await findMembership(database.db, userId, firstTeamId) : null;
     }
-    if (!membership)
+    if (!membership) {
+      // A user left, or removed from, their last team may still list and create teams (review
+      // finding, session 15: every route answered NO_TEAM, creating a team too, and they were stuck).
+      if (options.teamOptional) return;
       throw new AppError('FORBIDDEN', 'You are not a member of any team', { reason: 'NO_TEAM' });
+    }
     if (!isTeamRole(membership.role)) {
       throw new AppError('FORBIDDEN', 'Your role in this team grants no access', { reason: 'UNKNOWN_ROLE' });
     }

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, ok } from '../../http/envelope.ts';
-import { sessionOf } from '../../http/principal.ts';
+import { sessionOf, sessionUserOf } from '../../http/principal.ts';
 import { assertSameOrigin, authHeaders, meResponse, signedInUser } from '../auth/index.ts';
 import { acceptInvitation } from './teams.accept-invitation.service.ts';
 import * as invitations from './teams.invitations.service.ts';
@@ -65,16 +65,16 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
   app.get(
     '/api/teams',
     {
-      ...access({ kind: 'session', teamFallback: true }),
+      ...access({ kind: 'session', teamFallback: true, teamOptional: true }),
       schema: { tags: ['Teams'], security, response: { 200: teamListResponse } },
     },
-    async (request) => ok(await teams.listTeams(db(), sessionOf(request).userId)),
+    async (request) => ok(await teams.listTeams(db(), sessionUserOf(request).userId)),
   );
 
   app.post(
     '/api/teams',
     {
-      ...access({ kind: 'session', teamFallback: true }),
+      ...access({ kind: 'session', teamFallback: true, teamOptional: true }),
       schema: { tags: ['Teams'], security, body: createTeamBody, response: { 201: teamResponse } },
     },
     async (request, reply) => {
