@@ -12,6 +12,8 @@ const USAGE = `Usage: postwright <command> [options]
 Commands:
   start [--role all|api|worker]   Serve the dashboard, the API, /docs and the workers (default role: all)
   migrate                         Apply database migrations and exit
+  delete-user <email>             Delete that account (sessions, memberships, invitations it sent);
+                                  refused for a team's only owner. Stop an embedded-database server first
   pdf-renderer                    Serve the bundled Gotenberg-compatible PDF renderer on HOST:PORT
                                   (Chromium at CHROMIUM_PATH; no database needed)
   help                            Show this help
@@ -39,6 +41,7 @@ async function main(argv: string[]): Promise<number> {
     console.log('Migrations applied.');
     return 0;
   }
+  if (command === 'delete-user') return deleteUser(config, positionals[1]);
   if (command === 'pdf-renderer') return servePdfRenderer(config);
   if (command !== 'start') {
     console.error(`Unknown command "${command}".\n\n${USAGE}`);
@@ -145,3 +148,26 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/** `postwright delete-user <email>`: see deleteUserByEmail (teams module). Exit code 1 when refused. */
+async function deleteUser(config: Config, email: string | undefined): Promise<number> {
+  if (!email) {
+    console.error(`delete-user needs the account's email.\n\n${USAGE}`);
+    return 2;
+  }
+  const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  try {
+    await migrateDatabase(database);
+    const { deleteUserByEmail } = await import('./modules/teams/index.ts');
+    const { userId, teamIds } = await deleteUserByEmail(database.db, email);
+    console.log(`Deleted ${email} (${userId}); removed from ${teamIds.length} team(s).`);
+    return 0;
+  } catch (error) {
+    const { AppError } = await import('./http/errors.ts');
+    if (!(error instanceof AppError)) throw error;
+    console.error(`Not deleted: ${error.message}.`);
+    return 1;
+  } finally {
+    await database.close();
+  }
+}

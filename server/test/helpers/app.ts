@@ -18,6 +18,8 @@ export interface TestContext {
   context: Context;
   config: Config;
   queue: JobQueue;
+  /** The test database's URL (for a CLI process started on it). */
+  databaseUrl: string;
   /** Starts the job workers in this process (tests that need delivery). */
   startWorkers(): Promise<void>;
   close(): Promise<void>;
@@ -34,7 +36,7 @@ export async function createTestContext(
   env: Record<string, string> = {},
   options: { logStream?: DestinationStream; bundledPdfRenderer?: boolean } = {},
 ): Promise<TestContext> {
-  const { handle, drop } = await createTestDatabase(kind);
+  const { handle, url, drop } = await createTestDatabase(kind);
   const config = loadConfig({
     BASE_URL: TEST_BASE_URL,
     LOG_LEVEL: 'silent',
@@ -57,6 +59,7 @@ export async function createTestContext(
     context,
     config,
     queue,
+    databaseUrl: url,
     startWorkers: () => startWorkers(queue, config, bindJobHandlers(context)),
     async close() {
       await app.close();
