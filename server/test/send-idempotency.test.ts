@@ -61,6 +61,26 @@ describe('Idempotency-Key', () => {
     expect(await emailsTo('once@example.test')).toBe(1);
   });
 
+  it('replays the very bytes of the first answer: a success, a client error, a batch with an error item', async () => {
+    // Review finding, session 15: the stored answer sat in a jsonb column, which reorders keys, so
+    // a replay was equal as JSON but not as bytes (clients hashing or signing bodies saw a change).
+    const single = { templateId, to: 'bytes@example.test' };
+    const failing = { templateId: 'tpl_unknown', to: 'bytes@example.test' };
+    const batch = { emails: [single, failing, { to: 'no-template@example.test' }] };
+    for (const [key, body, url] of [
+      ['bytes-1', single, '/api/v1/send'],
+      ['bytes-2', failing, '/api/v1/send'],
+      ['bytes-3', batch, '/api/v1/send/batch'],
+    ] as const) {
+      const first = await post(apiKey, key, body, url);
+      const again = await post(apiKey, key, body, url);
+      expect(again.headers['idempotency-replayed']).toBe('true');
+      expect(again.statusCode).toBe(first.statusCode);
+      expect(again.body).toBe(first.body);
+      expect(again.headers['content-type']).toBe(first.headers['content-type']);
+    }
+  });
+
   it('answers 409 CONFLICT for the same key with a different body', async () => {
     const first = await post(apiKey, 'order-2', { templateId, to: 'a2@example.test' });
     expect(first.statusCode, first.body).toBe(202);
@@ -234,7 +254,7 @@ describe('Idempotency-Key', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     finish();
     expect(await first).toMatchObject({ status: 202, replayed: false });
-    expect(await repeat).toEqual({
+    expect(await repeat).toMatchObject({
       status: 202,
       body: { success: true, data: { id: 'eml_1' } },
       replayed: true,
@@ -261,11 +281,11 @@ describe('Idempotency-Key', () => {
     );
     expect(await storedResponseStatus('echo-1')).toBe(400);
     const again = await withIdempotency(db, scope, 'echo-1', request, run);
-    expect(again).toEqual({
-      status: 400,
-      body: { success: false, error: { code: 'NOT_FOUND', message: 'Template "\ufffdx\ufffd" not found' } },
-      replayed: true,
-    });
+    const replayed = {
+      success: false,
+      error: { code: 'NOT_FOUND', message: 'Template "\ufffdx\ufffd" not found' },
+    };
+    expect(again).toEqual({ status: 400, body: replayed, replayed: true });
     expect(runs).toBe(1);
   });
 

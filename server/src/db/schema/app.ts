@@ -393,7 +393,8 @@ export const idempotencyKeys = pgTable(
     teamId: teamId(),
     requestHash: text('request_hash').notNull(),
     responseStatus: integer('response_status'),
-    responseBody: jsonb('response_body'),
+    /** The first answer's JSON text as it was sent: a replay sends the same bytes (jsonb reordered keys). */
+    responseBody: text('response_body'),
     createdAt: ts('created_at').notNull().defaultNow(),
     expiresAt: ts('expires_at').notNull(),
   },

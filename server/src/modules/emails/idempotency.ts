@@ -110,7 +110,9 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
  * JSON). The first run's answer is stored when it is a success or a client error (4xx AppError,
  * stored as its error envelope, strings made storable by {@link storableJson}, so a replay shows
  * U+FFFD where the first answer echoed an unpaired surrogate or NUL); on any other error the key
- * is released so the client may retry. The answer is returned even when storing it fails (logged
+ * is released so the client may retry. The answer is stored as JSON text, so a replay keeps its
+ * keys' order and serialises to the same bytes (review finding, session 15: a jsonb column
+ * reordered them). The answer is returned even when storing it fails (logged
  * without the statement's values): what `run` did is committed, and an error would make the
  * client send again; the key then stays claimed without a response (a repeat answers 409
  * IN_PROGRESS) until taken as abandoned after 5 min. While `run` runs its claim is refreshed every
@@ -172,9 +174,10 @@ export async function withIdempotency(
       clearInterval(refresh);
     }
     try {
+      const text = JSON.stringify(storableJson(response.body));
       await db
         .update(idempotencyKeys)
-        .set({ responseStatus: response.status, responseBody: storableJson(response.body) })
+        .set({ responseStatus: response.status, responseBody: text })
         .where(where);
       if (Math.random() < SWEEP_PROBABILITY) await sweepExpired(db);
     } catch (error) {
@@ -196,7 +199,7 @@ export async function withIdempotency(
       });
     }
     if (row.responseStatus !== null) {
-      return { status: row.responseStatus, body: row.responseBody, replayed: true };
+      return { status: row.responseStatus, body: JSON.parse(row.responseBody ?? 'null'), replayed: true };
     }
     if (Date.now() > deadline) {
       throw new AppError('CONFLICT', 'A request with this Idempotency-Key is still being processed', {
