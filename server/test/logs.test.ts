@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOG_READS_PER_TEAM, LOG_READS_WAITING_PER_TEAM } from '../src/modules/emails/log-read-slots.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders } from './helpers/auth.ts';
 import { buildApiKey, buildTemplate, expectError, send } from './helpers/factories.ts';
@@ -74,6 +75,24 @@ describe('email logs: stats and resend', () => {
     expect(listed.statusCode, listed.body).toBe(200);
     expect(listed.json().data.items).toHaveLength(2);
     expectError(await get('/api/logs?to=2026-02-30', owner), 400, 'VALIDATION_ERROR');
+    // As `to`, a date alone takes in the whole day (review finding, session 15: from=D&to=D found
+    // nothing); instants out of 1970-9999 are a validation error, not the database's.
+    expect((await get(`/api/logs/stats?from=${today}&to=${today}`, owner)).json().data.total).toBe(2);
+    expect((await get(`/api/logs?from=${today}&to=${today}`, owner)).json().data.items).toHaveLength(2);
+    for (const bound of [
+      'from=0000-01-01',
+      'to=9999-12-31T23:59:59-23:59',
+      'from=0001-01-01T00:00:00%2B01:00',
+    ]) {
+      const error = expectError(await get(`/api/logs?${bound}`, owner), 400, 'VALIDATION_ERROR');
+      expect(error.details.issues[0].path).toMatch(/^querystring\.(from|to)$/);
+      expectError(await get(`/api/logs/stats?${bound}`, owner), 400, 'VALIDATION_ERROR');
+    }
+    // Every status timestamp is on the log, spamAt too.
+    expect((await get(`/api/logs/${ok.id}`, owner)).json().data).toMatchObject({
+      spamAt: null,
+      failedAt: null,
+    });
     const logsKey = (await buildApiKey(ctx.app, owner, { scopes: ['logs:read'] })).key;
     const byKey = await ctx.app.inject({
       method: 'GET',
@@ -81,6 +100,35 @@ describe('email logs: stats and resend', () => {
       headers: { 'x-api-key': logsKey },
     });
     expect(byKey.json().data.total).toBe(2); // the team's only emails
+  });
+
+  it('runs at most a few log reads of one team at once: a flood of its searches is refused in part, another team reads on', async () => {
+    // Review finding, session 15: 20 concurrent searches of one team's 200,000 logs held the whole
+    // database pool for seconds, and another team's send waited 9 s to be accepted.
+    const flooding = await newTeam();
+    const other = await newTeam();
+    const searches = await Promise.all(
+      Array.from({ length: LOG_READS_PER_TEAM + LOG_READS_WAITING_PER_TEAM + 10 }, (_, i) =>
+        get(`/api/logs?search=${'x'.repeat(150)}${i}`, flooding.owner),
+      ),
+    );
+    const statuses = searches.map((response) => response.statusCode);
+    expect(statuses.filter((status) => status === 200).length).toBeGreaterThanOrEqual(
+      LOG_READS_PER_TEAM + LOG_READS_WAITING_PER_TEAM,
+    );
+    const refused = searches.filter((response) => response.statusCode === 429);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused[0]!.json().error).toMatchObject({
+      code: 'RATE_LIMITED',
+      details: { retryAfterSeconds: 1 },
+    });
+    expect(statuses.every((status) => status === 200 || status === 429)).toBe(true);
+    const [mine, stats] = await Promise.all([
+      get('/api/logs', other.owner),
+      get('/api/logs/stats', other.owner),
+    ]);
+    expect(mine.statusCode).toBe(200);
+    expect(stats.statusCode).toBe(200);
   });
 
   it('resends a failed email as a new queued email with the same recipients and variables', async () => {

@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gte, ilike, lte, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, ilike, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
@@ -246,8 +246,7 @@ export const emailRepository = {
     const conditions: SQL[] = [eq(emailLogs.teamId, teamId)];
     if (query.status) conditions.push(eq(emailLogs.status, query.status));
     if (query.templateId) conditions.push(eq(emailLogs.templateId, query.templateId));
-    if (query.from) conditions.push(gte(emailLogs.createdAt, new Date(query.from)));
-    if (query.to) conditions.push(lte(emailLogs.createdAt, new Date(query.to)));
+    conditions.push(...createdWithin(query));
     if (query.search) {
       const pattern = containsPattern(query.search);
       conditions.push(
@@ -278,8 +277,7 @@ export const emailRepository = {
     range: { from?: string | undefined; to?: string | undefined },
   ): Promise<Map<string, number>> {
     const conditions: SQL[] = [eq(emailLogs.teamId, teamId)];
-    if (range.from) conditions.push(gte(emailLogs.createdAt, new Date(range.from)));
-    if (range.to) conditions.push(lte(emailLogs.createdAt, new Date(range.to)));
+    conditions.push(...createdWithin(range));
     const rows = await db
       .select({ status: emailLogs.status, n: count() })
       .from(emailLogs)
@@ -447,3 +445,21 @@ export const emailRepository = {
       );
   },
 };
+
+/** A date alone (`2026-11-27`), as a range bound may be given. */
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+const DAY_MS = 86_400_000;
+
+/**
+ * The conditions of a log range on createdAt: from `from` on, up to and including `to`; a `to`
+ * given as a date alone takes in that whole day (UTC), up to the next midnight (review finding,
+ * session 15: `from=D&to=D` found nothing, `to` read as 00:00 that day).
+ */
+function createdWithin(range: { from?: string | undefined; to?: string | undefined }): SQL[] {
+  const conditions: SQL[] = [];
+  if (range.from) conditions.push(gte(emailLogs.createdAt, new Date(range.from)));
+  if (range.to && DATE_ONLY.test(range.to)) {
+    conditions.push(lt(emailLogs.createdAt, new Date(Date.parse(range.to) + DAY_MS)));
+  } else if (range.to) conditions.push(lte(emailLogs.createdAt, new Date(range.to)));
+  return conditions;
+}

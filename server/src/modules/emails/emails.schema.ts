@@ -55,11 +55,19 @@ export const emailStatusView = z.object({
   hasPdfAttachment: z.boolean(),
 });
 
+/** Latest instant a range bound may name (9999-12-31T23:59:59.999Z; PostgreSQL takes later ones, JS dates not). */
+const LAST_INSTANT_MS = 253_402_300_799_999;
+
 /**
  * A bound of a log range (spec: ISO 8601): a date-time with its offset (`2026-11-27T10:00:00Z`,
- * `…+01:00`), or a date alone (`2026-11-27`: 00:00 UTC that day).
+ * `…+01:00`), or a date alone (`2026-11-27`: as `from` 00:00 UTC that day, as `to` the whole day,
+ * see emails.repository.ts `createdWithin`), between 1970 and 9999 (an instant outside failed in
+ * the database as unsupported data; review finding, session 15).
  */
-const isoDate = z.union([z.iso.datetime({ offset: true }), z.iso.date()]);
+const isoDate = z.union([z.iso.datetime({ offset: true }), z.iso.date()]).refine((value) => {
+  const at = Date.parse(value);
+  return at >= 0 && at <= LAST_INSTANT_MS;
+}, 'must lie between 1970-01-01 and 9999-12-31 (UTC)');
 
 export const logListQuery = paginationQuery.extend({
   status: z.enum(EMAIL_STATUSES).optional(),
@@ -112,6 +120,7 @@ export const logView = logListItem.extend({
   clickedAt: z.string().nullable(),
   bouncedAt: z.string().nullable(),
   failedAt: z.string().nullable(),
+  spamAt: z.string().nullable(),
   updatedAt: z.string(),
   events: z.array(emailEventView),
   ...sendFieldsViewShape,

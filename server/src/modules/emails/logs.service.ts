@@ -13,6 +13,7 @@ import {
   emailRepository,
 } from './emails.repository.ts';
 import type { LogListQuery } from './emails.schema.ts';
+import { withTeamLogRead } from './log-read-slots.ts';
 import { loadSendFields } from './send-fields.ts';
 
 /** List item (spec "Email log": list items carry …). */
@@ -49,6 +50,7 @@ export function presentLog(row: EmailLogRow, events: EmailEventRow[]) {
     clickedAt: isoOrNull(row.clickedAt),
     bouncedAt: isoOrNull(row.bouncedAt),
     failedAt: isoOrNull(row.failedAt),
+    spamAt: isoOrNull(row.spamAt),
     updatedAt: row.updatedAt.toISOString(),
     events: events.map((e) => ({
       status: e.status,
@@ -135,13 +137,17 @@ export async function getLogRecipients(db: Executor, teamId: string, id: string)
   return presentRecipients(row, copy?.cc ?? [], copy?.bcc ?? [], rows);
 }
 
-/** Paginated logs, newest first, filtered as the spec's `GET /api/logs` query says. */
+/**
+ * Paginated logs, newest first, filtered as the spec's `GET /api/logs` query says; at most
+ * LOG_READS_PER_TEAM of a team's log reads run at once (log-read-slots.ts).
+ * @throws RATE_LIMITED (429) when too many of the team's log reads wait.
+ */
 export async function listLogs(
   db: Executor,
   teamId: string,
   query: LogListQuery,
 ): Promise<Page<ReturnType<typeof presentLogListItem>>> {
-  const { rows, total } = await emailRepository.list(db, teamId, query);
+  const { rows, total } = await withTeamLogRead(teamId, () => emailRepository.list(db, teamId, query));
   return page(rows.map(presentLogListItem), total, query.page, query.pageSize);
 }
 
@@ -207,7 +213,7 @@ export async function getLogStats(
   teamId: string,
   range: { from?: string | undefined; to?: string | undefined },
 ): Promise<{ total: number } & Record<EmailStatus, number>> {
-  const counts = await emailRepository.countByStatus(db, teamId, range);
+  const counts = await withTeamLogRead(teamId, () => emailRepository.countByStatus(db, teamId, range));
   const byStatus = Object.fromEntries(
     EMAIL_STATUSES.map((status) => [status, counts.get(status) ?? 0]),
   ) as Record<EmailStatus, number>;
