@@ -358,6 +358,39 @@ describe('outbound webhooks (issue #11)', () => {
     });
   });
 
+  it('numbers a redelivery and the scheduled retry after it apart (every record its own attemptCount)', async () => {
+    // Review finding, session 15: redeliver took the highest recorded number + 1 and left the
+    // retry's outbox row as it was: both were recorded as attempt 2.
+    const hook = await buildWebhook(['email.sent']);
+    receiver.answer(hook.path, (nth) => (nth === 1 ? { status: 500 } : { status: 200 }));
+    await sendOne('numbered@example.test');
+    // Hold the scheduled retry (attempt 2) back while the redelivery is made.
+    await waitFor(async () => {
+      const { rows } = (await db().execute(sql`update webhook_outbox set due_at = now() + interval '1 hour'
+          where webhook_id = ${hook.id} and attempt = 2 and leased_until is null returning id`)) as unknown as {
+        rows: unknown[];
+      };
+      return rows.length > 0 ? true : undefined;
+    }, 20_000);
+    const [first] = await deliveriesOf(hook.id);
+    expect(first).toMatchObject({ attemptCount: 1, success: false });
+    const again = await dataOf(
+      await dashboardCall(
+        ctx.app,
+        owner,
+        'POST',
+        `/api/webhooks/${hook.id}/deliveries/${first.id}/redeliver`,
+      ),
+    );
+    expect(again).toMatchObject({ attemptCount: 2, success: true });
+    await db().execute(sql`update webhook_outbox set due_at = now() where webhook_id = ${hook.id}`);
+    const records = await waitFor(async () => {
+      const list = await deliveriesOf(hook.id);
+      return list.length === 3 ? list : undefined;
+    }, 20_000);
+    expect(records.map((record: { attemptCount: number }) => record.attemptCount).sort()).toEqual([1, 2, 3]);
+  });
+
   it('stops after the last attempt of the schedule, counting consecutive failures', async () => {
     const hook = await buildWebhook(['email.sent']);
     receiver.answer(hook.path, () => ({ status: 503 }));

@@ -1,4 +1,4 @@
-import { and, desc, eq, getTableName, inArray, max, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableName, inArray, lte, max, type SQL, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
@@ -429,6 +429,34 @@ export const webhookRepository = {
         ),
       );
     return row;
+  },
+
+  /**
+   * Takes the number of a manual attempt (redeliver) of a message to a webhook: one past the
+   * highest recorded, and at least the attempt its outbox row (a scheduled retry) waits to make,
+   * which then moves one on, so no two records share a number (review finding, session 15: a
+   * redelivery and the retry after it were both recorded as attempt 2).
+   */
+  async takeManualAttempt(db: Executor, webhookId: string, messageId: string): Promise<number> {
+    const recorded = await this.lastAttempt(db, webhookId, messageId);
+    const [pending] = await db
+      .select({ attempt: max(webhookOutbox.attempt) })
+      .from(webhookOutbox)
+      .where(and(eq(webhookOutbox.webhookId, webhookId), eq(webhookOutbox.messageId, messageId)));
+    const attempt = Math.max(recorded + 1, pending?.attempt ?? 0);
+    if (pending?.attempt != null) {
+      await db
+        .update(webhookOutbox)
+        .set({ attempt: attempt + 1 })
+        .where(
+          and(
+            eq(webhookOutbox.webhookId, webhookId),
+            eq(webhookOutbox.messageId, messageId),
+            lte(webhookOutbox.attempt, attempt),
+          ),
+        );
+    }
+    return attempt;
   },
 
   /** The highest attempt number recorded for a message to a webhook (0 when none). */

@@ -288,7 +288,7 @@ export async function redeliver(
       'This delivery has no payload to send again',
     );
   }
-  const attempt = (await webhookRepository.lastAttempt(deps.db, id, delivery.messageId)) + 1;
+  const attempt = await webhookRepository.takeManualAttempt(deps.db, id, delivery.messageId);
   const outcome = await attemptDelivery(webhookClientFor(deps.config), deps.encryptionKey, {
     webhook,
     messageId: delivery.messageId,
