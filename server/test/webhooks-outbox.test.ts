@@ -42,7 +42,9 @@ const claim = (overrides: Partial<OutboxClaim> = {}): OutboxClaim => ({
   leaseSeconds: 30,
   cap: 10,
   inFlight: {},
+  teamInFlight: {},
   capped: [],
+  cappedTeams: [],
   ...overrides,
 });
 

@@ -654,6 +654,7 @@ describe('outbound webhooks (issue #11)', () => {
         row: {
           id: '999999999',
           webhookId: hook.id,
+          teamId: owner.teamId,
           messageId: 'msg_late',
           event: 'email.sent',
           body: '{}',

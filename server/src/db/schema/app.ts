@@ -315,6 +315,11 @@ export const webhookOutbox = pgTable(
     webhookId: text('webhook_id')
       .notNull()
       .references(() => webhooks.id, { onDelete: 'cascade' }),
+    /**
+     * The webhook's team, copied when the row is written: the claim caps each team's rows, so two
+     * webhooks of one team cannot take every delivery slot (review finding, session 15).
+     */
+    teamId: text('team_id'),
     messageId: text('message_id').notNull(),
     event: text('event').notNull(),
     body: text('body').notNull(),

@@ -111,6 +111,10 @@ export class WebhookDispatcher {
   readonly #held = new Map<string, ClaimedAttempt>();
   /** Rows held per webhook (at most CLAIM_AHEAD × the cap). */
   readonly #perWebhook = new Map<string, number>();
+  /** Rows held per team (at most CLAIM_AHEAD × the cap, however many webhooks it has). */
+  readonly #perTeam = new Map<string, number>();
+  /** Requests in flight per team (at most the cap: two slow webhooks of one team leave half the slots). */
+  readonly #teamRequests = new Map<string, number>();
   /** Claimed rows waiting for a request slot, per webhook, in claim order. */
   readonly #waiting = new Map<string, Waiting[]>();
   /** Requests in flight per webhook, and in all. */
@@ -257,27 +261,47 @@ export class WebhookDispatcher {
     });
   }
 
-  /** A claim of up to `limit` rows with this process's per-webhook counts (`without`: rows leaving). */
-  #claim(limit: number, without?: Map<string, number>) {
+  /**
+   * A claim of up to `limit` rows with this process's per-webhook and per-team counts (`without`:
+   * rows leaving, per webhook and per team).
+   */
+  #claim(limit: number, without?: { webhooks: Map<string, number>; teams: Map<string, number> }) {
     const inFlight: Record<string, number> = {};
     const capped: string[] = [];
     for (const [webhookId, count] of this.#perWebhook) {
-      const held = count - (without?.get(webhookId) ?? 0);
+      const held = count - (without?.webhooks.get(webhookId) ?? 0);
       if (held <= 0) continue;
       inFlight[webhookId] = held;
       if (held >= CLAIM_AHEAD * this.#cap) capped.push(webhookId);
     }
-    return { limit, leaseSeconds: WEBHOOK_LEASE_SECONDS, cap: CLAIM_AHEAD * this.#cap, inFlight, capped };
+    const teamInFlight: Record<string, number> = {};
+    const cappedTeams: string[] = [];
+    for (const [teamId, count] of this.#perTeam) {
+      const held = count - (without?.teams.get(teamId) ?? 0);
+      if (held <= 0) continue;
+      teamInFlight[teamId] = held;
+      if (held >= CLAIM_AHEAD * this.#cap) cappedTeams.push(teamId);
+    }
+    return {
+      limit,
+      leaseSeconds: WEBHOOK_LEASE_SECONDS,
+      cap: CLAIM_AHEAD * this.#cap,
+      inFlight,
+      teamInFlight,
+      capped,
+      cappedTeams,
+    };
   }
 
   /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
   #handoffFor(items: readonly RecordedAttempt[]) {
     if (this.#stopping) return undefined;
-    const leaving = new Map<string, number>();
+    const leaving = { webhooks: new Map<string, number>(), teams: new Map<string, number>() };
     let count = 0;
     for (const { row } of items) {
       if (!row || !this.#held.has(row.id)) continue;
-      leaving.set(row.webhookId, (leaving.get(row.webhookId) ?? 0) + 1);
+      leaving.webhooks.set(row.webhookId, (leaving.webhooks.get(row.webhookId) ?? 0) + 1);
+      leaving.teams.set(row.teamId, (leaving.teams.get(row.teamId) ?? 0) + 1);
       count++;
     }
     return count > 0 ? this.#claim(count, leaving) : undefined;
@@ -291,6 +315,7 @@ export class WebhookDispatcher {
     for (const row of rows) {
       this.#held.set(row.id, row);
       this.#perWebhook.set(row.webhookId, (this.#perWebhook.get(row.webhookId) ?? 0) + 1);
+      this.#perTeam.set(row.teamId, (this.#perTeam.get(row.teamId) ?? 0) + 1);
     }
     // Stopping (a recording that began before stop() claimed these): back at once, unstarted.
     if (this.#stopping) {
@@ -311,14 +336,18 @@ export class WebhookDispatcher {
     for (const webhookId of new Set(rows.map((row) => row.webhookId))) this.#pump(webhookId);
   }
 
-  /** Starts waiting rows of `webhookId` while it and the process have request slots free. */
+  /** Starts waiting rows of `webhookId` while it, its team and the process have request slots free. */
   #pump(webhookId: string): void {
     const queue = this.#waiting.get(webhookId);
     if (!queue) return;
     let requests = this.#requests.get(webhookId) ?? 0;
     while (queue.length > 0 && requests < this.#cap && this.#requesting < this.#maxRequests) {
+      const { teamId } = queue[0]!.row;
+      const teamRequests = this.#teamRequests.get(teamId) ?? 0;
+      if (teamRequests >= this.#cap) break;
       const next = queue.shift()!;
       requests++;
+      this.#teamRequests.set(teamId, teamRequests + 1);
       this.#requesting++;
       void this.#attempt(next)
         .catch((error: unknown) => this.#onError(error))
@@ -328,16 +357,24 @@ export class WebhookDispatcher {
     if (queue.length === 0) this.#waiting.delete(webhookId);
   }
 
-  /** A request of `webhookId` ended: its slot goes to the next waiting row (its webhook's first). */
-  #requestDone(webhookId: string): void {
+  /**
+   * A request of `row`'s webhook ended: its slot goes to the next waiting row (its webhook's first,
+   * then, when the process's or the team's slots were all taken, the other webhooks').
+   */
+  #requestDone(row: ClaimedAttempt): void {
+    const { webhookId, teamId } = row;
     const requests = (this.#requests.get(webhookId) ?? 1) - 1;
     if (requests > 0) this.#requests.set(webhookId, requests);
     else this.#requests.delete(webhookId);
+    const teamRequests = (this.#teamRequests.get(teamId) ?? 1) - 1;
+    const teamWasFull = teamRequests + 1 >= this.#cap;
+    if (teamRequests > 0) this.#teamRequests.set(teamId, teamRequests);
+    else this.#teamRequests.delete(teamId);
     const full = this.#requesting === this.#maxRequests;
     this.#requesting--;
     this.#pump(webhookId);
-    // The process's slots were all taken: rows of other webhooks may be waiting for this one.
-    if (full) for (const waiting of [...this.#waiting.keys()]) this.#pump(waiting);
+    // The process's (or the team's) slots were all taken: rows of other webhooks may be waiting.
+    if (full || teamWasFull) for (const waiting of [...this.#waiting.keys()]) this.#pump(waiting);
   }
 
   /** A row's attempt is recorded (or could not be): it is no longer held. */
@@ -346,6 +383,9 @@ export class WebhookDispatcher {
     const count = (this.#perWebhook.get(row.webhookId) ?? 1) - 1;
     if (count > 0) this.#perWebhook.set(row.webhookId, count);
     else this.#perWebhook.delete(row.webhookId);
+    const teamCount = (this.#perTeam.get(row.teamId) ?? 1) - 1;
+    if (teamCount > 0) this.#perTeam.set(row.teamId, teamCount);
+    else this.#perTeam.delete(row.teamId);
     if (this.#held.size === 0) this.#drained?.();
     // Free room (the hand-off refills most) worth a fetch before the poll; not after an empty
     // fetch: the due rows left are then those of webhooks at their cap (see BUSY_POLL_MS).
@@ -388,7 +428,7 @@ export class WebhookDispatcher {
     try {
       attempt = await this.#outcomeOf(row, (await webhooks).get(row.webhookId));
     } finally {
-      this.#requestDone(row.webhookId);
+      this.#requestDone(row);
     }
     await this.#recorder.record(attempt);
   }

@@ -46,6 +46,7 @@ export function createWebhookOutbox(): StatusChangeListener {
     // The sends' metadata and tags ride in the payloads (issue #11), read for subscribed emails only.
     const callerFields = await callerFieldsOf(tx, emails.filter(subscribed));
     const webhookIds: string[] = [];
+    const rowTeamIds: string[] = [];
     const messageIds: string[] = [];
     const events: string[] = [];
     const bodies: string[] = [];
@@ -58,15 +59,16 @@ export function createWebhookOutbox(): StatusChangeListener {
           eventPayload({ ...email, ...callerFields.get(email.id) }, email.updatedAt ?? now),
         );
         webhookIds.push(webhook.id);
+        rowTeamIds.push(webhook.teamId);
         messageIds.push(newId('webhookMessage'));
         events.push(event);
         bodies.push(body);
       }
     }
     if (webhookIds.length === 0) return;
-    await tx.execute(sql`insert into ${webhookOutbox} (webhook_id, message_id, event, body)
-      select * from unnest(${sql.param(webhookIds)}::text[], ${sql.param(messageIds)}::text[],
-        ${sql.param(events)}::text[], ${sql.param(bodies)}::text[])`);
+    await tx.execute(sql`insert into ${webhookOutbox} (webhook_id, team_id, message_id, event, body)
+      select * from unnest(${sql.param(webhookIds)}::text[], ${sql.param(rowTeamIds)}::text[],
+        ${sql.param(messageIds)}::text[], ${sql.param(events)}::text[], ${sql.param(bodies)}::text[])`);
     for (const listener of outboxListeners) listener();
   };
   // Nothing to enqueue exactly when no active webhook of these teams subscribes to these events

@@ -58,6 +58,8 @@ export interface ClaimedAttempt {
   /** The outbox row's id (a bigint, as text). */
   id: string;
   webhookId: string;
+  /** The webhook's team (the webhook's id for a row written before rows named their team). */
+  teamId: string;
   /** The Standard Webhooks `webhook-id`, the same for every attempt of the message. */
   messageId: string;
   event: string;
@@ -73,7 +75,8 @@ export interface ClaimedAttempt {
 /**
  * A claim of due outbox rows: at most `limit`, in due order, leased for `leaseSeconds` (their
  * `leasedUntil`; rows whose lease has not lapsed are not due), skipping rows locked by other claimants and the webhooks in
- * `capped`, and taking at most `cap - inFlight[webhookId]` rows of each webhook.
+ * `capped`, and taking at most `cap - inFlight[webhookId]` rows of each webhook and
+ * `cap - teamInFlight[teamId]` of each team.
  */
 export interface OutboxClaim {
   limit: number;
@@ -81,8 +84,12 @@ export interface OutboxClaim {
   cap: number;
   /** Attempts of each webhook this process already holds (absent: none). */
   inFlight: Record<string, number>;
+  /** Attempts of each team this process already holds (absent: none); a team takes `cap` at most too. */
+  teamInFlight: Record<string, number>;
   /** Webhooks whose rows are not even looked at (at their cap here). */
   capped: string[];
+  /** Teams whose rows are not even looked at (at their cap here). */
+  cappedTeams: string[];
 }
 
 /**
@@ -328,7 +335,7 @@ export const webhookRepository = {
     const pool = poolOf(db);
     if (!pool) throw new Error('claimAttempts: runs on the database, not in a transaction');
     claimStatement ??= new NamedStatement<ClaimValues>(sql`with handed as (${claimSql(hiddenPlaceholder)})
-      select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
+      select h.id::text as id, h.webhook_id, h.team_key, h.message_id, h.event, h.body, h.attempt, h.claims,
           ${UPDATED_MS} as webhook_updated_ms, w.is_active as webhook_active
         from handed h left join ${webhooks} w on w.id = h.webhook_id
         order by h.id`);
@@ -550,7 +557,9 @@ type ClaimValues = {
   claimLease: number;
   claimCap: number;
   claimInFlight: string;
+  claimTeamInFlight: string;
   claimCapped: string[];
+  claimCappedTeams: string[];
 };
 
 /** The values of recordAttempts' statement: its placeholders. */
@@ -568,6 +577,7 @@ type RecordValues = {
 type ClaimRow = {
   id: string;
   webhook_id: string;
+  team_key: string;
   message_id: string;
   event: string;
   body: string;
@@ -582,6 +592,7 @@ function claimedAttempt(row: ClaimRow): ClaimedAttempt {
   return {
     id: row.id,
     webhookId: row.webhook_id,
+    teamId: row.team_key,
     messageId: row.message_id,
     event: row.event,
     body: row.body,
@@ -601,7 +612,9 @@ function claimValues(claim: OutboxClaim | undefined): ClaimValues {
     claimLease: claim?.leaseSeconds ?? 0,
     claimCap: claim?.cap ?? 0,
     claimInFlight: JSON.stringify(claim?.inFlight ?? {}),
+    claimTeamInFlight: JSON.stringify(claim?.teamInFlight ?? {}),
     claimCapped: claim?.capped ?? [],
+    claimCappedTeams: claim?.cappedTeams ?? [],
   };
 }
 
@@ -609,7 +622,7 @@ function claimValues(claim: OutboxClaim | undefined): ClaimValues {
  * The claim of due outbox rows (see {@link OutboxClaim}) as an `update … returning` (for a CTE):
  * the first `claimLimit` due rows in due order, rows locked by another claimant skipped, the
  * webhooks of `claimCapped` not looked at, at most `claimCap - claimInFlight[webhook]` of each
- * webhook taken; each taken row's `leased_until` moves to the end of its lease and its `claims` up
+ * webhook and `claimCap - claimTeamInFlight[team]` of each team taken; each taken row's `leased_until` moves to the end of its lease and its `claims` up
  * (no indexed column written: an update in place, see db/schema `webhookOutbox`). `exclude` (an SQL
  * condition on the candidate row `w`) keeps rows out.
  * `value(key)` is where each value goes (a placeholder, or the value itself).
@@ -620,23 +633,30 @@ function claimSql(value: ValueAt<keyof ClaimValues>, exclude: SQL = sql`true`): 
         claims = o.claims + 1
       where o.id = any(array(
         select r.id from (
-          select c.id, c.webhook_id, row_number() over (partition by c.webhook_id
-              order by c.due_at, c.id) as position
+          select c.id, c.webhook_id, c.team_key, row_number() over (partition by c.webhook_id
+              order by c.due_at, c.id) as position,
+            row_number() over (partition by c.team_key order by c.due_at, c.id) as team_position
           from (
-            select w.id, w.webhook_id, w.due_at from ${webhookOutbox} w
+            select w.id, w.webhook_id, coalesce(w.team_id, w.webhook_id) as team_key, w.due_at
+            from ${webhookOutbox} w
             where w.due_at <= ${NOW_MS} and (w.leased_until is null or w.leased_until < ${NOW_MS})
               -- Not "<> all(…)": with the array unknown to the planner (a generic plan) and few
               -- webhooks in the table, PostgreSQL estimated that almost no row passes it and chose
               -- to read and sort the whole outbox on every claim; a subquery counts as half.
-              and not (w.webhook_id in (select unnest(${value('claimCapped', 'text[]')}))) and (${exclude})
+              and not (w.webhook_id in (select unnest(${value('claimCapped', 'text[]')})))
+              and not (coalesce(w.team_id, w.webhook_id) in (select unnest(${value('claimCappedTeams', 'text[]')})))
+              and (${exclude})
             order by w.due_at
             limit ${value('claimLimit', 'integer')}
             for update skip locked
           ) c
         ) r
         where r.position <= ${value('claimCap', 'integer')}
-          - coalesce((${value('claimInFlight', 'jsonb')} ->> r.webhook_id)::integer, 0)))
-      returning o.id, o.webhook_id, o.message_id, o.event, o.body, o.attempt, o.claims`;
+            - coalesce((${value('claimInFlight', 'jsonb')} ->> r.webhook_id)::integer, 0)
+          and r.team_position <= ${value('claimCap', 'integer')}
+            - coalesce((${value('claimTeamInFlight', 'jsonb')} ->> r.team_key)::integer, 0)))
+      returning o.id, o.webhook_id, coalesce(o.team_id, o.webhook_id) as team_key, o.message_id,
+        o.event, o.body, o.attempt, o.claims`;
 }
 
 /**
@@ -729,7 +749,7 @@ function recordAttemptsSql(asyncCommit: boolean, value: ValueAt<keyof RecordValu
             or ${webhooks.lastSuccessAt} < v.last_success_at - ${TIMESTAMPS_THROTTLE})))
         returning ${webhooks.id} as id, ${webhooks.isActive} as is_active
       )
-      select h.id::text as id, h.webhook_id, h.message_id, h.event, h.body, h.attempt, h.claims,
+      select h.id::text as id, h.webhook_id, h.team_key, h.message_id, h.event, h.body, h.attempt, h.claims,
           ${UPDATED_MS} as webhook_updated_ms, coalesce(u.is_active, w.is_active) as webhook_active
         from handed h left join ${webhooks} w on w.id = h.webhook_id
           left join updated u on u.id = w.id

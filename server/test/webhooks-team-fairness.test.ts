@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { dashboardCall, dataOf, send } from './helpers/factories.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
+import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
+import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-receiver.ts';
+
+/**
+ * A team's webhooks together take at most half a worker's delivery slots and claimed rows, like one
+ * webhook (review finding, session 15: two webhooks of one team whose receiver hangs held every
+ * slot and every claimed row until their whole backlog had timed out; another team's delivery
+ * waited 15.8 s with 32 rows, about an hour with the defaults and 24,000).
+ */
+describe('webhook delivery slots across teams', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+  let receiver: WebhookReceiver;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres', {
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      WORKER_CONCURRENCY: '4',
+      WEBHOOK_TIMEOUT_SECONDS: '1',
+      WEBHOOK_RETRY_SCHEDULE: '3600',
+    });
+    smtp = await startTestSmtpServer();
+    receiver = await startWebhookReceiver();
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+    await receiver?.close();
+  });
+
+  it("delivers another team's event while one team's two webhooks time out on a backlog", async () => {
+    const slow = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    const fast = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    receiver.answer('/hang', () => ({ delayMs: 5_000 }));
+    for (const name of ['hang-a', 'hang-b']) {
+      await dataOf(
+        await dashboardCall(ctx.app, slow.owner, 'POST', '/api/webhooks', {
+          name,
+          url: receiver.url('/hang'),
+          events: ['email.sent'],
+        }),
+        201,
+      );
+    }
+    await dataOf(
+      await dashboardCall(ctx.app, fast.owner, 'POST', '/api/webhooks', {
+        name: 'fast',
+        url: receiver.url('/fast'),
+        events: ['email.sent'],
+      }),
+      201,
+    );
+    for (let i = 0; i < 16; i++) {
+      const response = await send(ctx.app, slow.key, {
+        templateId: slow.templateId,
+        to: `slow${i}@example.test`,
+      });
+      expect(response.statusCode).toBe(202);
+    }
+    await waitFor(async () => (receiver.to('/hang').length >= 2 ? true : undefined), 20_000);
+    const started = Date.now();
+    expect(
+      (await send(ctx.app, fast.key, { templateId: fast.templateId, to: 'fast@example.test' })).statusCode,
+    ).toBe(202);
+    await waitFor(async () => (receiver.to('/fast').length === 1 ? true : undefined), 20_000);
+    // Its email is sent and its event delivered within a few of the slow attempts' 1 s timeouts,
+    // not after the slow team's 32 attempts (16 s with 4 slots).
+    expect(Date.now() - started).toBeLessThan(6_000);
+  });
+});
