@@ -62,6 +62,9 @@ const zodCompilersFactory = {
 /** 10 MB (issue #2): larger bodies get 400 INVALID_INPUT. */
 export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 
+/** Longest time a request may take to arrive, headers and body (ms; review finding, session 15). */
+export const REQUEST_TIMEOUT_MS = 120_000;
+
 /**
  * Builds the Fastify app over `context` (see createContext): envelope and error handling, OpenAPI
  * at `/docs` (JSON at `/docs/json`), health endpoints, better-auth, every module's routes and the
@@ -73,6 +76,9 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: context.logger,
     bodyLimit: BODY_LIMIT_BYTES,
+    // A request must arrive whole within this time (Fastify's default 0 also turned off Node's own
+    // 300 s): a client trickling a body held its connection, and a stopping server, indefinitely.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     trustProxy: fastifyTrustProxy(context.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     clientErrorHandler,

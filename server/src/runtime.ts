@@ -63,7 +63,7 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
-      await app?.close();
+      if (app) await closeWithin(app, SHUTDOWN_GRACE_MS);
       await queue.stop();
       await context.close();
       await database.close();
@@ -71,4 +71,22 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
     return stopping;
   };
   return { context, database, queue, app, url, stop };
+}
+
+/**
+ * How long a stopping server lets its requests in progress finish before it closes their
+ * connections (ms). Without a bound, one client holding a request open (a body announced but never
+ * sent, trickled a byte at a time) kept a SIGTERM'd process running for as long as it liked, its
+ * workers still claiming jobs (review finding, session 15).
+ */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+/** Closes `app` (no new connections, requests in progress finish), cutting what is left after `graceMs`. */
+async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
+  const timer = setTimeout(() => app.server.closeAllConnections(), graceMs);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(timer);
+  }
 }
