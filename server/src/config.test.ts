@@ -62,6 +62,26 @@ describe('loadConfig', () => {
   });
 });
 
+describe('loadConfig refuses unusable URLs with a ConfigError naming the variable (no stack trace)', () => {
+  // Review finding, session 15: these threw a TypeError or URIError, one of them only after start-up.
+  const key = Buffer.alloc(32, 1).toString('base64');
+  it.each([
+    ['OIDC_ISSUER', { OIDC_ISSUER: 'not a url', OIDC_CLIENT_ID: 'a', OIDC_CLIENT_SECRET: 'b' }],
+    ['PDF_RENDERER_URL', { PDF_RENDERER_URL: 'http://u:pa%zz@127.0.0.1:3000' }],
+    ['DATABASE_URL', { DATABASE_URL: 'postgres://u:secret@localhost:99999/db', ENCRYPTION_KEY: key }],
+  ])('%s', (name, env) => {
+    let thrown: unknown;
+    try {
+      loadConfig(env);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as Error).message).toMatch(new RegExp(`^Invalid ${name}: `));
+    expect((thrown as Error).message).not.toContain('secret');
+  });
+});
+
 describe('resolveEncryptionKey', () => {
   it('generates a key once in DATA_DIR and reads the same key afterwards', () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-'));

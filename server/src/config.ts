@@ -12,9 +12,28 @@ const booleanFromEnv = z.enum(['true', 'false', '1', '0']).transform((v) => v ==
  * for loopback hosts only, so tests and local development can run an identity provider on 127.0.0.1.
  */
 function isAcceptableIssuer(value: string): boolean {
-  const url = new URL(value);
+  // zod runs a refine even after `.url()` failed: an unparsable value is refused here, not thrown.
+  const url = URL.parse(value);
+  if (!url) return false;
   if (url.protocol === 'https:') return true;
   return url.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+}
+
+/**
+ * Whether the user name and password of `value` (a URL) are well-formed percent-encoding: the PDF
+ * client decodes them into its Basic credentials, and `%zz` failed there after start-up, with a
+ * stack trace (review finding, session 15).
+ */
+function hasDecodableCredentials(value: string): boolean {
+  const url = URL.parse(value);
+  if (!url) return false;
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A PROVIDER_ENDPOINT_* base URL: http(s) only (issue #10). */
@@ -30,6 +49,10 @@ const envSchema = z.object({
   DATABASE_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .refine(
+      (value) => URL.canParse(value),
+      'must be a valid URL (host, port 0-65535, percent-encoded password)',
+    )
     .optional(),
   ENCRYPTION_KEY: z
     .string()
@@ -109,7 +132,10 @@ const envSchema = z.object({
   S3_PUBLIC_URL: z.url().optional(),
   // PDF attachments and template thumbnails (issue #12). A Gotenberg-compatible renderer; unset, the
   // all-in-one `postwright start` runs the bundled one in-process when Chromium is at CHROMIUM_PATH.
-  PDF_RENDERER_URL: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+  PDF_RENDERER_URL: z
+    .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+    .refine(hasDecodableCredentials, 'its user name and password must be percent-encoded (e.g. %40 for @)')
+    .optional(),
   // `postwright pdf-renderer`: the HTTP Basic credentials it requires (both or neither; needed when
   // HOST is not a loopback address).
   PDF_RENDERER_USERNAME: z
