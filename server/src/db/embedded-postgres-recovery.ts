@@ -22,8 +22,8 @@ interface ProcessInfo {
  * - its PID is a zombie (the server was killed and nobody reaps it, as under a container's PID 1
  *   that reaps nothing): PostgreSQL would take the zombie for a live server and refuse to start, so
  *   once none of the old server's processes is left the lock file is removed;
- * - its PID is our server and its parent is still the Postwright process named in `postgres.owner`:
- *   the database is in use, throws;
+ * - its PID is our server and its parent is still the Postwright process named in `postgres.owner`
+ *   (or, that file missing, a running Node.js process): the database is in use, throws;
  * - its PID is our server and that parent is gone: the orphan is stopped (fast shutdown, then
  *   immediate after 30 s), so the new start runs on a cleanly shut down cluster;
  * - its PID now belongs to something else (PID reuse): the stale lock file is removed;
@@ -51,9 +51,16 @@ export async function recoverStaleServer(layout: EmbeddedLayout, log: (line: str
     );
   }
   const owner = Number.parseInt(await readFile(layout.ownerFile, 'utf8').catch(() => ''), 10);
-  if (owner === info.ppid) {
+  // The owner file names the Postwright that runs the server; without it (another start removed
+  // it), a parent still running Node.js is taken as that Postwright too: stopping its server under
+  // it was the worse mistake (review finding, session 15).
+  const parent = owner === info.ppid ? undefined : await processInfo(info.ppid);
+  if (
+    owner === info.ppid ||
+    (info.ppid > 1 && parent && parent.state !== 'Z' && /(^|\/)node(\s|$)/.test(parent.command))
+  ) {
     throw new EmbeddedPostgresError(
-      `The embedded database in ${layout.pgdata} is in use by Postwright process ${owner}: only one process can use DATA_DIR (set DATABASE_URL to run several).`,
+      `The embedded database in ${layout.pgdata} is in use by Postwright process ${info.ppid}: only one process can use DATA_DIR (set DATABASE_URL to run several).`,
     );
   }
   log(

@@ -112,6 +112,18 @@ describe('embedded PostgreSQL', () => {
     await server.stop();
   });
 
+  it('refuses, not stops, a running server whose postgres.owner is gone while its Node.js parent lives', async () => {
+    // Review finding, session 15: a start that lost a race removed the winner's owner file, and the
+    // next start stopped the winner's server under it as an orphan.
+    const dataDir = temporaryDataDir();
+    dirs.push(dataDir);
+    const { server } = await start(dataDir);
+    rmSync(path.join(dataDir, 'postgres.owner'));
+    await expect(start(dataDir)).rejects.toThrow(`in use by Postwright process ${process.pid}`);
+    expect(await query(server.connectionString, 'select 1 as one')).toEqual([{ one: 1 }]);
+    await server.stop();
+  });
+
   it('refuses a pgdata that is no cluster, of another major version (PGlite), or whose password file is gone', async () => {
     const foreign = temporaryDataDir();
     dirs.push(foreign);

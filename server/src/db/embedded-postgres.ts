@@ -122,7 +122,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     }
     // Another program took the free port between our probe and the server's bind: pick another.
     if (listen === 'tcp' && attempt < 3 && /could not bind|address already in use/i.test(failure)) continue;
-    await rm(layout.ownerFile, { force: true });
+    await removeOwnFile(layout.ownerFile);
     throw new EmbeddedPostgresError(`The embedded PostgreSQL in ${layout.pgdata} did not start. ${failure}`);
   }
 }
@@ -166,7 +166,7 @@ function running(
           (await stopChild(child, 'SIGQUIT', 10_000));
         if (!stopped)
           log(`The embedded PostgreSQL (PID ${child.pid}) did not stop; the next start will stop it.`);
-        await rm(layout.ownerFile, { force: true });
+        await removeOwnFile(layout.ownerFile);
       })();
       return stopping;
     },
@@ -243,4 +243,14 @@ async function freeLoopbackPort(): Promise<number> {
   if (!address || typeof address === 'string')
     throw new EmbeddedPostgresError('Could not find a free loopback port.');
   return address.port;
+}
+
+/**
+ * Removes `postgres.owner` when it names this process: a start that lost a race with another removed
+ * the winner's, and a later start then took the winner's running server for an orphan and stopped
+ * it (review finding, session 15).
+ */
+async function removeOwnFile(ownerFile: string): Promise<void> {
+  const owner = Number.parseInt(await readFile(ownerFile, 'utf8').catch(() => ''), 10);
+  if (owner === process.pid) await rm(ownerFile, { force: true });
 }
