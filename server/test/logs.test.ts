@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOG_READS_PER_TEAM, LOG_READS_WAITING_PER_TEAM } from '../src/modules/emails/log-read-slots.ts';
+import { RESENDS_PER_MINUTE_PER_TEAM } from '../src/modules/emails/resend.service.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders } from './helpers/auth.ts';
 import { buildApiKey, buildTemplate, expectError, send } from './helpers/factories.ts';
@@ -156,6 +157,31 @@ describe('email logs: stats and resend', () => {
     });
     expect(log.events[0]).toMatchObject({ status: 'queued', detail: { resendOf: failed.id } });
     expect((await get(`/api/logs/${failed.id}`, owner)).json().data.status).toBe('failed');
+  });
+
+  it('lets a team resend at most RESENDS_PER_MINUTE_PER_TEAM emails a minute (429 past it), other teams unaffected', async () => {
+    // Review finding, session 15: each resend copies the original's attachments (up to 25 MiB) and
+    // the original stays resendable: 40 concurrent resends grew the database by 416 MB in 1.5 s.
+    const { owner, key, templateId } = await newTeam();
+    const failed = (await send(ctx.app, key, { templateId, to: 'reject-many@example.test' })).json().data;
+    expect((await settled(failed.id, owner)).status).toBe('failed');
+    const responses = await Promise.all(
+      Array.from({ length: RESENDS_PER_MINUTE_PER_TEAM + 5 }, () => resend(failed.id, owner)),
+    );
+    const statuses = responses.map((response) => response.statusCode);
+    expect(statuses.filter((status) => status === 202)).toHaveLength(RESENDS_PER_MINUTE_PER_TEAM);
+    const refused = responses.filter((response) => response.statusCode === 429);
+    expect(refused).toHaveLength(5);
+    expect(refused[0]!.json().error).toMatchObject({
+      code: 'RATE_LIMITED',
+      details: { limit: RESENDS_PER_MINUTE_PER_TEAM },
+    });
+    const other = await newTeam();
+    const otherFailed = (
+      await send(ctx.app, other.key, { templateId: other.templateId, to: 'reject-3@example.test' })
+    ).json().data;
+    expect((await settled(otherFailed.id, other.owner)).status).toBe('failed');
+    expect((await resend(otherFailed.id, other.owner)).statusCode).toBe(202);
   });
 
   it('refuses to resend an email that did not fail, or whose template was deleted', async () => {

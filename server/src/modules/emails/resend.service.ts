@@ -1,4 +1,5 @@
 import { AppError } from '../../http/errors.ts';
+import type { RateLimiter } from '../api-keys/index.ts';
 import { getLog } from './logs.service.ts';
 import { type AcceptedSend, type AcceptSendDeps, acceptSend } from './send.service.ts';
 import { loadSendFields } from './send-fields.ts';
@@ -7,21 +8,37 @@ import { loadSendFields } from './send-fields.ts';
 const RESENDABLE = new Set(['failed', 'bounced']);
 
 /**
+ * Resends one team may make per minute. Each copies the original's stored attachments (up to
+ * 25 MiB) in a request of a few bytes, and the original stays resendable: 40 concurrent resends of
+ * one email with a 10 MB attachment grew the database by 416 MB in 1.5 s and slowed every team's
+ * accepts (review finding, session 15). A person resending by hand never comes near it.
+ */
+export const RESENDS_PER_MINUTE_PER_TEAM = 30;
+
+/**
  * `POST /api/logs/:id/resend`: queues a new email (new log, new job) with the original's template,
  * recipients, sender and variables, rendered from the template's current version, and its issue #10
  * fields (cc, bcc, replyTo, subject override, headers, tags, metadata, a copy of its attachments),
  * through the adapter it named (else the team's current sending adapter); sent now, not at the
  * original schedule. The original log is left as it is.
- * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400) when the email is not `failed`
+ * @throws NOT_FOUND (not the team's email); RATE_LIMITED (429) past RESENDS_PER_MINUTE_PER_TEAM;
+ *   VALIDATION_ERROR (400) when the email is not `failed`
  *   or `bounced` (case rule 3, details.reason NOT_RESENDABLE) or its template was deleted (case
  *   rule 4, details.reason TEMPLATE_DELETED); any error of {@link acceptSend}.
  */
 export async function resendEmail(
-  deps: AcceptSendDeps,
+  deps: AcceptSendDeps & { rateLimiter: RateLimiter },
   teamId: string,
   emailId: string,
 ): Promise<AcceptedSend> {
   const original = await getLog(deps.db, teamId, emailId);
+  const decision = await deps.rateLimiter.consume(`resend:${teamId}`, RESENDS_PER_MINUTE_PER_TEAM);
+  if (!decision.allowed) {
+    throw new AppError('RATE_LIMITED', `A team may resend at most ${decision.limit} emails per minute`, {
+      limit: decision.limit,
+      retryAfterSeconds: decision.resetSeconds,
+    });
+  }
   if (!RESENDABLE.has(original.status)) {
     throw new AppError(
       'VALIDATION_ERROR',
