@@ -72,4 +72,33 @@ describe('webhook delivery slots across teams', () => {
     // not after the slow team's 32 attempts (16 s with 4 slots).
     expect(Date.now() - started).toBeLessThan(6_000);
   });
+
+  it('sends no waiting row of a webhook that answered 410 Gone (only the requests already out)', async () => {
+    // Review finding, session 15: the rows a worker held for the webhook were all still sent, as
+    // their claim saw the webhook active, until the 410's recording disabled it.
+    const team = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    receiver.answer('/gone', () => ({ status: 410, delayMs: 300 }));
+    const hook = await dataOf(
+      await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
+        name: 'gone',
+        url: receiver.url('/gone'),
+        events: ['email.sent'],
+      }),
+      201,
+    );
+    for (let i = 0; i < 12; i++) {
+      expect(
+        (await send(ctx.app, team.key, { templateId: team.templateId, to: `g${i}@example.test` })).statusCode,
+      ).toBe(202);
+    }
+    await waitFor(async () => {
+      const webhook = await dataOf(
+        await dashboardCall(ctx.app, team.owner, 'GET', `/api/webhooks/${hook.id}`),
+      );
+      return webhook.isActive ? undefined : true;
+    }, 20_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // WORKER_CONCURRENCY=4: at most 2 requests to one webhook at once, all made before any answer.
+    expect(receiver.to('/gone').length).toBeLessThanOrEqual(2);
+  });
 });

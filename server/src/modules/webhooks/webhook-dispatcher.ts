@@ -120,6 +120,12 @@ export class WebhookDispatcher {
   /** Requests in flight per webhook, and in all. */
   readonly #requests = new Map<string, number>();
   #requesting = 0;
+  /**
+   * Webhook versions (`id@updatedAt`) that answered 410 Gone here: their rows still waiting are
+   * dropped unsent, not sent before the recording of the 410 disables the webhook (review finding,
+   * session 15: up to a worker's claimed rows went out after the receiver said Gone).
+   */
+  readonly #gone = new LRUCache<string, true>({ max: WEBHOOK_ROWS_KEPT });
   /** The webhooks' rows as last read, reused while a claim saw the same `updatedAt`. */
   readonly #rows = new LRUCache<string, WebhookRow>({ max: WEBHOOK_ROWS_KEPT });
   #stopping = false;
@@ -435,8 +441,11 @@ export class WebhookDispatcher {
 
   /** What to record of `row`'s attempt: made now, given up, or dropped (webhook gone or disabled). */
   async #outcomeOf(row: ClaimedAttempt, webhook: WebhookRow | undefined): Promise<RecordedAttempt> {
-    // A deleted or disabled webhook: no request, the row leaves with the group.
+    // A deleted or disabled webhook (or one that just answered 410): no request, the row leaves
+    // with the group.
     if (!webhook?.isActive) return { row };
+    const version = `${webhook.id}@${webhook.updatedAt.getTime()}`;
+    if (this.#gone.has(version)) return { row };
     if (row.claims - row.attempt >= MAX_LOST_CLAIMS) return { row, outcome: abandoned(webhook, row) };
     const outcome = await attemptDelivery(this.#client, this.#deps.encryptionKey, {
       webhook,
@@ -445,6 +454,7 @@ export class WebhookDispatcher {
       body: row.body,
       attempt: row.attempt,
     });
+    if (outcome.result.responseStatus === 410) this.#gone.set(version, true);
     const delay = this.#deps.config.WEBHOOK_RETRY_SCHEDULE[row.attempt - 1];
     const retry = !outcome.result.success && outcome.result.responseStatus !== 410 && delay !== undefined;
     return { row, outcome, next: retry ? { attempt: row.attempt + 1, delaySeconds: delay } : undefined };
