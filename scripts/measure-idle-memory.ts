@@ -91,7 +91,13 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-idle-'));
   // Run as root, Postwright runs its PostgreSQL as "postgres", which must traverse DATA_DIR.
   chmodSync(dataDir, 0o711);
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1' };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    BASE_URL: 'http://127.0.0.1:3000',
+  };
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'npm_config_loglevel']) delete env[name];
   // As from the user's shell: `npm run` puts node_modules/.bin (this checkout's Node.js 24) first on
   // PATH, so the npm started here would run on the same node binary as Postwright and share its

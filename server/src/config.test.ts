@@ -82,6 +82,15 @@ describe('loadConfig refuses unusable URLs with a ConfigError naming the variabl
   });
 });
 
+describe('loadConfig with PORT=0', () => {
+  it('requires BASE_URL (the links and the sign-in origin cannot name a port not yet known)', () => {
+    expect(() => loadConfig({ PORT: '0' })).toThrow(/^Invalid BASE_URL: required when PORT is 0/);
+    expect(loadConfig({ PORT: '0', BASE_URL: 'http://127.0.0.1:3000/' }).BASE_URL).toBe(
+      'http://127.0.0.1:3000',
+    );
+  });
+});
+
 describe('resolveEncryptionKey', () => {
   it('generates a key once in DATA_DIR and reads the same key afterwards', () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-'));

@@ -196,6 +196,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid ${name}: ${issue?.message ?? 'invalid value'}`);
   }
   const { BASE_URL, ...rest } = parsed.data;
+  if (rest.PORT === 0 && !BASE_URL) {
+    // The address is known only once the server listens, after the links and the sign-in origin
+    // are made from BASE_URL: they said http://localhost:0 (review finding, session 15).
+    throw new ConfigError('Invalid BASE_URL: required when PORT is 0 (any free port)');
+  }
   const baseUrl = (BASE_URL ?? `http://localhost:${rest.PORT}`).replace(/\/+$/, '');
   if (rest.DATABASE_URL && !rest.ENCRYPTION_KEY) {
     throw new ConfigError(
