@@ -123,6 +123,7 @@ describe('email logs: stats and resend', () => {
       code: 'RATE_LIMITED',
       details: { retryAfterSeconds: 1 },
     });
+    expect(refused[0]!.headers['retry-after']).toBe('1');
     expect(statuses.every((status) => status === 200 || status === 429)).toBe(true);
     const [mine, stats] = await Promise.all([
       get('/api/logs', other.owner),
@@ -176,6 +177,11 @@ describe('email logs: stats and resend', () => {
       code: 'RATE_LIMITED',
       details: { limit: RESENDS_PER_MINUTE_PER_TEAM },
     });
+    expect(Number(refused[0]!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // A refused resend (not failed or bounced) spends none of the budget: checked before counting.
+    const sent = (await send(ctx.app, key, { templateId, to: 'fine-2@example.test' })).json().data;
+    expect((await settled(sent.id, owner)).status).toBe('sent');
+    expectError(await resend(sent.id, owner), 400, 'VALIDATION_ERROR');
     const other = await newTeam();
     const otherFailed = (
       await send(ctx.app, other.key, { templateId: other.templateId, to: 'reject-3@example.test' })

@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { setupOwner } from './helpers/auth.ts';
@@ -66,5 +67,53 @@ describe('hosted-API send deadline and connection slots', () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const toNext = postmark.sends().filter((request) => request.json?.To === 'next@example.test');
     expect(toNext).toHaveLength(1);
+  });
+});
+
+describe('a hosted-API request that never ends', () => {
+  it("gives the adapter's slot back one send deadline later, so the next email is still tried", async () => {
+    // Review finding, session 15: the slot waited for the hung request itself, which mailgun.js
+    // (no request timeout) never ends: every later email of the adapter waited for good.
+    const sockets = new Set<import('node:net').Socket>();
+    let requests = 0;
+    const hung = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.once('data', () => {
+        requests += 1;
+      });
+    });
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    const port = (hung.address() as import('node:net').AddressInfo).port;
+    const ctx = await createTestContext('postgres', {
+      ADAPTER_MAX_CONNECTIONS: '1',
+      SEND_TIMEOUT_SECONDS: '1',
+      PROVIDER_ENDPOINT_MAILGUN: `http://127.0.0.1:${port}`,
+    });
+    try {
+      await ctx.startWorkers();
+      const owner = await setupOwner(ctx.app);
+      const { key } = await buildApiKey(ctx.app, owner);
+      const { id: templateId } = await buildTemplate(ctx.app, owner, { designJson: simpleDesign('Hi') });
+      await dataOf(
+        await dashboardCall(ctx.app, owner, 'POST', '/api/adapters', {
+          name: 'Mailgun',
+          type: 'mailapi_domain',
+          config: FAKE_CREDENTIALS.mailgun,
+          defaultFrom: 'Postwright Test <sender@postwright.test>',
+          isDefault: true,
+        }),
+        201,
+      );
+      await send(ctx.app, key, { templateId, to: 'first@example.test' });
+      await waitFor(async () => (requests === 1 ? true : undefined), 10_000);
+      await send(ctx.app, key, { templateId, to: 'second@example.test' });
+      // 1 s deadline for the first, 1 s more for its request to end: then the second goes out.
+      await waitFor(async () => (requests === 2 ? true : undefined), 10_000, 'the second request');
+    } finally {
+      await ctx.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => hung.close(() => resolve()));
+    }
   });
 });

@@ -64,6 +64,11 @@ function bodyTooLargeMessage(request: FastifyRequest): string {
 }
 
 function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  // Every 429 that says when to come back says it in the header too (RFC 9110 §10.2.3).
+  const retryAfter = error.details.retryAfterSeconds;
+  if (error.code === 'RATE_LIMITED' && typeof retryAfter === 'number' && !reply.hasHeader('retry-after')) {
+    reply.header('Retry-After', Math.max(1, Math.ceil(retryAfter)));
+  }
   return reply
     .code(error.statusCode)
     .type('application/json; charset=utf-8')

@@ -32,13 +32,6 @@ export async function resendEmail(
   emailId: string,
 ): Promise<AcceptedSend> {
   const original = await getLog(deps.db, teamId, emailId);
-  const decision = await deps.rateLimiter.consume(`resend:${teamId}`, RESENDS_PER_MINUTE_PER_TEAM);
-  if (!decision.allowed) {
-    throw new AppError('RATE_LIMITED', `A team may resend at most ${decision.limit} emails per minute`, {
-      limit: decision.limit,
-      retryAfterSeconds: decision.resetSeconds,
-    });
-  }
   if (!RESENDABLE.has(original.status)) {
     throw new AppError(
       'VALIDATION_ERROR',
@@ -52,6 +45,14 @@ export async function resendEmail(
   if (!original.templateId) {
     throw new AppError('VALIDATION_ERROR', 'The template of this email was deleted', {
       reason: 'TEMPLATE_DELETED',
+    });
+  }
+  // Counted once the request could resend: a refused one spends none of the team's budget.
+  const decision = await deps.rateLimiter.consume(`resend:${teamId}`, RESENDS_PER_MINUTE_PER_TEAM);
+  if (!decision.allowed) {
+    throw new AppError('RATE_LIMITED', `A team may resend at most ${decision.limit} emails per minute`, {
+      limit: decision.limit,
+      retryAfterSeconds: decision.resetSeconds,
     });
   }
   const fields = await loadSendFields(deps.db, teamId, original.id);

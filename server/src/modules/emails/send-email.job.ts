@@ -143,7 +143,11 @@ async function attempt(
       };
     } finally {
       deadline?.clear();
-      if (background) void background.finally(release);
+      // Bounded, to one more send deadline: an SDK without a request timeout (mailgun.js,
+      // @sendgrid/client) may never end a hung request, and its slot was then never given back
+      // (review finding, session 15).
+      if (background)
+        void settledWithin(background, deps.config.SEND_TIMEOUT_SECONDS * 1000).finally(release);
       else release();
     }
   } catch (error) {
@@ -230,4 +234,14 @@ export function emailJobHandlers(deps: WorkerDeps): Pick<JobHandlers, 'email.sen
     'email.send': { kind: 'batch', handle: createSendEmailHandler(deps) },
     'email.send.failed': { kind: 'job', handle: createUndeliveredEmailHandler(deps) },
   };
+}
+
+/** `promise`, or a timer of `ms` when that comes first (its outcome ignored; never rejects). */
+function settledWithin(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  return Promise.race([promise.catch(() => {}), limit]).finally(() => clearTimeout(timer));
 }

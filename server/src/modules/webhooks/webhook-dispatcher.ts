@@ -431,12 +431,23 @@ export class WebhookDispatcher {
    */
   async #attempt({ row, webhooks }: Waiting): Promise<void> {
     let attempt: RecordedAttempt;
+    let webhook: WebhookRow | undefined;
     try {
-      attempt = await this.#outcomeOf(row, (await webhooks).get(row.webhookId));
+      webhook = (await webhooks).get(row.webhookId);
+      attempt = await this.#outcomeOf(row, webhook);
     } finally {
       this.#requestDone(row);
     }
-    await this.#recorder.record(attempt);
+    try {
+      await this.#recorder.record(attempt);
+    } catch (error) {
+      // A 410 whose recording failed disabled nothing: the webhook's later rows are sent again,
+      // not dropped unrecorded (the row itself is claimed again when its lease lapses).
+      if (webhook && attempt.outcome?.result.responseStatus === 410) {
+        this.#gone.delete(`${webhook.id}@${webhook.updatedAt.getTime()}`);
+      }
+      throw error;
+    }
   }
 
   /** What to record of `row`'s attempt: made now, given up, or dropped (webhook gone or disabled). */
