@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
@@ -100,5 +101,42 @@ describe('webhook delivery slots across teams', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     // WORKER_CONCURRENCY=4: at most 2 requests to one webhook at once, all made before any answer.
     expect(receiver.to('/gone').length).toBeLessThanOrEqual(2);
+  });
+
+  it('keeps sending a webhook whose 410 could not be recorded (it was not disabled)', async () => {
+    // Review finding, session 15: the process marked the webhook gone before the 410 was recorded;
+    // when the recording failed, every later row of the still-active webhook was dropped unsent.
+    const team = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    receiver.answer('/gone-once', (nth) => (nth === 1 ? { status: 410 } : { status: 200 }));
+    const hook = await dataOf(
+      await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
+        name: 'gone once',
+        url: receiver.url('/gone-once'),
+        events: ['email.sent'],
+      }),
+      201,
+    );
+    const db = ctx.app.ctx.database.db;
+    await db.execute(
+      sql.raw(`create or replace function refuse_gone_record() returns trigger language plpgsql
+      as $$ begin raise exception 'the 410 record is refused for this test'; end $$`),
+    );
+    await db.execute(
+      sql.raw(`create trigger refuse_gone_record before insert on webhook_deliveries for each row
+        when (new.webhook_id = '${hook.id}' and new.response_status = 410) execute function refuse_gone_record()`),
+    );
+    try {
+      await send(ctx.app, team.key, { templateId: team.templateId, to: 'first@example.test' });
+      await waitFor(async () => (receiver.to('/gone-once').length === 1 ? true : undefined), 20_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await send(ctx.app, team.key, { templateId: team.templateId, to: 'second@example.test' });
+      await waitFor(
+        async () => (receiver.to('/gone-once').length >= 2 ? true : undefined),
+        20_000,
+        'the next event',
+      );
+    } finally {
+      await db.execute(sql.raw('drop trigger refuse_gone_record on webhook_deliveries'));
+    }
   });
 });
