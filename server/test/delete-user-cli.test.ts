@@ -25,7 +25,7 @@ describe('postwright delete-user', () => {
 
   const run = async (email: string) => {
     const cli = startCli(['delete-user', email], {
-      DATABASE_URL: ctx.databaseUrl,
+      DATABASE_URL: ctx.app.ctx.database.connectionString,
       DATA_DIR: 'memory://',
       ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
     });

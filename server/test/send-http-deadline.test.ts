@@ -37,18 +37,10 @@ describe('hosted-API send deadline and connection slots', () => {
   });
 
   it('records the slow email ambiguous, and sends the next one once the connection is free, not ambiguous', async () => {
-    const owner = await setupOwner(ctx.app);
-    const { key } = await buildApiKey(ctx.app, owner);
-    const { id: templateId } = await buildTemplate(ctx.app, owner, { designJson: simpleDesign('Hi') });
-    await dataOf(
-      await dashboardCall(ctx.app, owner, 'POST', '/api/adapters', {
-        name: 'Postmark',
-        type: 'mailapi_server',
-        config: FAKE_CREDENTIALS.postmark,
-        defaultFrom: 'Postwright Test <sender@postwright.test>',
-        isDefault: true,
-      }),
-      201,
+    const { owner, key, templateId } = await teamSendingThrough(
+      ctx,
+      'mailapi_server',
+      FAKE_CREDENTIALS.postmark,
     );
     postmark.delayNextSends(2_500);
     const slow = (await send(ctx.app, key, { templateId, to: 'slow@example.test' })).json().data.id;
@@ -92,19 +84,7 @@ describe('a hosted-API request that never ends', () => {
     });
     try {
       await ctx.startWorkers();
-      const owner = await setupOwner(ctx.app);
-      const { key } = await buildApiKey(ctx.app, owner);
-      const { id: templateId } = await buildTemplate(ctx.app, owner, { designJson: simpleDesign('Hi') });
-      await dataOf(
-        await dashboardCall(ctx.app, owner, 'POST', '/api/adapters', {
-          name: 'Mailgun',
-          type: 'mailapi_domain',
-          config: FAKE_CREDENTIALS.mailgun,
-          defaultFrom: 'Postwright Test <sender@postwright.test>',
-          isDefault: true,
-        }),
-        201,
-      );
+      const { key, templateId } = await teamSendingThrough(ctx, 'mailapi_domain', FAKE_CREDENTIALS.mailgun);
       await send(ctx.app, key, { templateId, to: 'first@example.test' });
       await waitFor(async () => (requests === 1 ? true : undefined), 10_000);
       await send(ctx.app, key, { templateId, to: 'second@example.test' });
@@ -117,3 +97,21 @@ describe('a hosted-API request that never ends', () => {
     }
   });
 });
+
+/** A team of its own (owner, API key, template) whose default adapter is a hosted API of `type`. */
+async function teamSendingThrough(ctx: TestContext, type: string, config: object) {
+  const owner = await setupOwner(ctx.app);
+  const { key } = await buildApiKey(ctx.app, owner);
+  const { id: templateId } = await buildTemplate(ctx.app, owner, { designJson: simpleDesign('Hi') });
+  await dataOf(
+    await dashboardCall(ctx.app, owner, 'POST', '/api/adapters', {
+      name: type,
+      type,
+      config,
+      defaultFrom: 'Postwright Test <sender@postwright.test>',
+      isDefault: true,
+    }),
+    201,
+  );
+  return { owner, key, templateId };
+}

@@ -18,7 +18,7 @@ describe('graceful shutdown', () => {
 
   it('stops within its grace period while a client holds a request open', async () => {
     const cli = startCli(['start', '--role', 'api'], {
-      DATABASE_URL: ctx.databaseUrl,
+      DATABASE_URL: ctx.app.ctx.database.connectionString,
       ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
       PORT: '0',
       HOST: '127.0.0.1',

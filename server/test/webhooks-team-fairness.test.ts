@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import type { TeamOwner } from './helpers/auth.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
@@ -34,28 +35,24 @@ describe('webhook delivery slots across teams', () => {
     await receiver?.close();
   });
 
-  it("delivers another team's event while one team's two webhooks time out on a backlog", async () => {
-    const slow = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
-    const fast = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
-    receiver.answer('/hang', () => ({ delayMs: 5_000 }));
-    for (const name of ['hang-a', 'hang-b']) {
-      await dataOf(
-        await dashboardCall(ctx.app, slow.owner, 'POST', '/api/webhooks', {
-          name,
-          url: receiver.url('/hang'),
-          events: ['email.sent'],
-        }),
-        201,
-      );
-    }
-    await dataOf(
-      await dashboardCall(ctx.app, fast.owner, 'POST', '/api/webhooks', {
-        name: 'fast',
-        url: receiver.url('/fast'),
+  /** A webhook of `owner`'s team on the receiver's `path`, for email.sent. */
+  const subscribe = async (owner: TeamOwner, path: string): Promise<{ id: string }> =>
+    dataOf(
+      await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+        name: `hook ${path}`,
+        url: receiver.url(path),
         events: ['email.sent'],
       }),
       201,
     );
+
+  it("delivers another team's event while one team's two webhooks time out on a backlog", async () => {
+    const slow = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    const fast = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    receiver.answer('/hang', () => ({ delayMs: 5_000 }));
+    await subscribe(slow.owner, '/hang');
+    await subscribe(slow.owner, '/hang');
+    await subscribe(fast.owner, '/fast');
     for (let i = 0; i < 16; i++) {
       const response = await send(ctx.app, slow.key, {
         templateId: slow.templateId,
@@ -79,14 +76,7 @@ describe('webhook delivery slots across teams', () => {
     // their claim saw the webhook active, until the 410's recording disabled it.
     const team = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
     receiver.answer('/gone', () => ({ status: 410, delayMs: 300 }));
-    const hook = await dataOf(
-      await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
-        name: 'gone',
-        url: receiver.url('/gone'),
-        events: ['email.sent'],
-      }),
-      201,
-    );
+    const hook = await subscribe(team.owner, '/gone');
     for (let i = 0; i < 12; i++) {
       expect(
         (await send(ctx.app, team.key, { templateId: team.templateId, to: `g${i}@example.test` })).statusCode,
@@ -108,14 +98,7 @@ describe('webhook delivery slots across teams', () => {
     // when the recording failed, every later row of the still-active webhook was dropped unsent.
     const team = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
     receiver.answer('/gone-once', (nth) => (nth === 1 ? { status: 410 } : { status: 200 }));
-    const hook = await dataOf(
-      await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
-        name: 'gone once',
-        url: receiver.url('/gone-once'),
-        events: ['email.sent'],
-      }),
-      201,
-    );
+    const hook = await subscribe(team.owner, '/gone-once');
     const db = ctx.app.ctx.database.db;
     await db.execute(
       sql.raw(`create or replace function refuse_gone_record() returns trigger language plpgsql

@@ -12,7 +12,8 @@ interface Slots {
 }
 
 /**
- * Sends in progress per adapter, capped (a counting semaphore per key, first come first served).
+ * Sends in progress per adapter, capped (a counting semaphore per key, first come first served;
+ * the log reads of a team use one too, emails/log-read-slots.ts).
  * The worker takes a slot before it starts a send's deadline, so the deadline measures the send
  * itself, not the wait behind other sends of the same adapter; the cap equals the adapter's pooled
  * connections, so a send that has its slot never queues inside the pool.
@@ -53,6 +54,11 @@ export class SendSlots {
   /** Slots of `key` in use (sends in progress). */
   busy(key: string): number {
     return this.#slots.get(key)?.busy ?? 0;
+  }
+
+  /** Acquisitions of `key` waiting for a slot. */
+  waiting(key: string): number {
+    return this.#slots.get(key)?.waiting.length ?? 0;
   }
 
   #releaser(key: string, slots: Slots): () => void {

@@ -18,8 +18,6 @@ export interface TestContext {
   context: Context;
   config: Config;
   queue: JobQueue;
-  /** The test database's URL (for a CLI process started on it). */
-  databaseUrl: string;
   /** Starts the job workers in this process (tests that need delivery). */
   startWorkers(): Promise<void>;
   close(): Promise<void>;
@@ -36,7 +34,7 @@ export async function createTestContext(
   env: Record<string, string> = {},
   options: { logStream?: DestinationStream; bundledPdfRenderer?: boolean } = {},
 ): Promise<TestContext> {
-  const { handle, url, drop } = await createTestDatabase(kind);
+  const { handle, drop } = await createTestDatabase(kind);
   const config = loadConfig({
     BASE_URL: TEST_BASE_URL,
     LOG_LEVEL: 'silent',
@@ -59,7 +57,6 @@ export async function createTestContext(
     context,
     config,
     queue,
-    databaseUrl: url,
     startWorkers: () => startWorkers(queue, config, bindJobHandlers(context)),
     async close() {
       await app.close();

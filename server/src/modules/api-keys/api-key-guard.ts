@@ -21,18 +21,14 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
     const secret = Array.isArray(header) ? header[0] : header;
     const now = new Date();
     const asker = { throttle: caches.unknownApiKeys, client: throttleClientOf(request.ip) };
+    // A 429 gets its Retry-After from the error handler (details.retryAfterSeconds).
     const key = await authenticateApiKey(
       database.db,
       caches.apiKeys,
       secret?.trim() || undefined,
       now,
       asker,
-    ).catch((error: unknown) => {
-      if (error instanceof AppError && error.code === 'RATE_LIMITED') {
-        reply.header('Retry-After', error.details.retryAfterSeconds);
-      }
-      throw error;
-    });
+    );
     if (!scopes.some((scope) => key.scopes.includes(scope))) {
       throw new AppError('FORBIDDEN', `API key lacks the scope: ${scopes.join(' or ')}`, {
         requiredScopes: scopes,
@@ -43,7 +39,6 @@ export function requireApiKey(...scopes: ApiKeyScope[]) {
     reply.header('RateLimit-Remaining', decision.remaining);
     reply.header('RateLimit-Reset', decision.resetSeconds);
     if (!decision.allowed) {
-      reply.header('Retry-After', decision.resetSeconds);
       throw new AppError('RATE_LIMITED', `Rate limit of ${decision.limit} requests per minute exceeded`, {
         limit: decision.limit,
         retryAfterSeconds: decision.resetSeconds,

@@ -1,4 +1,5 @@
 import { AppError } from '../../http/errors.ts';
+import { SendSlots } from '../../providers/index.ts';
 
 /**
  * Log reads (list, search, stats: `GET /api/logs`, `GET /api/logs/stats`) one team may run at once
@@ -11,7 +12,8 @@ export const LOG_READS_PER_TEAM = 2;
 /** Log reads of one team that may wait for a slot; past it the request is refused (429). */
 export const LOG_READS_WAITING_PER_TEAM = 20;
 
-const teams = new Map<string, { running: number; waiting: (() => void)[] }>();
+/** The process's log-read slots, by team (the keyed semaphore the send slots use). */
+const slots = new SendSlots();
 
 /**
  * Runs `read` once one of the team's {@link LOG_READS_PER_TEAM} slots is free (first come, first
@@ -20,30 +22,15 @@ const teams = new Map<string, { running: number; waiting: (() => void)[] }>();
  *   reads of the team already wait; what `read` throws.
  */
 export async function withTeamLogRead<T>(teamId: string, read: () => Promise<T>): Promise<T> {
-  let slots = teams.get(teamId);
-  if (!slots) {
-    slots = { running: 0, waiting: [] };
-    teams.set(teamId, slots);
+  if (slots.busy(teamId) >= LOG_READS_PER_TEAM && slots.waiting(teamId) >= LOG_READS_WAITING_PER_TEAM) {
+    throw new AppError('RATE_LIMITED', 'Too many log searches of this team at once; try again shortly', {
+      retryAfterSeconds: 1,
+    });
   }
-  if (slots.running >= LOG_READS_PER_TEAM) {
-    if (slots.waiting.length >= LOG_READS_WAITING_PER_TEAM) {
-      throw new AppError('RATE_LIMITED', 'Too many log searches of this team at once; try again shortly', {
-        retryAfterSeconds: 1,
-      });
-    }
-    await new Promise<void>((resolve) => slots.waiting.push(resolve));
-  } else {
-    slots.running += 1;
-  }
+  const release = await slots.acquire(teamId, LOG_READS_PER_TEAM);
   try {
     return await read();
   } finally {
-    const next = slots.waiting.shift();
-    // The slot passes to the next waiter as it is; with none, it is freed.
-    if (next) next();
-    else {
-      slots.running -= 1;
-      if (slots.running === 0) teams.delete(teamId);
-    }
+    release();
   }
 }

@@ -3,6 +3,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../../db/client.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
+import { SendSlots } from '../../providers/index.ts';
 import type { TrackingClaim } from '../../tracking/tokens.ts';
 import { type StatusEvent, transitionMany } from '../emails/index.ts';
 
@@ -59,6 +60,8 @@ const RECORDED_HITS_KEPT = 50_000;
 export const TRACKING_RECORDINGS_IN_FLIGHT = 4;
 /** Recordings waiting for one of those slots; a hit beyond them is answered but not recorded. */
 export const TRACKING_RECORDINGS_WAITING = 10_000;
+/** The recorder's one key in its {@link SendSlots}. */
+const SLOTS_KEY = 'tracking';
 
 /** What {@link TrackingRecorder.record} did with a hit. */
 export type TrackingRecordResult = 'recorded' | 'repeat' | 'dropped';
@@ -83,8 +86,8 @@ export class TrackingRecorder {
   readonly #db: Database;
   readonly #done = new LRUCache<string, true>({ max: RECORDED_HITS_KEPT });
   readonly #recording = new Map<string, Promise<TrackingRecordResult>>();
-  readonly #waiting: (() => void)[] = [];
-  #running = 0;
+  /** One key: the process's recording slots (the keyed semaphore the send slots use). */
+  readonly #slots = new SendSlots();
 
   constructor(db: Database) {
     this.#db = db;
@@ -102,17 +105,17 @@ export class TrackingRecorder {
     const joined = this.#recording.get(key);
     if (joined) return joined.then(() => 'repeat');
     if (
-      this.#running >= TRACKING_RECORDINGS_IN_FLIGHT &&
-      this.#waiting.length >= TRACKING_RECORDINGS_WAITING
+      this.#slots.busy(SLOTS_KEY) >= TRACKING_RECORDINGS_IN_FLIGHT &&
+      this.#slots.waiting(SLOTS_KEY) >= TRACKING_RECORDINGS_WAITING
     ) {
       return Promise.resolve('dropped');
     }
     const recording = (async (): Promise<TrackingRecordResult> => {
-      await this.#slot();
+      const release = await this.#slots.acquire(SLOTS_KEY, TRACKING_RECORDINGS_IN_FLIGHT);
       try {
         await recordTrackingHit(this.#db, claim, at);
       } finally {
-        this.#release();
+        release();
       }
       this.#done.set(key, true);
       if (claim.kind === 'click') this.#done.set(hitKey({ ...claim, kind: 'open' }), true);
@@ -120,21 +123,6 @@ export class TrackingRecorder {
     })().finally(() => this.#recording.delete(key));
     this.#recording.set(key, recording);
     return recording;
-  }
-
-  #slot(): Promise<void> {
-    if (this.#running < TRACKING_RECORDINGS_IN_FLIGHT) {
-      this.#running++;
-      return Promise.resolve();
-    }
-    // The slot is handed over by #release (the count stays as it is).
-    return new Promise((resolve) => this.#waiting.push(resolve));
-  }
-
-  #release(): void {
-    const next = this.#waiting.shift();
-    if (next) next();
-    else this.#running--;
   }
 }
 

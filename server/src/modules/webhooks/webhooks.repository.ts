@@ -1,4 +1,4 @@
-import { and, desc, eq, getTableName, inArray, lte, max, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableName, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
@@ -445,34 +445,22 @@ export const webhookRepository = {
    * redelivery and the retry after it were both recorded as attempt 2).
    */
   async takeManualAttempt(db: Executor, webhookId: string, messageId: string): Promise<number> {
-    const recorded = await this.lastAttempt(db, webhookId, messageId);
-    const [pending] = await db
-      .select({ attempt: max(webhookOutbox.attempt) })
-      .from(webhookOutbox)
-      .where(and(eq(webhookOutbox.webhookId, webhookId), eq(webhookOutbox.messageId, messageId)));
-    const attempt = Math.max(recorded + 1, pending?.attempt ?? 0);
-    if (pending?.attempt != null) {
-      await db
-        .update(webhookOutbox)
-        .set({ attempt: attempt + 1 })
-        .where(
-          and(
-            eq(webhookOutbox.webhookId, webhookId),
-            eq(webhookOutbox.messageId, messageId),
-            lte(webhookOutbox.attempt, attempt),
-          ),
-        );
-    }
-    return attempt;
-  },
-
-  /** The highest attempt number recorded for a message to a webhook (0 when none). */
-  async lastAttempt(db: Executor, webhookId: string, messageId: string): Promise<number> {
-    const [row] = await db
-      .select({ n: max(webhookDeliveries.attemptCount) })
-      .from(webhookDeliveries)
-      .where(and(eq(webhookDeliveries.webhookId, webhookId), eq(webhookDeliveries.messageId, messageId)));
-    return row?.n ?? 0;
+    // One statement: the number taken and the retry's row moved on together.
+    const result = (await db.execute(sql`
+      with taken as (
+        select greatest(
+          (select coalesce(max(${webhookDeliveries.attemptCount}), 0) + 1 from ${webhookDeliveries}
+            where ${webhookDeliveries.webhookId} = ${webhookId} and ${webhookDeliveries.messageId} = ${messageId}),
+          (select coalesce(max(${webhookOutbox.attempt}), 0) from ${webhookOutbox}
+            where ${webhookOutbox.webhookId} = ${webhookId} and ${webhookOutbox.messageId} = ${messageId})
+        ) as attempt
+      ), moved as (
+        update ${webhookOutbox} set attempt = (select attempt from taken) + 1
+        where ${webhookOutbox.webhookId} = ${webhookId} and ${webhookOutbox.messageId} = ${messageId}
+          and ${webhookOutbox.attempt} <= (select attempt from taken)
+      )
+      select attempt from taken`)) as unknown as { rows: { attempt: number }[] };
+    return result.rows[0]!.attempt;
   },
 };
 
