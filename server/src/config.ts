@@ -166,6 +166,15 @@ const envSchema = z.object({
     .min(1)
     .max(100 * 1024 * 1024)
     .default(5 * 1024 * 1024),
+  // Per team: bytes and number of uploaded images kept at once (FILE_TOO_LARGE beyond, reason
+  // UPLOAD_QUOTA_EXCEEDED); uploads share the disk with the embedded PostgreSQL.
+  UPLOAD_TEAM_QUOTA_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(Number.MAX_SAFE_INTEGER)
+    .default(1024 * 1024 * 1024),
+  UPLOAD_TEAM_MAX_FILES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
 });
 
 /** The parsed configuration: env values with defaults applied and BASE_URL resolved. */

@@ -86,6 +86,8 @@ const EXPECTED: Record<string, string> = {
   'DELETE /api/suppressions/:id': 'logs:resend',
   'POST /api/uploads/images': 'templates:update',
   'DELETE /api/uploads/images/:key': 'templates:update',
+  'GET /api/uploads/images': 'member',
+  'GET /api/uploads/usage': 'member',
   'GET /api/teams': 'member',
   'POST /api/teams': 'member',
   'POST /api/auth/switch-team': 'member',

@@ -439,3 +439,25 @@ export const providerEventTokens = pgTable(
   },
   (t) => [primaryKey({ columns: [t.adapterId, t.token] })],
 );
+
+/**
+ * The builder's uploaded images (`POST /api/uploads/images`), one row per stored file: what counts
+ * against the team's upload quota (UPLOAD_TEAM_QUOTA_BYTES, UPLOAD_TEAM_MAX_FILES) and what
+ * `GET /api/uploads/images` lists (storage itself cannot list). The row is written before the file
+ * and deleted after it, so a file is never stored without its row; a row whose file is missing (a
+ * crash between the two) still lists and can be deleted. Images uploaded before this table existed
+ * have no row.
+ */
+export const uploads = pgTable(
+  'uploads',
+  {
+    /** The storage key, `<teamId>/img_<typeid>.<ext>`. */
+    key: text('key').primaryKey(),
+    teamId: teamId(),
+    contentType: text('content_type').notNull(),
+    /** Bytes stored. */
+    size: integer('size').notNull(),
+    createdAt: ts('created_at').notNull().defaultNow(),
+  },
+  (t) => [index('uploads_team_created_idx').on(t.teamId, t.createdAt)],
+);

@@ -10,6 +10,19 @@ export const uploadedImageView = z.object({
 });
 export type UploadedImage = z.infer<typeof uploadedImageView>;
 
+/** An item of `GET /api/uploads/images`: an uploaded image and when it was uploaded. */
+export const storedImageView = uploadedImageView.extend({ createdAt: z.string() });
+export type StoredImage = z.infer<typeof storedImageView>;
+
+/** `data` of `GET /api/uploads/usage`: the team's images against its quota (bytes and files). */
+export const uploadUsageView = z.object({
+  usedBytes: z.number().int(),
+  quotaBytes: z.number().int(),
+  files: z.number().int(),
+  maxFiles: z.number().int(),
+});
+export type UploadUsage = z.infer<typeof uploadUsageView>;
+
 /**
  * The multipart form of `POST /api/uploads/images`, for the OpenAPI document only: the route reads
  * the file as a stream (see `readUploadedFile`) and does not validate its parsed body against this.

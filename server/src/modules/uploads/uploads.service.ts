@@ -1,7 +1,11 @@
+import { and, count, desc, eq, sql } from 'drizzle-orm';
 import { typeid } from 'typeid-js';
+import type { Database, Executor } from '../../db/client.ts';
+import { uploads } from '../../db/schema/index.ts';
+import { type Page, page } from '../../http/envelope.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import type { FileStorage } from '../storage/index.ts';
-import type { UploadedImage } from './uploads.schema.ts';
+import type { StoredImage, UploadedImage, UploadUsage } from './uploads.schema.ts';
 
 /** Image types the builder accepts (issue #4), by detected MIME type → file extension. SVG is not one. */
 export const IMAGE_TYPES: Readonly<Record<string, string>> = {
@@ -58,29 +62,129 @@ function isTeamImageKey(teamId: string, key: string): boolean {
   return UPLOAD_KEY.test(key.slice(teamId.length + 1));
 }
 
+/** A team's upload quota (config UPLOAD_TEAM_QUOTA_BYTES and UPLOAD_TEAM_MAX_FILES). */
+export interface UploadQuota {
+  /** Bytes of images a team keeps at once. */
+  quotaBytes: number;
+  /** Images a team keeps at once. */
+  maxFiles: number;
+}
+
+/** Where uploads go and what bounds them: the database (their rows), the storage, the quota. */
+export interface UploadDeps {
+  db: Database;
+  storage: FileStorage;
+  quota: UploadQuota;
+}
+
+/** The team's bytes and images held now (rows of `uploads`), on `db` (a transaction: under its lock). */
+async function usageOf(db: Executor, teamId: string): Promise<{ bytes: number; files: number }> {
+  const [row] = await db
+    .select({ bytes: sql<string>`coalesce(sum(${uploads.size}), 0)::text`, files: count() })
+    .from(uploads)
+    .where(eq(uploads.teamId, teamId));
+  return { bytes: Number(row?.bytes ?? 0), files: row?.files ?? 0 };
+}
+
 /**
- * Stores an uploaded image for `teamId` under a new random key.
+ * Stores an uploaded image for `teamId` under a new random key, within the team's quota. The row is
+ * written first (under the team's upload lock, so concurrent uploads cannot pass the quota
+ * together), then the file; when storing the file fails the row is removed again.
  * @param bytes the whole file, already capped at the upload limit by the caller.
  * @returns `{url, key, contentType, size}` (size in bytes; url public, without authentication).
- * @throws AppError INVALID_FILE_TYPE (see {@link detectImageType}); S3_NOT_CONFIGURED (500) from storage.
+ * @throws AppError INVALID_FILE_TYPE (see {@link detectImageType}); FILE_TOO_LARGE (400, details
+ *   `{reason: 'UPLOAD_QUOTA_EXCEEDED', usedBytes, quotaBytes, files, maxFiles, size}`) when the image
+ *   would take the team past UPLOAD_TEAM_QUOTA_BYTES or UPLOAD_TEAM_MAX_FILES (delete images to make
+ *   room: `GET /api/uploads/images` lists them); S3_NOT_CONFIGURED (500) from storage.
  */
-export async function storeImage(
-  storage: FileStorage,
-  teamId: string,
-  bytes: Buffer,
-): Promise<UploadedImage> {
+export async function storeImage(deps: UploadDeps, teamId: string, bytes: Buffer): Promise<UploadedImage> {
+  const { db, storage, quota } = deps;
   const { contentType, extension } = await detectImageType(bytes);
   const key = newImageKey(teamId, extension);
-  await storage.put(key, bytes, contentType);
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`uploads:${teamId}`}))`);
+    const used = await usageOf(tx, teamId);
+    if (used.bytes + bytes.length > quota.quotaBytes || used.files + 1 > quota.maxFiles) {
+      throw new AppError(
+        'FILE_TOO_LARGE',
+        `The team's uploaded images would exceed its quota of ${quota.quotaBytes} bytes and ${quota.maxFiles} files; delete images to make room`,
+        {
+          reason: 'UPLOAD_QUOTA_EXCEEDED',
+          usedBytes: used.bytes,
+          quotaBytes: quota.quotaBytes,
+          files: used.files,
+          maxFiles: quota.maxFiles,
+          size: bytes.length,
+        },
+      );
+    }
+    await tx.insert(uploads).values({ key, teamId, contentType, size: bytes.length });
+  });
+  try {
+    await storage.put(key, bytes, contentType);
+  } catch (error) {
+    await db
+      .delete(uploads)
+      .where(eq(uploads.key, key))
+      .catch(() => undefined);
+    throw error;
+  }
   return { url: storage.publicUrl(key), key, contentType, size: bytes.length };
 }
 
 /**
- * Deletes the team's image `key`.
+ * Deletes the team's image `key`: the file, then its row (its bytes leave the quota).
  * @throws AppError NOT_FOUND (404) when the key is not one of the team's uploaded images
  *   ({@link isTeamImageKey}: another team's file or a thumbnail looks exactly like a missing one) or
- *   nothing is stored under it; S3_NOT_CONFIGURED (500).
+ *   neither a file nor a row is held under it; S3_NOT_CONFIGURED (500).
  */
-export async function deleteImage(storage: FileStorage, teamId: string, key: string): Promise<void> {
-  if (!isTeamImageKey(teamId, key) || !(await storage.delete(key))) throw notFound('File');
+export async function deleteImage(deps: UploadDeps, teamId: string, key: string): Promise<void> {
+  if (!isTeamImageKey(teamId, key)) throw notFound('File');
+  const fileDeleted = await deps.storage.delete(key);
+  const rows = await deps.db
+    .delete(uploads)
+    .where(and(eq(uploads.teamId, teamId), eq(uploads.key, key)))
+    .returning({ key: uploads.key });
+  if (!fileDeleted && rows.length === 0) throw notFound('File');
+}
+
+/** The team's uploaded images, newest first, paginated (images uploaded before quotas existed are not listed). */
+export async function listImages(
+  deps: Pick<UploadDeps, 'db' | 'storage'>,
+  teamId: string,
+  query: { page: number; pageSize: number },
+): Promise<Page<StoredImage>> {
+  const where = eq(uploads.teamId, teamId);
+  const [rows, totals] = await Promise.all([
+    deps.db
+      .select()
+      .from(uploads)
+      .where(where)
+      .orderBy(desc(uploads.createdAt), desc(uploads.key))
+      .limit(query.pageSize)
+      .offset((query.page - 1) * query.pageSize),
+    deps.db.select({ total: count() }).from(uploads).where(where),
+  ]);
+  const items = rows.map((row) => ({
+    url: deps.storage.publicUrl(row.key),
+    key: row.key,
+    contentType: row.contentType,
+    size: row.size,
+    createdAt: row.createdAt.toISOString(),
+  }));
+  return page(items, totals[0]?.total ?? 0, query.page, query.pageSize);
+}
+
+/** What the team's images take of its quota now. */
+export async function uploadUsage(
+  deps: Pick<UploadDeps, 'db' | 'quota'>,
+  teamId: string,
+): Promise<UploadUsage> {
+  const used = await usageOf(deps.db, teamId);
+  return {
+    usedBytes: used.bytes,
+    quotaBytes: deps.quota.quotaBytes,
+    files: used.files,
+    maxFiles: deps.quota.maxFiles,
+  };
 }
