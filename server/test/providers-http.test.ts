@@ -329,6 +329,27 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
     }
   });
 
+  it('ends a request the API never answers at the request timeout, so no connection is held for good', async () => {
+    // Session 16: mailgun.js and @sendgrid/client set no timeout (a request given up at the send
+    // deadline held its connection and send slot until the API answered), and Postmark's own 60 s
+    // ended requests before a longer SEND_TIMEOUT_SECONDS. Every SDK now ends a request at
+    // requestTimeoutMs, after the worker's deadline.
+    fake.delayNextSends(20_000);
+    const provider = createProvider(FAKE_ADAPTER_TYPES[kind] as AdapterType, FAKE_CREDENTIALS[kind], {
+      endpoints: { [FAKE_ENDPOINT_VARIABLES[kind]]: fake.url },
+      requestTimeoutMs: 500,
+    });
+    try {
+      const started = performance.now();
+      const error = await provider.send(email).catch((e: unknown) => e);
+      expect(error, String(error)).toBeInstanceOf(ProviderError);
+      expect((error as ProviderError).permanent).toBe(false);
+      expect(performance.now() - started).toBeLessThan(10_000);
+    } finally {
+      await provider.close();
+    }
+  }, 30_000);
+
   it('a connection refused is transient', async () => {
     const provider = providerAt(kind, `http://127.0.0.1:${await freePort()}`);
     try {

@@ -52,6 +52,16 @@ export interface ProviderContext {
   maxConnections: number;
   /** Which addresses its connections may reach (SMTP_ALLOW_PRIVATE). */
   outbound: OutboundPolicy;
+  /**
+   * How long (ms) one hosted-API request may take before the SDK or transport ends it by itself:
+   * `(SEND_TIMEOUT_SECONDS + 1) × 1000`, after the worker's send deadline, so the deadline decides a
+   * send's outcome (ambiguous once under way) and this only ends a request given up on (its
+   * connection and send slot are freed: mailgun.js and @sendgrid/client set no timeout of their
+   * own) or one made without a deadline (the adapter test, invitations). Postmark's own 60 s
+   * default fired before a longer SEND_TIMEOUT_SECONDS and was read as a transient error, so the
+   * email was sent again (session 16).
+   */
+  requestTimeoutMs: number;
 }
 
 /** One adapter type's provider. `S` is its config schema. */

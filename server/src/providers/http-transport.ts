@@ -67,6 +67,11 @@ export interface HttpTransportOptions {
   maxConnections?: number | undefined;
   /** Which addresses may be reached (default: public only). Ignored for a trusted endpoint. */
   outbound?: OutboundPolicy | undefined;
+  /**
+   * Ends a fetch request (undici) whose response headers or body stall this long (ms); see
+   * ProviderContext.requestTimeoutMs. Default: undici's own (300 s).
+   */
+  requestTimeoutMs?: number | undefined;
 }
 
 /**
@@ -84,6 +89,9 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
   const httpsAgent = new https.Agent(nodeOptions);
   const dispatcher = new (undici().Agent)({
     connections: maxSockets,
+    ...(options.requestTimeoutMs
+      ? { headersTimeout: options.requestTimeoutMs, bodyTimeout: options.requestTimeoutMs }
+      : {}),
     ...(lookup ? { connect: { lookup } } : {}),
   });
   let hostChecked: Promise<void> | undefined;
@@ -252,5 +260,6 @@ export function httpTransportFor(defaultBaseUrl: string, context: ProviderContex
     endpoint: context.http?.endpoint,
     maxConnections: context.maxConnections,
     outbound: context.outbound,
+    requestTimeoutMs: context.requestTimeoutMs,
   });
 }

@@ -123,6 +123,8 @@ export const mailgunProvider = {
       username: 'api',
       key: config.apiKey,
       url: transport.baseUrl,
+      // Its axios, in ms; none by default (a request given up at the deadline held its slot).
+      timeout: context.requestTimeoutMs,
     });
     return {
       send: (email, options = {}) =>

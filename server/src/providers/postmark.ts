@@ -114,6 +114,8 @@ export const postmarkProvider = {
       useHttps: base.protocol === 'https:',
       requestHost: `${base.host}${base.pathname.replace(/\/+$/, '')}`,
       fetch: transport.fetch,
+      // Seconds; the SDK's default of 60 ended a request before a longer send deadline.
+      timeout: Math.ceil(context.requestTimeoutMs / 1000),
     });
     return {
       send: (email, options = {}) =>

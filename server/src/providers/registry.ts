@@ -108,9 +108,14 @@ export interface CreateProviderOptions {
   logger?: ProviderContext['logger'];
   /** Default 10. */
   maxConnections?: number;
+  /** See {@link ProviderContext.requestTimeoutMs}; default {@link DEFAULT_REQUEST_TIMEOUT_MS}. */
+  requestTimeoutMs?: number;
   /** Default: public addresses only. */
   outbound?: ProviderContext['outbound'];
 }
+
+/** The request timeout of a provider made without one: the default SEND_TIMEOUT_SECONDS (60) + 1 s. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 61_000;
 
 const silentLogger: ProviderContext['logger'] = { warn: () => {} };
 
@@ -131,6 +136,7 @@ export function createProvider(
     ...(endpoint ? { http: { endpoint } } : {}),
     logger: options.logger ?? silentLogger,
     maxConnections: options.maxConnections ?? 10,
+    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
     outbound: options.outbound ?? DEFAULT_OUTBOUND_POLICY,
   });
 }

@@ -144,6 +144,8 @@ export const sendgridProvider = {
       baseUrl: `${transport.baseUrl}/`,
       httpAgent: transport.httpAgent,
       httpsAgent: transport.httpsAgent,
+      // axios: ms; none by default (a request given up at the deadline held its slot).
+      timeout: context.requestTimeoutMs,
     } as never);
     const { MailService } = sendgridMail();
     const mail = new MailService();

@@ -94,7 +94,13 @@ export const sesProvider = {
       region: config.region,
       credentials: { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey },
       ...(transport.trusted ? { endpoint: transport.baseUrl } : {}),
-      requestHandler: { httpAgent: transport.httpAgent, httpsAgent: transport.httpsAgent },
+      requestHandler: {
+        httpAgent: transport.httpAgent,
+        httpsAgent: transport.httpsAgent,
+        // Without throwOnRequestTimeout the SDK only warns on the console and waits on.
+        requestTimeout: context.requestTimeoutMs,
+        throwOnRequestTimeout: true,
+      },
       // The queue retries (with backoff) and may fall back to another adapter: one attempt here.
       maxAttempts: 1,
     });

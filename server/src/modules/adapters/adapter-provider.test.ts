@@ -12,7 +12,7 @@ const providers = new ProviderCache();
 const deps = {
   providers,
   encryptionKey: key,
-  config: { ADAPTER_MAX_CONNECTIONS: 2, SMTP_ALLOW_PRIVATE: false },
+  config: { ADAPTER_MAX_CONNECTIONS: 2, SMTP_ALLOW_PRIVATE: false, SEND_TIMEOUT_SECONDS: 60 },
 };
 
 function row(id: string, updatedAt: Date, configEncrypted?: string): AdapterRow {

@@ -25,7 +25,10 @@ export function adapterConfig(row: AdapterRow, encryptionKey: Buffer): Record<st
  * The settings {@link providerFor} reads: ADAPTER_MAX_CONNECTIONS, SMTP_ALLOW_PRIVATE and the
  * operator's PROVIDER_ENDPOINT_* base-URL overrides (unset = each provider's public API).
  */
-export type ProviderSettings = Pick<Config, 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'> &
+export type ProviderSettings = Pick<
+  Config,
+  'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE' | 'SEND_TIMEOUT_SECONDS'
+> &
   Partial<Pick<Config, ProviderEndpointVariable>>;
 
 /** What {@link providerFor} needs from the context (server/src/context.ts). */
@@ -50,6 +53,7 @@ export function providerFor(deps: ProviderDeps, adapter: AdapterRow): EmailProvi
   return deps.providers.getOrCreate(adapter.id, adapter.updatedAt.toISOString(), () =>
     createProvider(adapter.type as AdapterType, adapterConfig(adapter, encryptionKey), {
       maxConnections: config.ADAPTER_MAX_CONNECTIONS,
+      requestTimeoutMs: (config.SEND_TIMEOUT_SECONDS + 1) * 1000,
       outbound: { allowPrivate: config.SMTP_ALLOW_PRIVATE },
       endpoints: Object.fromEntries(PROVIDER_ENDPOINT_VARIABLES.map((name) => [name, config[name]])),
     }),

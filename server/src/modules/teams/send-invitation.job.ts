@@ -19,7 +19,7 @@ export interface SendInvitationDeps {
   encryptionKey: Buffer;
   /** The context's open providers (one connection pool per adapter). */
   providers: ProviderCache;
-  config: Pick<Config, 'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE'>;
+  config: Pick<Config, 'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE' | 'SEND_TIMEOUT_SECONDS'>;
 }
 
 /**
