@@ -413,3 +413,66 @@ describe('mailgun regions', () => {
     );
   });
 });
+
+describe('what SendGrid and Postmark refuse in a payload (review findings, session 16)', () => {
+  it('SendGrid: names with , or ; go as encoded words, and each address once across to, cc, bcc and reply-to', async () => {
+    const fake = await startFakeProvider('sendgrid');
+    const provider = providerAt('sendgrid', fake.url);
+    try {
+      await provider.send({
+        ...email,
+        from: '"Acme; Billing" <billing@example.test>',
+        to: ['"Doe, John" <john@example.test>', 'ada@example.test'],
+        cc: ['ADA@example.test', 'cc@example.test'],
+        bcc: ['john@EXAMPLE.test', 'hidden@example.test'],
+        replyTo: ['r@example.test', 'R@example.test'],
+      });
+      const [request] = fake.sends();
+      expect(request!.json.from).toEqual({
+        email: 'billing@example.test',
+        name: '=?UTF-8?Q?Acme=3B_Billing?=',
+      });
+      expect(request!.json.personalizations).toEqual([
+        {
+          to: [
+            { email: 'john@example.test', name: '=?UTF-8?Q?Doe=2C_John?=' },
+            { email: 'ada@example.test' },
+          ],
+          cc: [{ email: 'cc@example.test' }],
+          bcc: [{ email: 'hidden@example.test' }],
+        },
+      ]);
+      expect(request!.json.reply_to).toEqual({ email: 'r@example.test' });
+      expect(request!.json.reply_to_list).toBeUndefined();
+    } finally {
+      await provider.close();
+      await fake.close();
+    }
+  });
+
+  it('an email that reaches them anyway (a fallback) gets tags cut to their limits', async () => {
+    const tags = Object.fromEntries(
+      Array.from({ length: 40 }, (_, i) => [`tag_${i}_${'n'.repeat(40)}`, 'é'.repeat(256)]),
+    );
+    const sendgrid = await startFakeProvider('sendgrid');
+    const postmark = await startFakeProvider('postmark');
+    const providers = [providerAt('sendgrid', sendgrid.url), providerAt('postmark', postmark.url)];
+    try {
+      await providers[0]!.send({ ...email, tags });
+      await providers[1]!.send({ ...email, tags: { ...tags, A_Key: '1', a_key: '2' } });
+      const customArgs = sendgrid.sends()[0]!.json.custom_args;
+      expect(Buffer.byteLength(JSON.stringify(customArgs))).toBeLessThanOrEqual(10_000);
+      expect(Object.keys(customArgs).length).toBeGreaterThan(0);
+      const metadata = postmark.sends()[0]!.json.Metadata as Record<string, string>;
+      expect(Object.keys(metadata)).toHaveLength(10);
+      for (const [name, value] of Object.entries(metadata)) {
+        expect(name.length).toBeLessThanOrEqual(20);
+        expect(value.length).toBeLessThanOrEqual(80);
+      }
+    } finally {
+      for (const provider of providers) await provider.close();
+      await sendgrid.close();
+      await postmark.close();
+    }
+  });
+});

@@ -88,6 +88,8 @@ describe('send fields: text rules', () => {
     'dkim-signature',
     'Return-Path',
     'Content-Type',
+    'X-SG-ID',
+    'x-sg-eid',
   ])('refuses the header %s with 400 VALIDATION_ERROR', async (name) => {
     const error = expectError(
       await send(ctx.app, apiKey, { templateId, to: 'h@example.test', headers: { [name]: 'x' } }),
@@ -121,6 +123,21 @@ describe('send fields: text rules', () => {
       'VALIDATION_ERROR',
     );
     expect(error.details.issues.map((i: { path: string }) => i.path)).toContain(path);
+  });
+
+  it('refuses a subject that renders to more than 998 characters (SUBJECT_TOO_LONG); 998 pass', async () => {
+    // Review finding, session 16: variables made a 5,003-character subject, stored on the log and
+    // sent to Postmark, which refuses over 2,000.
+    const body = (length: number) => ({
+      templateId,
+      to: 's@example.test',
+      subject: 'Hi {{ name }}',
+      variables: { name: 'x'.repeat(length - 3) },
+    });
+    const error = expectError(await send(ctx.app, apiKey, body(999)), 400, 'VALIDATION_ERROR');
+    expect(error.details).toMatchObject({ reason: 'SUBJECT_TOO_LONG', issues: [{ path: 'body.subject' }] });
+    const accepted = await send(ctx.app, apiKey, body(998));
+    expect(accepted.statusCode, accepted.body).toBe(202);
   });
 
   it('accepts a past schedule from 1970 on and sends it at once', async () => {

@@ -42,4 +42,53 @@ describe('tags the adapter’s provider would refuse', () => {
       expect(smtp.statusCode, smtp.body).toBe(202);
     });
   }
+
+  // Review finding, session 16: Postmark's Metadata limits and SendGrid's custom_args size.
+  it('postmark: more than 10 tags, a name over 20 or a value over 80 characters, names equal but for case: 400', async () => {
+    const team = await providerTeam(ctx, 'postmark');
+    const body = (tags: Record<string, string>) => ({
+      templateId: team.templateId,
+      to: 'ada@example.com',
+      from: 'sender@example.com',
+      adapterId: team.providerAdapterId,
+      tags,
+    });
+    const many = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`t${i}`, 'v']));
+    expect(
+      expectError(await send(ctx.app, team.key, body(many)), 400, 'VALIDATION_ERROR').details,
+    ).toMatchObject({
+      reason: 'TAGS_REFUSED_BY_PROVIDER',
+      issues: [{ path: 'body.tags' }],
+    });
+    const refused = await send(
+      ctx.app,
+      team.key,
+      body({ a_name_of_21_letters_: 'v', long: 'x'.repeat(81), a_key: '1', A_Key: '2' }),
+    );
+    expect(
+      expectError(refused, 400, 'VALIDATION_ERROR').details.issues.map((i: { path: string }) => i.path),
+    ).toEqual(['body.tags.a_name_of_21_letters_', 'body.tags.long', 'body.tags.A_Key']);
+    const accepted = await send(
+      ctx.app,
+      team.key,
+      body({ ...Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`t${i}`, 'x'.repeat(80)])) }),
+    );
+    expect(accepted.statusCode, accepted.body).toBe(202);
+  });
+
+  it('sendgrid: tags over 10,000 bytes as JSON: 400', async () => {
+    const team = await providerTeam(ctx, 'sendgrid');
+    const tags = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`tag_${i}`, 'é'.repeat(200)]));
+    const refused = await send(ctx.app, team.key, {
+      templateId: team.templateId,
+      to: 'ada@example.com',
+      from: 'sender@example.com',
+      adapterId: team.providerAdapterId,
+      tags,
+    });
+    expect(expectError(refused, 400, 'VALIDATION_ERROR').details).toMatchObject({
+      reason: 'TAGS_REFUSED_BY_PROVIDER',
+      issues: [{ path: 'body.tags' }],
+    });
+  });
 });

@@ -10,6 +10,7 @@ import {
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { forwardedMailbox } from './mailbox-address.ts';
+import { postmarkMetadata } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const postmarkSdk = lazyModule<typeof import('postmark')>('postmark');
@@ -81,7 +82,7 @@ function toPostmark(email: OutgoingEmail): Message {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length ? { Metadata: email.tags } : {}),
+    ...(email.tags && Object.keys(email.tags).length ? { Metadata: postmarkMetadata(email.tags) } : {}),
   } as Message;
 }
 

@@ -1,6 +1,7 @@
 import type { Client as SendGridClient } from '@sendgrid/client';
 import type { MailDataRequired, MailService as SendGridMailService } from '@sendgrid/mail';
 import addressparser from 'nodemailer/lib/addressparser';
+import { encodeWord } from 'nodemailer/lib/mime-funcs';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import {
@@ -11,6 +12,7 @@ import {
   sendUnderSignal,
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
+import { sendgridCustomArgs } from './provider-tags.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 const sendgridClient = lazyModule<{ Client: typeof SendGridClient }>('@sendgrid/client');
@@ -73,31 +75,62 @@ function classifyError(error: unknown): ProviderError {
   });
 }
 
-/** SendGrid's email object of one mailbox (its helper would keep the quotes of a quoted name). */
+/**
+ * SendGrid's email object of one mailbox (its helper would keep the quotes of a quoted name). A name
+ * holding `,` or `;` goes as an RFC 2047 encoded word: SendGrid documents that to/cc/bcc names
+ * cannot hold them (it writes the name into the header unquoted, where `"Doe, John"` reads as two
+ * mailboxes: the email is dropped or goes elsewhere after a 202; review finding, session 16).
+ */
 function mailbox(address: string): { email: string; name?: string } {
   const [parsed] = addressparser(address, { flatten: true });
   if (!parsed?.address) return { email: address };
-  return parsed.name ? { email: parsed.address, name: parsed.name } : { email: parsed.address };
+  if (!parsed.name) return { email: parsed.address };
+  return {
+    email: parsed.address,
+    name: /[,;]/.test(parsed.name) ? encodeWord(parsed.name, 'Q', 0) : parsed.name,
+  };
+}
+
+/**
+ * `addresses` as SendGrid mailboxes without any address already in `seen` (compared lower-cased;
+ * each is added): SendGrid refuses a personalization that names one address twice across to, cc
+ * and bcc (400 "Each email address in the personalization block should be unique"), which every
+ * other provider delivers once (review finding, session 16).
+ */
+function uniqueMailboxes(
+  addresses: readonly string[],
+  seen: Set<string>,
+): { email: string; name?: string }[] {
+  const out: { email: string; name?: string }[] = [];
+  for (const address of addresses) {
+    const box = mailbox(address);
+    const key = box.email.toLowerCase();
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push(box);
+  }
+  return out;
 }
 
 /** The SendGrid mail body of `email`: one personalization with every to, cc and bcc. */
 function toSendGrid(email: OutgoingEmail): MailDataRequired {
   const headers = { ...email.headers, ...(email.messageId ? { 'Message-ID': email.messageId } : {}) };
-  const [firstReplyTo, ...moreReplyTo] = email.replyTo ?? [];
+  const recipients = new Set<string>();
+  const to = uniqueMailboxes(email.to, recipients);
+  const cc = uniqueMailboxes(email.cc ?? [], recipients);
+  const bcc = uniqueMailboxes(email.bcc ?? [], recipients);
+  // reply_to_list must be unique too.
+  const replyTo = uniqueMailboxes(email.replyTo ?? [], new Set());
   return {
     from: mailbox(email.from),
-    to: email.to.map(mailbox),
+    to,
     subject: email.subject,
     html: email.html,
     text: email.text,
-    ...(email.cc?.length ? { cc: email.cc.map(mailbox) } : {}),
-    ...(email.bcc?.length ? { bcc: email.bcc.map(mailbox) } : {}),
+    ...(cc.length ? { cc } : {}),
+    ...(bcc.length ? { bcc } : {}),
     // reply_to takes one address; several go in reply_to_list (which excludes reply_to).
-    ...(firstReplyTo
-      ? moreReplyTo.length
-        ? { replyToList: email.replyTo!.map(mailbox) }
-        : { replyTo: mailbox(firstReplyTo) }
-      : {}),
+    ...(replyTo.length > 1 ? { replyToList: replyTo } : replyTo.length === 1 ? { replyTo: replyTo[0] } : {}),
     ...(Object.keys(headers).length ? { headers } : {}),
     ...(email.attachments?.length
       ? {
@@ -109,7 +142,7 @@ function toSendGrid(email: OutgoingEmail): MailDataRequired {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length ? { customArgs: email.tags } : {}),
+    ...(email.tags && Object.keys(email.tags).length ? { customArgs: sendgridCustomArgs(email.tags) } : {}),
   } as MailDataRequired;
 }
 

@@ -42,6 +42,9 @@ export const REFUSED_HEADERS = new Set([
   'received',
   'dkim-signature',
   'x-postwright-email-id',
+  // SendGrid's reserved headers (Mail Send v3, `headers`): refused by it with 400.
+  'x-sg-id',
+  'x-sg-eid',
 ]);
 
 /** Header name prefixes a caller may not use: every MIME `Content-*` field (RFC 2045) and `Resent-*`. */

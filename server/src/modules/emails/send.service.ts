@@ -2,7 +2,7 @@ import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
-import { RESTRICTED_TAG_PROVIDERS, tagsRefusedByRestrictedProviders } from '../../providers/provider-tags.ts';
+import { providerTagIssues } from '../../providers/provider-tags.ts';
 import {
   type AdapterRow,
   type AdapterSendCache,
@@ -97,25 +97,52 @@ export interface SendOrigin {
 }
 
 /**
- * Refuses, at accept, tags the email's provider would refuse at delivery (review finding, session
- * 13: `tags: {campaign: "spring sale"}` was accepted, then the email ended `failed` at Amazon SES).
+ * Refuses, at accept, tags the email's provider would refuse at delivery (review findings: session
+ * 13, `tags: {campaign: "spring sale"}` was accepted, then the email ended `failed` at Amazon SES;
+ * session 16, Postmark's Metadata limits and SendGrid's custom_args size). See providerTagIssues.
  * @throws VALIDATION_ERROR (400, details.reason TAGS_REFUSED_BY_PROVIDER, an issue per tag at
- *   `body.tags.<name>`) when `adapterType` is Amazon SES or Resend and a tag's name or value is not
- *   ASCII letters, digits, `_` and `-` (at most 256 characters).
+ *   `body.tags.<name>`, or at `body.tags` for the tags as a whole) when the adapter's provider would
+ *   refuse them: Amazon SES and Resend (ASCII letters, digits, `_` and `-`, at most 256 characters),
+ *   Postmark (at most 10, names ≤ 20 and values ≤ 80 characters, no names equal but for case),
+ *   SendGrid (at most 10,000 bytes as JSON).
  */
 function refuseTagsTheProviderRefuses(adapterType: string, tags: SendInput['tags']): void {
-  if (!RESTRICTED_TAG_PROVIDERS.has(adapterType)) return;
-  const refused = tagsRefusedByRestrictedProviders(tags);
-  if (refused.length === 0) return;
+  const issues = providerTagIssues(adapterType, tags);
+  if (issues.length === 0) return;
+  throw new AppError('VALIDATION_ERROR', "This adapter's provider would refuse these tags", {
+    reason: 'TAGS_REFUSED_BY_PROVIDER',
+    issues: issues.map(({ name, message }) => ({
+      path: name === undefined ? 'body.tags' : `body.tags.${name}`,
+      message,
+    })),
+  });
+}
+
+/** The longest rendered subject accepted, in characters (RFC 5322 §2.1.1's line limit; the `subject` override's bound). */
+export const MAX_RENDERED_SUBJECT_CHARACTERS = 998;
+
+/**
+ * Refuses a rendered subject longer than {@link MAX_RENDERED_SUBJECT_CHARACTERS}: variables could
+ * make one of any length (review finding, session 16: 5,003 characters were accepted, stored on the
+ * log and sent to Postmark, which refuses subjects over 2,000).
+ * @throws VALIDATION_ERROR (400, details.reason SUBJECT_TOO_LONG, an issue at `body.subject` for the
+ *   override, else at `body.variables`).
+ */
+function refuseLongSubject(subject: string, overridden: boolean): void {
+  let characters = 0;
+  for (const _ of subject) characters += 1;
+  if (characters <= MAX_RENDERED_SUBJECT_CHARACTERS) return;
   throw new AppError(
     'VALIDATION_ERROR',
-    "This adapter's provider accepts tags of ASCII letters, digits, _ and - only",
+    `The rendered subject is ${characters} characters long; at most ${MAX_RENDERED_SUBJECT_CHARACTERS} are sent`,
     {
-      reason: 'TAGS_REFUSED_BY_PROVIDER',
-      issues: refused.map((name) => ({
-        path: `body.tags.${name}`,
-        message: 'name and value may hold only ASCII letters, digits, _ and - (at most 256 characters)',
-      })),
+      reason: 'SUBJECT_TOO_LONG',
+      issues: [
+        {
+          path: overridden ? 'body.subject' : 'body.variables',
+          message: `the subject renders to ${characters} characters (at most ${MAX_RENDERED_SUBJECT_CHARACTERS})`,
+        },
+      ],
     },
   );
 }
@@ -177,6 +204,7 @@ export async function prepareSend(
   );
   const subject =
     input.subject === undefined ? rendered.subject : renderSubjectLine(input.subject, variables);
+  refuseLongSubject(subject, input.subject !== undefined);
   // Issue #12: PDFs render last (after every cheap check) and only when asked for. A server without a
   // renderer says so there (renderSendPdfs: PDF_NOT_CONFIGURED), after the request's own mistakes
   // (no sender, errors of the email's template), which its client can fix (a 500 hid them).
