@@ -19,7 +19,10 @@ export interface SendInvitationDeps {
   encryptionKey: Buffer;
   /** The context's open providers (one connection pool per adapter). */
   providers: ProviderCache;
-  config: Pick<Config, 'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE' | 'SEND_TIMEOUT_SECONDS'>;
+  config: Pick<
+    Config,
+    'BASE_URL' | 'ADAPTER_MAX_CONNECTIONS' | 'SMTP_ALLOW_PRIVATE' | 'SEND_TIMEOUT_SECONDS'
+  >;
 }
 
 /**
