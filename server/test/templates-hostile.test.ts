@@ -67,6 +67,29 @@ const HOSTILE_SAVES: Record<string, { subject?: string; designJson: Record<strin
       designJson: simpleDesign(`{% for i in (1..10000) %}${'x'.repeat(1000)}{% endfor %}`),
       reason: 'LIMIT_EXCEEDED',
     },
+    // Review findings, session 16: liquidjs's variable analysis scanned the string from its start
+    // for every variable (32,000 hidden under `if false`: about 9 s of a blocked event loop), and
+    // nested computed indexes made O(depth²) characters of variable paths, or a stack overflow (500).
+    '9,000 variables under {% if false %}, spread over 600 KB of text': {
+      designJson: simpleDesign(
+        `{% if false %}${Array.from({ length: 9_000 }, (_, i) => `${'x'.repeat(60)}{{v${i}}}`).join('')}{% endif %}`,
+      ),
+      reason: 'LIMIT_EXCEEDED',
+    },
+    '16,000 variables under {% if false %}': {
+      designJson: simpleDesign(
+        `{% if false %}${Array.from({ length: 16_000 }, (_, i) => `{{v${i}}}`).join('')}{% endif %}`,
+      ),
+      reason: 'LIMIT_EXCEEDED',
+    },
+    'an index nested 1,000 deep': {
+      designJson: simpleDesign(`{{ ${'a['.repeat(1000)}b${']'.repeat(1000)} }}`),
+      reason: 'LIMIT_EXCEEDED',
+    },
+    'an index nested 3,000 deep': {
+      designJson: simpleDesign(`{{ ${'a['.repeat(3000)}b${']'.repeat(3000)} }}`),
+      reason: 'LIMIT_EXCEEDED',
+    },
     'containers nested 500 deep': { designJson: nestedContainers(500), reason: 'INVALID_DESIGN' },
     'a 10 MB string literal in a Text block': {
       designJson: simpleDesign('x'.repeat(TEN_MB)),

@@ -144,6 +144,16 @@ function boundHtmlNesting(strings: readonly DesignString[], values: readonly str
   });
 }
 
+/** The `{{` and `{%` openings in `source`: an upper bound of its Liquid tags and outputs. */
+function liquidTagCount(source: string): number {
+  let count = 0;
+  for (let i = source.indexOf('{'); i !== -1; i = source.indexOf('{', i + 1)) {
+    const next = source.charCodeAt(i + 1);
+    if (next === 0x7b || next === 0x25) count += 1; // '{' or '%'
+  }
+  return count;
+}
+
 /** Parses the subject and every string of the design, reporting every bad string at once. */
 function parseTemplate(subject: string, design: EmailDesign): ParsedTemplate {
   const strings = designStringsOf(design);
@@ -151,6 +161,18 @@ function parseTemplate(subject: string, design: EmailDesign): ParsedTemplate {
   if (sourceChars > LIQUID_LIMITS.sourceChars) {
     throw invalidTemplate('LIMIT_EXCEEDED', [
       { path: '', message: `Template text exceeds ${LIQUID_LIMITS.sourceChars} characters (${sourceChars})` },
+    ]);
+  }
+  const tags = [subject, ...strings.map((string) => string.source)].reduce(
+    (sum, source) => sum + liquidTagCount(source),
+    0,
+  );
+  if (tags > LIQUID_LIMITS.tags) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      {
+        path: '',
+        message: `Template holds more than ${LIQUID_LIMITS.tags} Liquid tags and outputs (${tags})`,
+      },
     ]);
   }
   const issues: ValidationIssue[] = [];

@@ -1,7 +1,9 @@
+import { Token, TokenKind } from 'liquidjs';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../../http/errors.ts';
 import { compileTemplate, extractVariables, LIQUID_LIMITS, parseDesign, renderTemplate } from './index.ts';
 import { buildDesign, buttonBlock, htmlBlock, textBlock } from './rendering.factories.ts';
+import { parseLiquid } from './rendering.liquid.ts';
 
 /** The INVALID_TEMPLATE error a promise or function ends with (anything else fails the test). */
 async function templateError(fn: () => unknown): Promise<AppError> {
@@ -240,5 +242,48 @@ describe('Liquid limits', () => {
     await templateError(() => render('', [hostile['a 10^8 range loop']!.source]));
     const email = await render('{% for i in (1..3) %}{{ i }}{% endfor %}', []);
     expect(email.subject).toBe('123');
+  });
+});
+
+describe("liquidjs's token positions (replaced by a line table, session 16)", () => {
+  /** liquidjs 10.30's own getPosition: a scan from the start of the input. */
+  function scanned(input: string, begin: number): [number, number] {
+    let [row, col] = [1, 1];
+    for (let i = 0; i < begin; i++) {
+      if (input[i] === '\n') {
+        row++;
+        col = 1;
+      } else col++;
+    }
+    return [row, col];
+  }
+
+  it('gives the row and column the scan gives, for every offset, across inputs', () => {
+    const inputs = [
+      '',
+      'one line',
+      '\n',
+      'a\nb\n\ncd\n',
+      '\n\nx{{ y }}\n  {% if z %}\n{% endif %}\n',
+      'é\n😀\r\nx',
+    ];
+    for (const input of inputs) {
+      for (let begin = 0; begin <= input.length; begin++) {
+        const token = new Token(TokenKind.Output, input, begin, begin, undefined);
+        expect(token.getPosition(), `${JSON.stringify(input)} @${begin}`).toEqual(scanned(input, begin));
+      }
+    }
+  });
+
+  it('keeps positions in parse errors', () => {
+    const error = (() => {
+      try {
+        parseLiquid('body', 'a\nb\n  {% if %}', 'plain');
+      } catch (thrown) {
+        return thrown as AppError;
+      }
+      throw new Error('parsed');
+    })();
+    expect(JSON.stringify(error.details)).toMatch(/line:3, col:8/);
   });
 });

@@ -16,6 +16,7 @@ import {
   Liquid,
   LiquidError,
   type Template,
+  Token,
   toValueSync,
   type Variable,
 } from 'liquidjs';
@@ -28,6 +29,18 @@ import { builtinFilter, chargeArrayFilters } from './rendering.filters.ts';
 export const LIQUID_LIMITS = {
   /** Characters of Liquid source in one template (subject and every string together). */
   sourceChars: 1_000_000,
+  /**
+   * Distinct variables one template may read, and the characters of their paths together: the
+   * list is stored on the template and returned by every list page; nested computed indexes
+   * (`a[a[a[…]]]`) made 1.5 MB of paths from 3 KB of source (review finding, session 16).
+   */
+  variables: 2_000,
+  variableChars: 100_000,
+  /**
+   * `{{` and `{%` openings in one template: parsing and analysing 32,000 outputs took about half a
+   * second of one event loop (review finding, session 16); real templates hold dozens.
+   */
+  tags: 10_000,
   /**
    * CPU time of the Liquid part of one render, ms, all strings together: time the rendering
    * thread spent working (`process.threadCpuUsage`), so a render stalled by a loaded machine (the
@@ -198,16 +211,60 @@ export interface TemplateVariable {
  */
 export function variablesOf(parts: ParsedLiquid[]): TemplateVariable[] {
   const byPath = new Map<string, TemplateVariable>();
+  let characters = 0;
   for (const part of parts) {
     if (!part.templates) continue;
-    const { globals } = analyzeSync(part.templates, { partials: false });
-    for (const variable of Object.values(globals).flat()) {
-      const path = String(variable);
-      if (!byPath.has(path)) byPath.set(path, { path, segments: variable.toArray() });
+    try {
+      const { globals } = analyzeSync(part.templates, { partials: false });
+      for (const variable of Object.values(globals).flat()) {
+        const path = String(variable);
+        if (byPath.has(path)) continue;
+        characters += path.length;
+        if (byPath.size >= LIQUID_LIMITS.variables || characters > LIQUID_LIMITS.variableChars) {
+          throw invalidTemplate('LIMIT_EXCEEDED', [
+            {
+              path: part.path,
+              message: `a template may read at most ${LIQUID_LIMITS.variables} variables of ${LIQUID_LIMITS.variableChars} characters together`,
+            },
+          ]);
+        }
+        byPath.set(path, { path, segments: variable.toArray() });
+      }
+    } catch (error) {
+      // Deeply nested expressions overflow liquidjs's recursive analysis (a 500 before).
+      if (error instanceof RangeError) throw invalidTemplate('LIMIT_EXCEEDED', [issueOf(error, part.path)]);
+      throw error;
+    } finally {
+      lineStartsOf = undefined; // the table holds the whole input string
     }
   }
   return [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
+
+/**
+ * liquidjs's `Token.getPosition()` counts rows and columns by scanning its input from the start, and
+ * `analyzeSync` asks it for every variable: a string of n variables cost O(n × length) (16,000
+ * variables in a 127 KB design: 3.4 s of one save with the event loop blocked; review finding,
+ * session 16). The same answer, from a table of line starts kept for the last input scanned
+ * (binary search: O(log lines) per token once the table is built).
+ */
+let lineStartsOf: { input: string; starts: number[] } | undefined;
+Token.prototype.getPosition = function getPosition(this: Token): [number, number] {
+  if (lineStartsOf?.input !== this.input) {
+    const starts = [0];
+    for (let i = this.input.indexOf('\n'); i !== -1; i = this.input.indexOf('\n', i + 1)) starts.push(i + 1);
+    lineStartsOf = { input: this.input, starts };
+  }
+  const { starts } = lineStartsOf;
+  let low = 0;
+  let high = starts.length - 1;
+  while (low < high) {
+    const middle = (low + high + 1) >> 1;
+    if (starts[middle]! <= this.begin) low = middle;
+    else high = middle - 1;
+  }
+  return [low + 1, this.begin - starts[low]! + 1];
+};
 
 /**
  * The paths of `used` that `values` leaves undefined (the value, or a step before it, is
