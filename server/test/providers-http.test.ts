@@ -350,6 +350,39 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
     }
   }, 30_000);
 
+  it("sends tags given as a list of labels to the provider's own tag field", async () => {
+    // Issue #10 calls tags a string list (review finding, session 16): labels go where each
+    // provider files its tags, not into its metadata.
+    const provider = providerAt(kind, fake.url);
+    try {
+      await provider.send({ ...email, tags: ['welcome', 'onboarding'] });
+      const [request] = fake.sends().slice(-1);
+      if (kind === 'resend') {
+        expect(request!.json.tags).toEqual([
+          { name: 'welcome', value: 'true' },
+          { name: 'onboarding', value: 'true' },
+        ]);
+      } else if (kind === 'ses') {
+        expect(request!.json.EmailTags).toEqual([
+          { Name: 'welcome', Value: 'true' },
+          { Name: 'onboarding', Value: 'true' },
+        ]);
+      } else if (kind === 'sendgrid') {
+        expect(request!.json.categories).toEqual(['welcome', 'onboarding']);
+        expect(request!.json.custom_args).toBeUndefined();
+      } else if (kind === 'mailgun') {
+        expect(request!.form!.getAll('o:tag')).toEqual(['welcome', 'onboarding']);
+        expect(request!.form!.get('v:welcome')).toBeNull();
+        expect(request!.form!.get('v:0')).toBeNull();
+      } else {
+        expect(request!.json.Tag).toBe('welcome');
+        expect(request!.json.Metadata).toBeUndefined();
+      }
+    } finally {
+      await provider.close();
+    }
+  });
+
   it('a connection refused is transient', async () => {
     const provider = providerAt(kind, `http://127.0.0.1:${await freePort()}`);
     try {

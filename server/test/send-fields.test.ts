@@ -131,6 +131,16 @@ describe('send fields (issue #10)', () => {
     expect(rendered.subject).toBe('Order 42 for Ada');
   });
 
+  it("takes tags as a list of labels (issue #10's string list) and shows them on the log as sent", async () => {
+    const response = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'labels@example.test',
+      tags: ['welcome', 'onboarding'],
+    });
+    expect(response.statusCode, response.body).toBe(202);
+    expect((await logOf(response.json().data.id)).tags).toEqual(['welcome', 'onboarding']);
+  });
+
   it('shows empty send fields on the log of a plain send', async () => {
     const response = await send(ctx.app, apiKey, { templateId, to: 'plain@example.test' });
     expect(response.statusCode, response.body).toBe(202);
@@ -208,6 +218,12 @@ describe('send fields (issue #10)', () => {
       'body.attachments',
     ],
     ['a tag value with CR', { tags: { a: 'x\ry' } }, 'body.tags'],
+    // Issue #10's "string list" form of tags (review finding, session 16).
+    ['a tag label with CR', { tags: ['ok', 'x\ry'] }, 'body.tags.1'],
+    ['an empty tag label', { tags: [''] }, 'body.tags.0'],
+    ['a tag label given twice', { tags: ['a', 'a'] }, 'body.tags'],
+    ['51 tag labels', { tags: Array.from({ length: 51 }, (_, i) => `t${i}`) }, 'body.tags'],
+    ['tags that are neither a list nor a map', { tags: 'welcome' }, 'body.tags'],
     ['metadata over 2 KB', { metadata: { big: 'x'.repeat(2100) } }, 'body.metadata'],
     [
       'a schedule more than 30 days ahead',

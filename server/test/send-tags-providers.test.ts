@@ -76,6 +76,36 @@ describe('tags the adapter’s provider would refuse', () => {
     expect(accepted.statusCode, accepted.body).toBe(202);
   });
 
+  it.each<[Parameters<typeof providerTeam>[1], string[], string]>([
+    ['postmark', ['welcome', 'onboarding'], 'body.tags'],
+    ['mailgun', ['welcome', 'été'], 'body.tags.1'],
+    ['mailgun', Array.from({ length: 11 }, (_, i) => `t${i}`), 'body.tags'],
+    ['sendgrid', Array.from({ length: 11 }, (_, i) => `t${i}`), 'body.tags'],
+    ['ses', ['spring sale'], 'body.tags.0'],
+    ['resend', ['ok', 'spring sale'], 'body.tags.1'],
+  ])('%s: labels %j its tag field would refuse: 400 at %s', async (kind, tags, path) => {
+    const team = await providerTeam(ctx, kind);
+    const response = await send(ctx.app, team.key, {
+      templateId: team.templateId,
+      to: 'ada@example.com',
+      from: 'sender@example.com',
+      adapterId: team.providerAdapterId,
+      tags,
+    });
+    expect(expectError(response, 400, 'VALIDATION_ERROR').details).toMatchObject({
+      reason: 'TAGS_REFUSED_BY_PROVIDER',
+      issues: [{ path }],
+    });
+    const fine = await send(ctx.app, team.key, {
+      templateId: team.templateId,
+      to: 'ada@example.com',
+      from: 'sender@example.com',
+      adapterId: team.providerAdapterId,
+      tags: ['welcome'],
+    });
+    expect(fine.statusCode, fine.body).toBe(202);
+  });
+
   it('sendgrid: tags over 10,000 bytes as JSON: 400', async () => {
     const team = await providerTeam(ctx, 'sendgrid');
     const tags = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`tag_${i}`, 'é'.repeat(200)]));

@@ -282,6 +282,27 @@ describe('outbound webhooks (issue #11)', () => {
     for (const event of plain)
       expect(Object.keys(event.data)).not.toEqual(expect.arrayContaining(['metadata']));
     for (const event of plain) expect(event.data).not.toHaveProperty('tags');
+
+    // Tags given as a list of labels (issue #10's string list) travel as that list.
+    const labelled = await send(ctx.app, apiKey, {
+      templateId,
+      to: 'labelled@example.test',
+      variables: { first_name: 'Ada' },
+      tags: ['welcome', 'onboarding'],
+    });
+    expect(labelled.statusCode, labelled.body).toBe(202);
+    const labelledEvents = await waitFor(
+      async () => {
+        const found = receiver
+          .to(hook.path)
+          .map((r) => verifyWebhook(hook.secret, r) as any)
+          .filter((e) => e.data.emailId === labelled.json().data.id);
+        return found.length >= 2 ? found : undefined;
+      },
+      20_000,
+      'two deliveries of the labelled email',
+    );
+    for (const event of labelledEvents) expect(event.data.tags).toEqual(['welcome', 'onboarding']);
   });
 
   it('retries a failing receiver on the schedule with the same webhook-id until it answers 2xx', async () => {

@@ -23,7 +23,7 @@ const sendJobPayload = emailJobPayload.extend({
       bcc: z.array(z.string()).optional(),
       replyTo: z.array(z.string()).optional(),
       headers: z.record(z.string(), z.string()).optional(),
-      tags: z.record(z.string(), z.string()).optional(),
+      tags: z.union([z.array(z.string()), z.record(z.string(), z.string())]).optional(),
       attachments: z.boolean().optional(),
       /** The send's tracking override (issue #11, modules/tracking). */
       trackOpens: z.boolean().optional(),

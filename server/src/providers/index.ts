@@ -42,7 +42,7 @@ export type {
   SendOptions,
   SendResult,
 } from './types.ts';
-export { ProviderError } from './types.ts';
+export { type EmailTags, hasTags, isTagList, ProviderError } from './types.ts';
 
 /** Most providers kept open at once; the least recently used one beyond it is closed. */
 const MAX_CACHED_PROVIDERS = 100;

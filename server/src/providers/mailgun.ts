@@ -3,7 +3,8 @@ import type { ProviderDefinition } from './definition.ts';
 import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { forwardedMailbox } from './mailbox-address.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+import { fittedLabels, MAILGUN_TAGS } from './provider-tags.ts';
+import { type EmailProvider, isTagList, type OutgoingEmail, ProviderError } from './types.ts';
 
 const formData = lazyModule<typeof import('form-data')>('form-data');
 const mailgunSdk = lazyModule<typeof import('mailgun.js').default>('mailgun.js');
@@ -78,7 +79,7 @@ function classifyError(error: unknown): ProviderError {
   return classifyHttpFailure({ message: errorMessage(error), cause: error });
 }
 
-/** The Mailgun form fields of `email` (`h:` custom headers, `v:` user variables). */
+/** The Mailgun form fields of `email` (`h:` custom headers, `o:tag` tags, `v:` user variables). */
 function toMailgun(email: OutgoingEmail): Record<string, unknown> {
   const data: Record<string, unknown> = {
     from: forwardedMailbox(email.from),
@@ -92,7 +93,10 @@ function toMailgun(email: OutgoingEmail): Record<string, unknown> {
   if (email.replyTo?.length) data['h:Reply-To'] = email.replyTo.map(forwardedMailbox).join(', ');
   if (email.messageId) data['h:Message-Id'] = email.messageId;
   for (const [name, value] of Object.entries(email.headers ?? {})) data[`h:${name}`] = value;
-  for (const [name, value] of Object.entries(email.tags ?? {})) data[`v:${name}`] = value;
+  // Labels as o:tag (Mailgun's tags, several fields of one name), labels name → value as v: variables.
+  if (isTagList(email.tags)) {
+    if (email.tags.length) data['o:tag'] = fittedLabels(email.tags, { ...MAILGUN_TAGS, ascii: true });
+  } else for (const [name, value] of Object.entries(email.tags ?? {})) data[`v:${name}`] = value;
   if (email.attachments?.length) {
     data.attachment = email.attachments.map((a) => ({
       filename: a.filename,

@@ -10,8 +10,8 @@ import {
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
 import { forwardedMailbox } from './mailbox-address.ts';
-import { postmarkMetadata } from './provider-tags.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+import { fittedLabels, POSTMARK_TAG_MAX_LENGTH, postmarkMetadata } from './provider-tags.ts';
+import { type EmailProvider, hasTags, isTagList, type OutgoingEmail, ProviderError } from './types.ts';
 
 const postmarkSdk = lazyModule<typeof import('postmark')>('postmark');
 
@@ -82,7 +82,12 @@ function toPostmark(email: OutgoingEmail): Message {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length ? { Metadata: postmarkMetadata(email.tags) } : {}),
+    // A label as Tag (Postmark takes one), labels name → value as Metadata.
+    ...(hasTags(email.tags)
+      ? isTagList(email.tags)
+        ? { Tag: fittedLabels(email.tags, { max: 1, maxLength: POSTMARK_TAG_MAX_LENGTH })[0] }
+        : { Metadata: postmarkMetadata(email.tags) }
+      : {}),
   } as Message;
 }
 

@@ -5,7 +5,7 @@ import { classifyHttpFailure, errorMessage, httpTransportFor, sendUnderSignal } 
 import { lazyModule } from './lazy-module.ts';
 import { forwardedMailbox } from './mailbox-address.ts';
 import { restrictedTags } from './provider-tags.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+import { type EmailProvider, hasTags, type OutgoingEmail, ProviderError } from './types.ts';
 
 const resendSdk = lazyModule<typeof import('resend')>('resend');
 
@@ -71,7 +71,7 @@ function toResend(email: OutgoingEmail): CreateEmailOptions {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length ? { tags: restrictedTags(email.tags) } : {}),
+    ...(hasTags(email.tags) ? { tags: restrictedTags(email.tags) } : {}),
   };
 }
 

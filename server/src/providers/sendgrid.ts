@@ -12,8 +12,8 @@ import {
   sendUnderSignal,
 } from './http-transport.ts';
 import { lazyModule } from './lazy-module.ts';
-import { sendgridCustomArgs } from './provider-tags.ts';
-import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
+import { fittedLabels, SENDGRID_CATEGORIES, sendgridCustomArgs } from './provider-tags.ts';
+import { type EmailProvider, hasTags, isTagList, type OutgoingEmail, ProviderError } from './types.ts';
 
 const sendgridClient = lazyModule<{ Client: typeof SendGridClient }>('@sendgrid/client');
 const sendgridMail = lazyModule<{ MailService: typeof SendGridMailService }>('@sendgrid/mail');
@@ -142,7 +142,12 @@ function toSendGrid(email: OutgoingEmail): MailDataRequired {
           })),
         }
       : {}),
-    ...(email.tags && Object.keys(email.tags).length ? { customArgs: sendgridCustomArgs(email.tags) } : {}),
+    // Labels as categories, labels name → value as custom_args.
+    ...(hasTags(email.tags)
+      ? isTagList(email.tags)
+        ? { categories: fittedLabels(email.tags, SENDGRID_CATEGORIES) }
+        : { customArgs: sendgridCustomArgs(email.tags) }
+      : {}),
   } as MailDataRequired;
 }
 

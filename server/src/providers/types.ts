@@ -32,14 +32,29 @@ export interface OutgoingEmail {
   attachments?: OutgoingAttachment[];
   /** Extra header lines, name → value. */
   headers?: Record<string, string>;
-  /**
-   * The sender's labels (name → value, issue #10): providers with a native tag or metadata field
-   * pass them there (Resend tags, SendGrid custom_args, Mailgun `v:` variables, SES message tags,
-   * Postmark Metadata); SMTP ignores them.
-   */
-  tags?: Record<string, string>;
+  /** The sender's tags (issue #10), see {@link EmailTags}; SMTP ignores them. */
+  tags?: EmailTags;
   /** Message-ID header to set, with or without angle brackets; the provider generates one when omitted. */
   messageId?: string;
+}
+
+/**
+ * The sender's tags on an email (issue #10 calls `tags` a string list): either a list of labels
+ * (`["welcome", "onboarding"]`), which each provider gets in its own tag field (Resend and SES
+ * tags named by the label with the value `true`, SendGrid categories, Mailgun `o:tag`, Postmark
+ * `Tag`), or labels name → value (`{campaign: "spring"}`), which go to its tag or metadata field
+ * (Resend and SES tags, SendGrid custom_args, Mailgun `v:` variables, Postmark Metadata).
+ */
+export type EmailTags = Record<string, string> | string[];
+
+/** True when `tags` is the list form of {@link EmailTags}. */
+export function isTagList(tags: EmailTags | undefined): tags is string[] {
+  return Array.isArray(tags);
+}
+
+/** True when `tags` holds at least one label. */
+export function hasTags(tags: EmailTags | undefined): tags is EmailTags {
+  return tags !== undefined && Object.keys(tags).length > 0;
 }
 
 /** A recipient the provider refused while accepting the email for others (issue #11). */

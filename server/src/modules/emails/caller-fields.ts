@@ -1,13 +1,14 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { emailSendOptions } from '../../db/schema/index.ts';
+import type { EmailTags } from '../../providers/types.ts';
 
 /** The caller's own fields of an email that travel with its events (issue #11 payloads). */
 export interface CallerFields {
   /** The send's `metadata` (string map), when it carried a non-empty one. */
   metadata?: Record<string, string>;
-  /** The send's `tags` (name → value), when it carried a non-empty one. */
-  tags?: Record<string, string>;
+  /** The send's `tags` (a list of labels or labels name → value, as sent), when it carried some. */
+  tags?: EmailTags;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { HEADER_TEXT_MESSAGE, isHeaderText, mailboxSchema } from '../../providers/mailbox-address.ts';
+import type { EmailTags } from '../../providers/types.ts';
 
 /**
  * The request schema of the send fields of issue #10 beyond template, `to`, `from` and variables:
@@ -137,16 +138,26 @@ export const sendFieldsShape = {
     .describe(
       'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Resent-*, Return-Path, Received, DKIM-Signature',
     ),
-  tags: stringMap(
-    z
-      .string()
-      .min(1)
-      .max(64)
-      .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
-    headerText(256),
-  )
+  tags: z
+    .union([
+      // Issue #10's "string list": labels, to each provider's own tag field.
+      z
+        .array(headerText(256).min(1))
+        .max(MAX_MAP_ENTRIES)
+        .refine((labels) => new Set(labels).size === labels.length, 'each tag at most once'),
+      stringMap(
+        z
+          .string()
+          .min(1)
+          .max(64)
+          .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
+        headerText(256),
+      ),
+    ])
     .optional()
-    .describe('Labels name → value, passed to providers with a tag field'),
+    .describe(
+      "Tags: a list of labels (each provider's tag field: Resend/SES tags, SendGrid categories, Mailgun o:tag, Postmark Tag), or labels name → value (Resend/SES tags, SendGrid custom_args, Mailgun v: variables, Postmark Metadata)",
+    ),
   metadata: stringMap(z.string().min(1).max(64), z.string().max(MAX_METADATA_BYTES))
     .refine(
       (map) => Buffer.byteLength(JSON.stringify(map)) <= MAX_METADATA_BYTES,
@@ -194,7 +205,7 @@ export interface SendFieldsInput {
   subject?: string | undefined;
   adapterId?: string | undefined;
   headers?: Record<string, string> | undefined;
-  tags?: Record<string, string> | undefined;
+  tags?: EmailTags | undefined;
   metadata?: Record<string, string> | undefined;
   attachments?: { filename: string; content: string; contentType?: string | undefined }[] | undefined;
   scheduledAt?: string | undefined;

@@ -4,7 +4,7 @@ import type { Executor } from '../../db/client.ts';
 import { emailAttachments, emailSendOptions } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
-import type { OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
+import type { EmailTags, OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
 import { findSuppression } from '../suppressions/index.ts';
 import { asList, type SendFieldsInput } from './send-fields.schema.ts';
 
@@ -30,7 +30,7 @@ export interface OutgoingFields {
   bcc?: string[] | undefined;
   replyTo?: string[] | undefined;
   headers?: Record<string, string> | undefined;
-  tags?: Record<string, string> | undefined;
+  tags?: EmailTags | undefined;
   /** Attachments are stored with the email and loaded by the worker. */
   attachments?: boolean | undefined;
   /** The send's tracking override (issue #11; absent: the template version's setting). */
@@ -181,7 +181,7 @@ export interface SendFieldsView {
   bcc: string[];
   replyTo: string[];
   headers: Record<string, string>;
-  tags: Record<string, string>;
+  tags: EmailTags;
   metadata: Record<string, string>;
   attachments: { filename: string; contentType: string; size: number }[];
   scheduledAt: string | null;
@@ -193,7 +193,7 @@ export const sendFieldsViewShape = {
   bcc: z.array(z.string()),
   replyTo: z.array(z.string()),
   headers: z.record(z.string(), z.string()),
-  tags: z.record(z.string(), z.string()),
+  tags: z.union([z.array(z.string()), z.record(z.string(), z.string())]),
   metadata: z.record(z.string(), z.string()),
   attachments: z.array(z.object({ filename: z.string(), contentType: z.string(), size: z.number() })),
   scheduledAt: z.string().nullable(),
@@ -232,7 +232,7 @@ export async function loadSendFields(
     bcc: options?.bcc ?? [],
     replyTo: options?.replyTo ?? [],
     headers: (options?.headers ?? {}) as Record<string, string>,
-    tags: (options?.tags ?? {}) as Record<string, string>,
+    tags: (options?.tags ?? {}) as EmailTags,
     metadata: (options?.metadata ?? {}) as Record<string, string>,
     attachments: files,
     scheduledAt: options?.scheduledAt?.toISOString() ?? null,
