@@ -36,6 +36,22 @@ describe('API reference under /docs, loaded on first use', () => {
     expect(ui.headers['x-content-type-options']).toBe('nosniff');
   });
 
+  it("documents each route's security and its permission and scope from its access rule", async () => {
+    // Review finding, session 16: log reads listed session access only, though a logs:read key works.
+    const document = (await ctx.app.inject({ method: 'GET', url: '/docs/json' })).json();
+    const logs = document.paths['/api/logs'].get;
+    expect(logs.security).toEqual([{ session: [] }, { apiKey: [] }]);
+    expect(logs.description).toContain(
+      'Access: a session whose role holds logs:view, or an API key with the scope logs:read.',
+    );
+    expect(document.paths['/api/v1/send'].post.security).toEqual([{ apiKey: [] }]);
+    expect(document.paths['/api/suppressions'].get.security).toEqual([{ session: [] }, { apiKey: [] }]);
+    expect(document.paths['/api/adapters'].post.security).toEqual([{ session: [] }]);
+    expect(document.paths['/api/adapters'].post.description).toContain(
+      'Access: a session whose role holds adapters:create.',
+    );
+  });
+
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {
     const missing = await ctx.app.inject({ method: 'GET', url: '/docs/nope' });
     expect(missing.statusCode).toBe(404);
