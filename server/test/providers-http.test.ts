@@ -383,6 +383,30 @@ describe.each(KINDS)('%s provider against a fake of its API', (kind) => {
     }
   });
 
+  it("records a proxy's HTML error page as its status, never the page itself", async () => {
+    // Review finding, session 16: Mailgun stored the whole page, SES an SDK deserialization error,
+    // Resend "try again later" for a permanent 413.
+    const page = `<html><head><title>413</title></head><body>${'x'.repeat(5000)}</body></html>`;
+    fake.failNextSends({ status: 413, message: '', html: page }, { status: 502, message: '', html: page });
+    const provider = providerAt(kind, fake.url);
+    try {
+      const tooLarge = (await provider.send(email).catch((e: unknown) => e)) as ProviderError;
+      const badGateway = (await provider.send(email).catch((e: unknown) => e)) as ProviderError;
+      expect(tooLarge).toBeInstanceOf(ProviderError);
+      expect(tooLarge.permanent).toBe(true);
+      expect(badGateway.permanent).toBe(false);
+      if (kind === 'postmark') {
+        // The Postmark SDK says so itself.
+        expect(tooLarge.message).toBe('Request returned status code 413');
+      } else {
+        expect(tooLarge.message).toBe('HTTP 413 Payload Too Large');
+        expect(badGateway.message).toBe('HTTP 502 Bad Gateway');
+      }
+    } finally {
+      await provider.close();
+    }
+  });
+
   it('a connection refused is transient', async () => {
     const provider = providerAt(kind, `http://127.0.0.1:${await freePort()}`);
     try {

@@ -99,3 +99,24 @@ describe('hosted-API provider under the worker deadline', () => {
     }
   });
 });
+
+describe('classifyHttpFailure messages (review finding, session 16)', () => {
+  it("keeps a provider's message to 1,000 characters", () => {
+    const error = classifyHttpFailure({ status: 400, message: 'x'.repeat(5000) });
+    expect(error.message).toHaveLength(1000);
+    expect(error.message.endsWith('…')).toBe(true);
+    expect(error.permanent).toBe(true);
+  });
+
+  it('names the status when the body was not the provider’s error', () => {
+    expect(classifyHttpFailure({ status: 413, message: '<html>too large</html>' }).message).toBe(
+      'HTTP 413 Payload Too Large',
+    );
+    expect(classifyHttpFailure({ status: 503, message: 'Service Unavailable' }).message).toBe(
+      'HTTP 503 Service Unavailable',
+    );
+    expect(classifyHttpFailure({ status: 422, message: 'Invalid metadata' }).message).toBe(
+      'Invalid metadata',
+    );
+  });
+});

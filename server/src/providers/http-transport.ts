@@ -18,6 +18,7 @@ import { ProviderError } from './types.ts';
  * node:http load Node.js's own bundled undici at start (≈ 5 MB resident; idle memory, issue #9).
  */
 const http = process.getBuiltinModule('node:http');
+const { STATUS_CODES } = http;
 const https = process.getBuiltinModule('node:https');
 
 const undici = lazyModule<typeof import('undici')>('undici');
@@ -160,11 +161,39 @@ export function classifyHttpFailure(failure: HttpFailure): ProviderError {
   const status = failure.status;
   const transient = !refused && (status === undefined || status === 429 || status >= 500);
   const code = refused ? 'EOUTBOUND' : (failure.code ?? (status === undefined ? undefined : String(status)));
-  return new ProviderError(refused ? errorMessage(refused) : failure.message || `HTTP ${status}`, {
+  return new ProviderError(refused ? errorMessage(refused) : providerMessage(failure), {
     permanent: !transient,
     ...(code ? { providerCode: code } : {}),
     ...(failure.cause === undefined ? {} : { cause: failure.cause }),
   });
+}
+
+/** Most characters of a provider's message kept as the log's errorMessage. */
+export const MAX_PROVIDER_MESSAGE_CHARS = 1000;
+
+/**
+ * The message to record for `failure`: the provider's own, cut to {@link MAX_PROVIDER_MESSAGE_CHARS};
+ * but `HTTP <status> <reason phrase>` when the body was not the provider's error at all (review
+ * finding, session 16): a proxy's or load balancer's HTML page (Mailgun stored it whole), a body the
+ * SDK could not parse (SES: "Deserialization error…"), or the Resend SDK's stand-in for a non-JSON
+ * answer, which says "try again later" even for a permanent 413.
+ */
+function providerMessage(failure: HttpFailure): string {
+  const { status } = failure;
+  const text = failure.message.trim();
+  const notTheProviders =
+    text === '' ||
+    (status !== undefined && text === STATUS_CODES[status]) ||
+    text.startsWith('<') ||
+    /Deserialization error|is not valid JSON/.test(text) ||
+    failure.code === 'application_error';
+  if (status !== undefined && notTheProviders) {
+    return `HTTP ${status}${STATUS_CODES[status] ? ` ${STATUS_CODES[status]}` : ''}`;
+  }
+  const message = text || (status === undefined ? 'request failed' : `HTTP ${status}`);
+  return message.length > MAX_PROVIDER_MESSAGE_CHARS
+    ? `${message.slice(0, MAX_PROVIDER_MESSAGE_CHARS - 1)}…`
+    : message;
 }
 
 /** The first error in `error`'s cause chain whose `code` is `code`. */

@@ -29,6 +29,8 @@ export interface RecordedRequest {
 export interface FakeFailure {
   status: number;
   message: string;
+  /** Answer this HTML body instead of the provider's JSON error (a proxy's or load balancer's page). */
+  html?: string;
 }
 
 export interface FakeProvider {
@@ -294,6 +296,13 @@ export async function startFakeProvider(kind: FakeKind): Promise<FakeProvider> {
         if (behaviour.isSend(recorded)) {
           const answer = () => {
             const failure = failures.shift();
+            if (failure?.html !== undefined) {
+              return reply(response, {
+                status: failure.status,
+                body: failure.html,
+                headers: { 'content-type': 'text/html' },
+              });
+            }
             if (failure) return reply(response, behaviour.failure(failure));
             sent += 1;
             return reply(response, behaviour.sent(recorded, sent));
