@@ -80,7 +80,7 @@ describe('template thumbnails', () => {
     expect(await fileStatus(ctx, next)).toBe(200);
   });
 
-  it('keeps a thumbnail a duplicate still shows; deletes it with the last template showing it', async () => {
+  it('gives a duplicate a thumbnail of its own; deletes each file with the last template showing it', async () => {
     const owner = await setupOwner(ctx.app);
     const source = await buildTemplate(ctx.app, owner, { name: 'Source' });
     const url = await waitFor(
@@ -92,7 +92,13 @@ describe('template thumbnails', () => {
       await dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {}),
       201,
     );
-    expect(await thumbnailUrlOf(ctx, owner, copy.id)).toBe(url);
+    // The copy shows the source's thumbnail until its own job has made one (session 16: every
+    // copy gets a job, as the source's may show an older design).
+    const own = await waitFor(async () => {
+      const current = await thumbnailUrlOf(ctx, owner, copy.id);
+      return current && current !== url ? current : undefined;
+    }, 30_000);
+    expect(await fileStatus(ctx, url)).toBe(200);
 
     await dataOf(
       await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${source.id}`, {
@@ -103,10 +109,12 @@ describe('template thumbnails', () => {
       const current = await thumbnailUrlOf(ctx, owner, source.id);
       return current !== url ? current : undefined;
     }, 30_000);
-    expect(await fileStatus(ctx, url)).toBe(200);
+    // The job releases the file it replaced after setting the new one.
+    await waitFor(async () => ((await fileStatus(ctx, url)) === 404 ? true : undefined), 10_000);
+    expect(await fileStatus(ctx, own)).toBe(200);
 
     expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${copy.id}`)).statusCode).toBe(200);
-    expect(await fileStatus(ctx, url)).toBe(404);
+    expect(await fileStatus(ctx, own)).toBe(404);
     expect((await dashboardCall(ctx.app, owner, 'DELETE', `/api/templates/${source.id}`)).statusCode).toBe(
       200,
     );
@@ -252,6 +260,23 @@ describe('thumbnail files when templates change meanwhile', () => {
     } finally {
       blocker.release();
     }
+  });
+
+  it("gives a copy its own job even when the source shows a thumbnail (it may be an older design's)", async () => {
+    const source = await buildTemplate(ctx.app, owner, { name: 'Shown' });
+    await runThumbnailJob(source.id, first);
+    // The design changes; its thumbnail job has not run when the copy is made.
+    await dataOf(
+      await dashboardCall(ctx.app, owner, 'PUT', `/api/templates/${source.id}`, {
+        designJson: simpleDesign('A newer design'),
+      }),
+    );
+    const copy = await dataOf(
+      await dashboardCall(ctx.app, owner, 'POST', `/api/templates/${source.id}/duplicate`, {}),
+      201,
+    );
+    expect(await thumbnailUrlOf(ctx, owner, copy.id)).toBe(urlOf(source.id, first));
+    expect(await thumbnailJobStates(ctx, copy.id)).toHaveLength(1);
   });
 
   it('gives concurrent duplicates a slug each, and a copy of a template without a thumbnail a job', async () => {

@@ -65,7 +65,10 @@ export async function duplicateTemplate(
       createdBy: userId,
     });
     await snapshotVersion(tx, copy, userId);
-    if (!source.thumbnailUrl) await enqueueThumbnail(thumbnails, tx, copy);
+    // Every copy gets its own thumbnail job: the source's thumbnail may show an older design whose
+    // job has not run yet (review finding, session 16: the copy then kept it for good). The copy
+    // shows the source's until its own is made.
+    await enqueueThumbnail(thumbnails, tx, copy);
     return { id: copy.id, name: copy.name, slug: copy.slug, createdAt: copy.createdAt.toISOString() };
   });
 }
