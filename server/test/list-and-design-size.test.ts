@@ -68,6 +68,29 @@ describe('the log and template lists read only the columns they show', () => {
     expect(versionReads[0]).not.toContain('"design_json"');
     expect(versionReads[0]).not.toContain('"compiled_html"');
   });
+
+  it('GET /api/templates/:id/versions answers the newest 100, or `limit` up to 1,000 (review finding, session 16)', async () => {
+    // With no bound, 100,000 versions answered 18.6 MB in one array.
+    const team = await createTeamWithKey(ctx.app);
+    const { templateId } = team;
+    await ctx.context.database.pool.query(
+      `insert into template_versions (id, team_id, template_id, number, name, template_name, subject, design_json)
+        select 'tv_bulk_' || n || '_' || v.id, v.team_id, v.template_id, n, 'Bulk ' || n, v.template_name, v.subject, v.design_json
+        from template_versions v, generate_series(2, 150) as n where v.template_id = $1`,
+      [templateId],
+    );
+    const path = `/api/templates/${templateId}/versions`;
+    const byDefault = await dataOf(await dashboardCall(ctx.app, team.owner, 'GET', path));
+    expect(byDefault).toHaveLength(100);
+    expect(byDefault[0].name).toBe('Bulk 150');
+    const three = await dataOf(await dashboardCall(ctx.app, team.owner, 'GET', `${path}?limit=3`));
+    expect(three.map((v: { name: string }) => v.name)).toEqual(['Bulk 150', 'Bulk 149', 'Bulk 148']);
+    expectError(
+      await dashboardCall(ctx.app, team.owner, 'GET', `${path}?limit=1001`),
+      400,
+      'VALIDATION_ERROR',
+    );
+  });
 });
 
 describe('the size of a design', () => {

@@ -191,12 +191,18 @@ export const templateRepository = {
    * VERSION_LIST_COLUMNS}), never the designs (each up to 2 MB; a template with 60 versions of such
    * a design made one list request hold ~90 MB, review finding, session 14).
    */
-  listVersions(db: Executor, teamId: string, templateId: string): Promise<TemplateVersionListRow[]> {
+  listVersions(
+    db: Executor,
+    teamId: string,
+    templateId: string,
+    limit: number,
+  ): Promise<TemplateVersionListRow[]> {
     return db
       .select(VERSION_LIST_COLUMNS)
       .from(templateVersions)
       .where(and(eq(templateVersions.teamId, teamId), eq(templateVersions.templateId, templateId)))
-      .orderBy(desc(templateVersions.number), desc(templateVersions.createdAt));
+      .orderBy(desc(templateVersions.number), desc(templateVersions.createdAt))
+      .limit(limit);
   },
 
   async findVersion(

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok, pageOf } from '../../http/envelope.ts';
 import { actingUserIdOf, teamIdOf } from '../../http/principal.ts';
@@ -151,10 +152,20 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
         tags,
         security,
         params: templateIdParams,
+        querystring: z.object({
+          limit: z.coerce
+            .number()
+            .int()
+            .min(1)
+            .max(versions.MAX_VERSIONS_LIMIT)
+            .default(versions.DEFAULT_VERSIONS_LIMIT)
+            .describe('The newest this many versions (default 100, at most 1,000)'),
+        }),
         response: { 200: envelopeOf(templateVersionList) },
       },
     },
-    async (request) => ok(await versions.listVersions(db(), teamIdOf(request), request.params.id)),
+    async (request) =>
+      ok(await versions.listVersions(db(), teamIdOf(request), request.params.id, request.query.limit)),
   );
 
   app.post(

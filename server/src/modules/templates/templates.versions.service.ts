@@ -26,17 +26,24 @@ async function lockTemplate(tx: Executor, teamId: string, idOrSlug: string): Pro
   return row;
 }
 
+/** Versions `GET /api/templates/:id/versions` answers by default, and at most (`limit`). */
+export const DEFAULT_VERSIONS_LIMIT = 100;
+export const MAX_VERSIONS_LIMIT = 1000;
+
 /**
- * The versions of a template (id or slug), newest first (spec "Templates (session)").
+ * The newest `limit` versions of a template (id or slug), newest first (spec "Templates (session)":
+ * an array; the bound is the deliveries list's, issue #11: a template with 100,000 versions answered
+ * 18.6 MB in one array, review finding, session 16).
  * @throws NOT_FOUND when the team has no such template.
  */
 export async function listVersions(
   db: Executor,
   teamId: string,
   idOrSlug: string,
+  limit: number = DEFAULT_VERSIONS_LIMIT,
 ): Promise<TemplateVersionView[]> {
   const template = await getTemplate(db, teamId, idOrSlug);
-  const rows = await templateRepository.listVersions(db, teamId, template.id);
+  const rows = await templateRepository.listVersions(db, teamId, template.id, limit);
   return rows.map(presentVersion);
 }
 
