@@ -1,7 +1,6 @@
 import type { Client as SendGridClient } from '@sendgrid/client';
 import type { MailDataRequired, MailService as SendGridMailService } from '@sendgrid/mail';
 import addressparser from 'nodemailer/lib/addressparser';
-import { encodeWord } from 'nodemailer/lib/mime-funcs';
 import { z } from 'zod';
 import type { ProviderDefinition } from './definition.ts';
 import {
@@ -15,6 +14,8 @@ import { lazyModule } from './lazy-module.ts';
 import { fittedLabels, SENDGRID_CATEGORIES, sendgridCustomArgs } from './provider-tags.ts';
 import { type EmailProvider, hasTags, isTagList, type OutgoingEmail, ProviderError } from './types.ts';
 
+/** nodemailer's RFC 2047 encoder, loaded with the first name that needs it (idle memory, issue #9). */
+const mimeFuncs = lazyModule<typeof import('nodemailer/lib/mime-funcs')>('nodemailer/lib/mime-funcs');
 const sendgridClient = lazyModule<{ Client: typeof SendGridClient }>('@sendgrid/client');
 const sendgridMail = lazyModule<{ MailService: typeof SendGridMailService }>('@sendgrid/mail');
 
@@ -87,7 +88,7 @@ function mailbox(address: string): { email: string; name?: string } {
   if (!parsed.name) return { email: parsed.address };
   return {
     email: parsed.address,
-    name: /[,;]/.test(parsed.name) ? encodeWord(parsed.name, 'Q', 0) : parsed.name,
+    name: /[,;]/.test(parsed.name) ? mimeFuncs().encodeWord(parsed.name, 'Q', 0) : parsed.name,
   };
 }
 
