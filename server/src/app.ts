@@ -9,7 +9,7 @@ import {
 import type { Context } from './context.ts';
 import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
-import { withAccessDocs } from './http/access-docs.ts';
+import { markOptionalBodies, withAccessDocs } from './http/access-docs.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
 import { dashboardFallback } from './http/dashboard.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
@@ -149,6 +149,8 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
       },
     },
     transform: withAccessDocs(jsonSchemaTransform),
+    transformObject: (document) =>
+      markOptionalBodies('openapiObject' in document ? document.openapiObject : document.swaggerObject),
   });
   // The reference UI's plugin is loaded on the first /docs request (idle memory, issue #9).
   await apiDocsRoutes(app);

@@ -50,6 +50,13 @@ describe('API reference under /docs, loaded on first use', () => {
     expect(document.paths['/api/adapters'].post.description).toContain(
       'Access: a session whose role holds adapters:create.',
     );
+    // Errors in the spec's envelope; bodies the route takes absent are not required.
+    const errorAnswer = logs.responses['4XX'].content['application/json'].schema;
+    expect(errorAnswer.required).toEqual(['success', 'error']);
+    expect(logs.responses['5XX']).toBeDefined();
+    expect(document.paths['/api/templates/{id}/versions'].post.requestBody.required).toBe(false);
+    expect(document.paths['/api/v1/send'].post.requestBody.required).toBe(true);
+    expect(JSON.stringify(document)).not.toContain('x-postwright-optional-body');
   });
 
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {
