@@ -76,9 +76,10 @@ describe('tags the adapter’s provider would refuse', () => {
     expect(accepted.statusCode, accepted.body).toBe(202);
   });
 
-  it.each<[Parameters<typeof providerTeam>[1], string[], string]>([
+  it.each<[Parameters<typeof providerTeam>[1], string[] | Record<string, string>, string]>([
     ['postmark', ['welcome', 'onboarding'], 'body.tags'],
     ['mailgun', ['welcome', 'été'], 'body.tags.1'],
+    ['mailgun', { flag: '' }, 'body.tags.flag'],
     ['mailgun', Array.from({ length: 11 }, (_, i) => `t${i}`), 'body.tags'],
     ['sendgrid', Array.from({ length: 11 }, (_, i) => `t${i}`), 'body.tags'],
     ['ses', ['spring sale'], 'body.tags.0'],

@@ -47,8 +47,8 @@ export interface ProviderTagIssue {
  * What the provider of `adapterType` would refuse in `tags` at delivery (review findings, sessions
  * 13 and 16), for the accept path to answer 400 instead of accepting an email bound to fail.
  * Labels name → value: Amazon SES and Resend ({@link RESTRICTED_TAG}), Postmark Metadata
- * ({@link POSTMARK_METADATA}), SendGrid custom_args ({@link SENDGRID_CUSTOM_ARGS_MAX_BYTES}); Mailgun's
- * `v:` variables take any text. A list of labels: SES and Resend ({@link RESTRICTED_TAG}), Postmark
+ * ({@link POSTMARK_METADATA}), SendGrid custom_args ({@link SENDGRID_CUSTOM_ARGS_MAX_BYTES}), Mailgun `v:` variables (not empty: its SDK drops
+ * empty values). A list of labels: SES and Resend ({@link RESTRICTED_TAG}), Postmark
  * (one `Tag`, ≤ 1,000 characters), SendGrid categories ({@link SENDGRID_CATEGORIES}), Mailgun
  * `o:tag` ({@link MAILGUN_TAGS}). SMTP sends no tags.
  * @returns the issues, none when the provider takes them all.
@@ -124,6 +124,13 @@ function namedTagIssues(adapterType: string, tags: Readonly<Record<string, strin
       seen.add(name.toLowerCase());
     }
     return issues;
+  }
+  if (adapterType === 'mailapi_domain') {
+    // mailgun.js leaves every empty form value out: `v:flag=` would never reach Mailgun (review
+    // finding, session 16).
+    return entries
+      .filter(([, value]) => value === '')
+      .map(([name]) => ({ name, message: 'Mailgun drops empty values: give the tag a value' }));
   }
   if (adapterType === 'mailapi_b' && entries.length > 0) {
     const bytes = Buffer.byteLength(JSON.stringify(tags));
