@@ -123,3 +123,38 @@ describe('tags the adapter’s provider would refuse', () => {
     });
   });
 });
+
+describe('an email larger than its provider takes', () => {
+  let ctx: TestContext;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+  });
+  afterAll(() => ctx?.close());
+
+  it('postmark: 8 MB of attachments (over 10 MB base64-encoded) is 400 EMAIL_TOO_LARGE_FOR_PROVIDER; SMTP takes it', async () => {
+    // Review finding, session 16: Postmark counts its 10 MB after base64, so this failed at delivery.
+    const team = await providerTeam(ctx, 'postmark');
+    const attachments = [{ filename: 'big.bin', content: Buffer.alloc(8_000_000, 7).toString('base64') }];
+    const body = {
+      templateId: team.templateId,
+      to: 'ada@example.com',
+      from: 'sender@example.com',
+      attachments,
+    };
+    const refused = await send(ctx.app, team.key, { ...body, adapterId: team.providerAdapterId });
+    expect(expectError(refused, 400, 'FILE_TOO_LARGE').details).toMatchObject({
+      reason: 'EMAIL_TOO_LARGE_FOR_PROVIDER',
+      adapterType: 'mailapi_server',
+      maxBytes: 10_000_000,
+    });
+    const small = await send(ctx.app, team.key, {
+      ...body,
+      adapterId: team.providerAdapterId,
+      attachments: [{ filename: 'small.bin', content: Buffer.alloc(7_000_000, 7).toString('base64') }],
+    });
+    expect(small.statusCode, small.body).toBe(202);
+    const smtp = await send(ctx.app, team.key, body);
+    expect(smtp.statusCode, smtp.body).toBe(202);
+  });
+});

@@ -64,6 +64,17 @@ export interface ProviderContext {
   requestTimeoutMs: number;
 }
 
+/**
+ * An email's size as the hosted APIs count it: its attachments base64-encoded (4 bytes per 3, plus
+ * a line break every 76 characters in MIME) and its HTML and text as UTF-8. An estimate a little
+ * over the real figure (headers and JSON framing aside).
+ * @param attachmentBytes decoded bytes of every attachment and PDF together.
+ */
+export function estimatedMessageBytes(attachmentBytes: number, html: string, text = ''): number {
+  const encoded = Math.ceil(attachmentBytes / 3) * 4;
+  return encoded + Math.ceil(encoded / 76) * 2 + Buffer.byteLength(html) + Buffer.byteLength(text);
+}
+
 /** One adapter type's provider. `S` is its config schema. */
 export interface ProviderDefinition<T extends string = string, S extends z.ZodType = z.ZodType> {
   /** The adapter type id (spec "Adapter"), e.g. `mailapi_a`. */
@@ -77,6 +88,11 @@ export interface ProviderDefinition<T extends string = string, S extends z.ZodTy
   fields: Record<string, FieldSpec>;
   /** The variable that overrides its base URL; none for SMTP (its host is in the config). */
   endpointVariable?: ProviderEndpointVariable;
+  /**
+   * The largest message its API takes, in bytes as it counts them (attachments base64-encoded):
+   * checked at accept against {@link estimatedMessageBytes}. None for SMTP (the server decides).
+   */
+  maxMessageBytes?: number;
   /**
    * Builds the provider (its SDK client, with keep-alive pools) for a validated config; called once
    * per adapter version (the provider cache).

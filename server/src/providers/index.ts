@@ -8,7 +8,7 @@ export type {
   ProviderDefinition,
   ProviderEndpointVariable,
 } from './definition.ts';
-export { PROVIDER_ENDPOINT_VARIABLES } from './definition.ts';
+export { estimatedMessageBytes, PROVIDER_ENDPOINT_VARIABLES } from './definition.ts';
 export { MAILAPI_DOMAIN_REGIONS } from './mailgun.ts';
 export {
   ADAPTER_TYPE_DESCRIPTORS,
@@ -20,6 +20,7 @@ export {
   type CreateProviderOptions,
   createProvider,
   isAdapterType,
+  maxMessageBytesOf,
   PROVIDERS,
   ProviderConfigError,
   parseProviderConfig,

@@ -119,6 +119,8 @@ export const mailgunProvider = {
     webhookSigningKey: { label: 'Webhook signing key', type: 'password', placeholder: 'key-...' },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_MAILGUN',
+  // Mailgun: "The maximum message size Mailgun supports is 25MB".
+  maxMessageBytes: 25_000_000,
   classifyError,
   create(config, context): EmailProvider {
     const transport = httpTransportFor(MAILGUN_REGION_BASE_URLS[config.region], context);

@@ -111,6 +111,8 @@ export const postmarkProvider = {
     },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_POSTMARK',
+  // "Total message size, including attachments, can be 10 MB", counted after base64 (Postmark).
+  maxMessageBytes: 10_000_000,
   classifyError,
   create(config, context): EmailProvider {
     const transport = httpTransportFor('https://api.postmarkapp.com', context);

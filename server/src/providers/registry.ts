@@ -141,6 +141,11 @@ export function createProvider(
   });
 }
 
+/** The largest message the provider of `type` takes (ProviderDefinition.maxMessageBytes); undefined: no bound of its own. */
+export function maxMessageBytesOf(type: string): number | undefined {
+  return (PROVIDERS as Record<string, ProviderDefinition | undefined>)[type]?.maxMessageBytes;
+}
+
 /** What `GET /api/adapters/types` returns per type (spec: "Adapter type descriptor"). */
 export interface AdapterTypeDescriptor {
   type: AdapterType;

@@ -85,6 +85,8 @@ export const resendProvider = {
     webhookSecret: { label: 'Webhook signing secret', type: 'password', placeholder: 'whsec_...' },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_RESEND',
+  // Resend: emails of up to 40 MB including attachments after base64 encoding.
+  maxMessageBytes: 40_000_000,
   classifyError,
   create(config, context): EmailProvider {
     const transport = httpTransportFor('https://api.resend.com', context);

@@ -172,6 +172,8 @@ export const sendgridProvider = {
     },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_SENDGRID',
+  // Mail Send v3: "The total size of your email, including attachments, must be less than 30MB".
+  maxMessageBytes: 30_000_000,
   classifyError,
   create(config, context): EmailProvider {
     const transport = httpTransportFor('https://api.sendgrid.com', context);

@@ -86,6 +86,8 @@ export const sesProvider = {
     },
   },
   endpointVariable: 'PROVIDER_ENDPOINT_SES',
+  // SES v2 SendEmail: a raw message of at most 40 MB after encoding.
+  maxMessageBytes: 40_000_000,
   classifyError,
   create(config, context): EmailProvider {
     const transport = httpTransportFor(`https://email.${config.region}.amazonaws.com`, context);

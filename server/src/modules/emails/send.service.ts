@@ -2,6 +2,7 @@ import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import { newId, newJobId } from '../../ids.ts';
+import { estimatedMessageBytes, maxMessageBytesOf } from '../../providers/index.ts';
 import { providerTagIssues } from '../../providers/provider-tags.ts';
 import {
   type AdapterRow,
@@ -118,6 +119,26 @@ function refuseTagsTheProviderRefuses(adapterType: string, tags: SendInput['tags
   });
 }
 
+/**
+ * Refuses an email larger than its adapter's provider takes (ProviderDefinition.maxMessageBytes,
+ * counted as the APIs count it: estimatedMessageBytes), which it would refuse at delivery (review
+ * finding, session 16: Postmark's 10 MB counts base64, so 7.5 MB of attachments, well within the
+ * send API's bounds, failed there). A resend's copied attachments were checked when first sent.
+ * @throws FILE_TOO_LARGE (400, details `{reason: 'EMAIL_TOO_LARGE_FOR_PROVIDER', adapterType,
+ *   maxBytes, estimatedBytes}`).
+ */
+function refuseTooLargeForProvider(adapterType: string, attachmentBytes: number, html: string): void {
+  const maxBytes = maxMessageBytesOf(adapterType);
+  if (maxBytes === undefined || attachmentBytes === 0) return;
+  const estimatedBytes = estimatedMessageBytes(attachmentBytes, html);
+  if (estimatedBytes <= maxBytes) return;
+  throw new AppError(
+    'FILE_TOO_LARGE',
+    `The email would be about ${estimatedBytes} bytes as this adapter's provider counts it (attachments base64-encoded); it takes at most ${maxBytes}`,
+    { reason: 'EMAIL_TOO_LARGE_FOR_PROVIDER', adapterType, maxBytes, estimatedBytes },
+  );
+}
+
 /** The longest rendered subject accepted, in characters (RFC 5322 §2.1.1's line limit; the `subject` override's bound). */
 export const MAX_RENDERED_SUBJECT_CHARACTERS = 998;
 
@@ -208,6 +229,10 @@ export async function prepareSend(
   // Issue #12: PDFs render last (after every cheap check) and only when asked for. A server without a
   // renderer says so there (renderSendPdfs: PDF_NOT_CONFIGURED), after the request's own mistakes
   // (no sender, errors of the email's template), which its client can fix (a 500 hid them).
+  const attachmentBytes = (input.attachments ?? []).reduce(
+    (sum, file) => sum + Buffer.byteLength(file.content, 'base64'),
+    0,
+  );
   const pdfs = wantsPdfs
     ? await renderSendPdfs(
         deps,
@@ -221,14 +246,16 @@ export async function prepareSend(
           skipTemplatePdf,
         },
         {
-          attachmentBytes: (input.attachments ?? []).reduce(
-            (sum, file) => sum + Buffer.byteLength(file.content, 'base64'),
-            0,
-          ),
+          attachmentBytes,
           batch: options.pdfBudget,
         },
       )
     : undefined;
+  refuseTooLargeForProvider(
+    adapter.type,
+    attachmentBytes + (pdfs ?? []).reduce((sum, pdf) => sum + pdf.content.length, 0),
+    rendered.html,
+  );
   const id = newId('emailLog');
   const { jobId, uuid } = newJobId();
   const extra = sendFieldRows({ emailId: id, teamId: caller.teamId }, input, {
