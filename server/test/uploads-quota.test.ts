@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { uploads } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
@@ -147,6 +147,40 @@ describe('per-team upload quota', () => {
     }
     expect(await getAs(ctx, owner, '/api/uploads/usage')).toMatchObject({ usedBytes: 0, files: 0 });
     expect((await getAs(ctx, owner, '/api/uploads/images')).total).toBe(0);
+  });
+
+  it('an image deleted while its file is being stored: the upload answers 409 and nothing stays behind', async () => {
+    // Review finding, session 16: the upload answered 201 and its file stayed, served but neither
+    // counted nor listed.
+    const storage = ctx.app.ctx.storage;
+    const put = storage.put;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    storage.put = async (...args) => {
+      await released;
+      return put.apply(storage, args);
+    };
+    try {
+      const uploading = uploadImage(ctx.app, owner, { filename: 'a.png', bytes: PNG_1X1 });
+      const listed = await vi.waitFor(
+        async () => {
+          const { items } = await getAs(ctx, owner, '/api/uploads/images');
+          if (items.length !== 1) throw new Error('not listed yet');
+          return items[0] as { key: string; url: string };
+        },
+        { timeout: 10_000 },
+      );
+      expect((await deleteUpload(ctx.app, owner, listed.key)).statusCode).toBe(200);
+      release();
+      const response = await uploading;
+      expect(expectError(response, 409, 'CONFLICT').details.reason).toBe('DELETED_DURING_UPLOAD');
+      expect((await ctx.app.inject({ method: 'GET', url: pathOf(listed.url) })).statusCode).toBe(404);
+      expect(await getAs(ctx, owner, '/api/uploads/usage')).toMatchObject({ usedBytes: 0, files: 0 });
+    } finally {
+      storage.put = put;
+    }
   });
 
   it('deletes a row whose file is missing (a crash between row and file), freeing its quota', async () => {

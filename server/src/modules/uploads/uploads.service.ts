@@ -92,7 +92,8 @@ async function usageOf(db: Executor, teamId: string): Promise<{ bytes: number; f
  * together), then the file; when storing the file fails the row is removed again.
  * @param bytes the whole file, already capped at the upload limit by the caller.
  * @returns `{url, key, contentType, size}` (size in bytes; url public, without authentication).
- * @throws AppError INVALID_FILE_TYPE (see {@link detectImageType}); FILE_TOO_LARGE (400, details
+ * @throws AppError INVALID_FILE_TYPE (see {@link detectImageType}); CONFLICT (409, reason
+ *   DELETED_DURING_UPLOAD) when the image was deleted before its file was stored; FILE_TOO_LARGE (400, details
  *   `{reason: 'UPLOAD_QUOTA_EXCEEDED', usedBytes, quotaBytes, files, maxFiles, size}`) when the image
  *   would take the team past UPLOAD_TEAM_QUOTA_BYTES or UPLOAD_TEAM_MAX_FILES (delete images to make
  *   room: `GET /api/uploads/images` lists them); S3_NOT_CONFIGURED (500) from storage.
@@ -129,23 +130,44 @@ export async function storeImage(deps: UploadDeps, teamId: string, bytes: Buffer
       .catch(() => undefined);
     throw error;
   }
+  // The row is listed from its insert: a delete may have taken it while the file was being stored
+  // (review finding, session 16: the file then stayed, served but neither counted nor listed). The
+  // read waits for a delete in progress (it holds the row: deleteImage), then the file goes too.
+  const [still] = await db
+    .select({ key: uploads.key })
+    .from(uploads)
+    .where(eq(uploads.key, key))
+    .for('share');
+  if (!still) {
+    await storage.delete(key);
+    throw new AppError('CONFLICT', 'The image was deleted while it was being stored', {
+      reason: 'DELETED_DURING_UPLOAD',
+      key,
+    });
+  }
   return { url: storage.publicUrl(key), key, contentType, size: bytes.length };
 }
 
 /**
- * Deletes the team's image `key`: the file, then its row (its bytes leave the quota).
+ * Deletes the team's image `key`: its row locked, the file, then the row (its bytes leave the
+ * quota), in one transaction, so an upload still storing that file sees the row gone only once the
+ * delete is done and removes its file itself (storeImage); a storage failure keeps the row.
  * @throws AppError NOT_FOUND (404) when the key is not one of the team's uploaded images
  *   ({@link isTeamImageKey}: another team's file or a thumbnail looks exactly like a missing one) or
  *   neither a file nor a row is held under it; S3_NOT_CONFIGURED (500).
  */
 export async function deleteImage(deps: UploadDeps, teamId: string, key: string): Promise<void> {
   if (!isTeamImageKey(teamId, key)) throw notFound('File');
-  const fileDeleted = await deps.storage.delete(key);
-  const rows = await deps.db
-    .delete(uploads)
-    .where(and(eq(uploads.teamId, teamId), eq(uploads.key, key)))
-    .returning({ key: uploads.key });
-  if (!fileDeleted && rows.length === 0) throw notFound('File');
+  await deps.db.transaction(async (tx) => {
+    const held = await tx
+      .select({ key: uploads.key })
+      .from(uploads)
+      .where(and(eq(uploads.teamId, teamId), eq(uploads.key, key)))
+      .for('update');
+    const fileDeleted = await deps.storage.delete(key);
+    if (held.length > 0) await tx.delete(uploads).where(eq(uploads.key, key));
+    if (!fileDeleted && held.length === 0) throw notFound('File');
+  });
 }
 
 /** The team's uploaded images, newest first, paginated (images uploaded before quotas existed are not listed). */
