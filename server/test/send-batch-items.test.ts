@@ -72,6 +72,26 @@ describe('batch send: one result per item', () => {
     expect(await recipients()).toEqual(['first@example.test', 'last@example.test']);
   });
 
+  it("names the item's index in the paths of errors the send path finds after the schema", async () => {
+    // Review finding, session 16: SUBJECT_TOO_LONG answered `body.subject` in a batch, NO such
+    // adapter `body.adapterId`: which item?
+    const response = await batch([
+      { templateId, to: 'ok@example.test' },
+      { templateId, to: 'long@example.test', subject: '{{ x }}', variables: { x: 'a'.repeat(1200) } },
+      { templateId, to: 'adapter@example.test', adapterId: 'ad_nope' },
+    ]);
+    expect(response.statusCode, response.body).toBe(202);
+    const results = response.json().data.results;
+    expect(results[0]).toMatchObject({ status: 'queued' });
+    expect(results[1].error.details).toMatchObject({
+      reason: 'SUBJECT_TOO_LONG',
+      issues: [{ path: 'body.emails.1.subject' }],
+    });
+    expect(results[2].error.details.issues.map((i: { path: string }) => i.path)).toEqual([
+      'body.emails.2.adapterId',
+    ]);
+  });
+
   it('answers a database refusal while preparing one item as that item’s INVALID_INPUT', async () => {
     // A schema that lets NUL through, so the template and adapter lookups meet the database's refusal.
     const permissive = z.looseObject({

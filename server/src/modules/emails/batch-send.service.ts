@@ -13,8 +13,27 @@ export type BatchItemResult =
   | AcceptedSend
   | { error: { code: string; message: string; details: Record<string, unknown> } };
 
-function errorItem(error: AppError): BatchItemResult {
-  return { error: { code: error.code, message: error.message, details: error.details } };
+function errorItem(error: AppError, index?: number): BatchItemResult {
+  return { error: { code: error.code, message: error.message, details: itemDetails(error.details, index) } };
+}
+
+/**
+ * `details` of item `index`'s error with each issue's `body.…` path as the batch names it,
+ * `body.emails.<index>.…` (README "Batch"): the send path reports a single send's paths (review
+ * finding, session 16: SUBJECT_TOO_LONG said `body.subject`, TAGS_REFUSED_BY_PROVIDER
+ * `body.tags.<name>`, NO_SENDER `body.from`).
+ */
+function itemDetails(details: AppError['details'], index: number | undefined): AppError['details'] {
+  const issues = (details as { issues?: unknown }).issues;
+  if (index === undefined || !Array.isArray(issues)) return details;
+  return {
+    ...details,
+    issues: issues.map((issue: { path?: unknown }) =>
+      typeof issue?.path === 'string' && (issue.path === 'body' || issue.path.startsWith('body.'))
+        ? { ...issue, path: `body.emails.${index}${issue.path.slice('body'.length)}` }
+        : issue,
+    ),
+  };
 }
 
 /** The item's answer to a database refusal of its values (what the error handler answers a single send). */
@@ -70,7 +89,7 @@ export async function acceptSendBatch(
           prepared: await prepareSend(deps, caller, parsed.data, {}, { pdfBudget }),
         });
       } catch (error) {
-        if (error instanceof AppError) results[index] = errorItem(error);
+        if (error instanceof AppError) results[index] = errorItem(error, index);
         else if (isClientDataError(error)) results[index] = unsupportedDataItem();
         else throw error;
       }
@@ -85,7 +104,7 @@ export async function acceptSendBatch(
       return;
     }
     const error = templateGoneError(deps, outcome.reason, caller.teamId, item.templateId);
-    if (error instanceof AppError) results[item.index] = errorItem(error);
+    if (error instanceof AppError) results[item.index] = errorItem(error, item.index);
     else if (isClientDataError(error)) results[item.index] = unsupportedDataItem();
     else {
       // Committed items stay committed; this one's failure is reported as the server's.
