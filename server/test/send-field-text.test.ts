@@ -114,6 +114,10 @@ describe('send fields: text rules', () => {
       'body.pdfAttachments.0.filename',
     ],
     ['an unpaired surrogate in metadata', { metadata: { note: 'a\udc00' } }, 'body.metadata.note'],
+    // Review finding, session 16: PostgreSQL refused these in the shared accept transaction.
+    ['NUL in a variable', { variables: { first_name: 'a\u0000b' } }, 'body.variables.first_name'],
+    ['NUL in a nested variable key', { variables: { order: { 'a\u0000': 1 } } }, 'body.variables.order'],
+    ['NUL in metadata', { metadata: { note: 'x\u0000' } }, 'body.metadata.note'],
     ['a schedule in year 0', { scheduledAt: '0000-01-01T00:00:00Z' }, 'body.scheduledAt'],
     ['a schedule before 1970', { scheduledAt: '1969-12-31T23:59:59Z' }, 'body.scheduledAt'],
   ])('refuses %s with 400 VALIDATION_ERROR naming the field', async (_name, fields, path) => {

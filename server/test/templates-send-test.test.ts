@@ -82,6 +82,17 @@ describe('template test send', () => {
       400,
       'VALIDATION_ERROR',
     );
+    // Review finding, session 16: text PostgreSQL cannot store is the send API's VALIDATION_ERROR.
+    for (const variables of [{ first_name: '\ud800' }, { first_name: 'a\u0000b' }]) {
+      const error = expectError(
+        await dashboardCall(ctx.app, team.owner, 'POST', url, { variables }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(error.details.issues.map((i: { path: string }) => i.path)).toContain(
+        'body.variables.first_name',
+      );
+    }
     const inactive = await buildTemplate(ctx.app, team.owner, { name: 'Paused' });
     await dataOf(
       await dashboardCall(ctx.app, team.owner, 'PUT', `/api/templates/${inactive.id}`, { isActive: false }),

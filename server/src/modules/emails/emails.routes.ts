@@ -25,6 +25,7 @@ import { idempotencyKeyOf, withIdempotency } from './idempotency.ts';
 import * as logs from './logs.service.ts';
 import { resendEmail } from './resend.service.ts';
 import { acceptSend } from './send.service.ts';
+import { refuseUnstorableStrings } from './send-fields.schema.ts';
 import { sendTemplateTest } from './send-test.service.ts';
 
 /** Body limit of `POST /api/v1/send`: 10 MB of attachments as base64 plus the rest (16 MB). */
@@ -274,7 +275,10 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
         params: emailIdParams,
         body: z
           .object({
-            variables: variablesSchema(variablesLimitsOf(app.ctx.config)).optional(),
+            variables: variablesSchema(variablesLimitsOf(app.ctx.config))
+              // Stored as the log's jsonb: what PostgreSQL refuses is a VALIDATION_ERROR here.
+              .superRefine((variables, ctx) => refuseUnstorableStrings(variables, ctx))
+              .optional(),
             adapterId: z.string().min(1).max(200).optional(),
           })
           .nullish(),

@@ -220,12 +220,15 @@ export function asList(value: string | string[] | undefined): string[] {
 }
 
 /**
- * The path of a string (value or object key) in `value` that is not well-formed UTF-16
- * (an unpaired surrogate such as "\ud800", which JSON allows but PostgreSQL text and jsonb refuse,
- * and UTF-8 cannot carry), or undefined when there is none. For a bad key, the path of its object.
- * Iterative, so JSON nested thousands deep cannot overflow the stack.
+ * The path of a string (value or object key) in `value` that PostgreSQL cannot store, and why: one
+ * that is not well-formed UTF-16 (an unpaired surrogate such as "\ud800", which JSON allows but
+ * PostgreSQL text and jsonb refuse, and UTF-8 cannot carry), or one holding U+0000 (jsonb and text
+ * refuse it: review finding, session 16, a NUL in `variables` or `metadata` failed the shared accept
+ * transaction of every team's sends in it, which were then written again one at a time). Undefined
+ * when there is none. For a bad key, the path of its object. Iterative, so JSON nested thousands
+ * deep cannot overflow the stack.
  */
-function illFormedStringPath(value: unknown): (string | number)[] | undefined {
+function unstorableStringPath(value: unknown): { path: (string | number)[]; nul: boolean } | undefined {
   interface Node {
     value: unknown;
     parent: Node | undefined;
@@ -236,18 +239,22 @@ function illFormedStringPath(value: unknown): (string | number)[] | undefined {
     for (let at: Node | undefined = node; at?.key !== undefined; at = at.parent) path.unshift(at.key);
     return path;
   };
+  const problem = (text: string) =>
+    !text.isWellFormed() ? { nul: false } : text.includes('\u0000') ? { nul: true } : undefined;
   const stack: Node[] = [{ value, parent: undefined, key: undefined }];
   for (let node = stack.pop(); node; node = stack.pop()) {
     const current = node.value;
     if (typeof current === 'string') {
-      if (!current.isWellFormed()) return pathOf(node);
+      const found = problem(current);
+      if (found) return { path: pathOf(node), ...found };
     } else if (Array.isArray(current)) {
       for (let index = current.length - 1; index >= 0; index--) {
         stack.push({ value: current[index], parent: node, key: index });
       }
     } else if (current && typeof current === 'object') {
       for (const [key, item] of Object.entries(current)) {
-        if (!key.isWellFormed()) return pathOf(node);
+        const found = problem(key);
+        if (found) return { path: pathOf(node), ...found };
         stack.push({ value: item, parent: node, key });
       }
     }
@@ -256,21 +263,28 @@ function illFormedStringPath(value: unknown): (string | number)[] | undefined {
 }
 
 /**
- * The checks across fields (zod `superRefine` of the send body): `to` + `cc` + `bcc` hold at most
- * {@link MAX_TOTAL_RECIPIENTS} addresses; the attachments decode to at most
- * {@link MAX_ATTACHMENT_BYTES} bytes together; no string of the body, `variables` included, holds
- * an unpaired UTF-16 surrogate. Reported as issues on `to`/`attachments`/the string's path, so the
- * client gets 400 VALIDATION_ERROR instead of the database's refusal.
+ * Adds a VALIDATION_ERROR issue at the first string of `value` PostgreSQL cannot store (see
+ * {@link unstorableStringPath}), under `base` (the field's path). For any body part stored as
+ * text or jsonb (the send body; send-test's `variables`).
  */
+export function refuseUnstorableStrings(
+  value: unknown,
+  ctx: z.RefinementCtx,
+  base: (string | number)[] = [],
+): void {
+  const found = unstorableStringPath(value);
+  if (!found) return;
+  ctx.addIssue({
+    code: 'custom',
+    path: [...base, ...found.path],
+    message: found.nul
+      ? NO_NUL
+      : 'must be well-formed Unicode (no unpaired UTF-16 surrogate such as \\ud800)',
+  });
+}
+
 export function checkSendFields(input: SendFieldsInput, ctx: z.RefinementCtx): void {
-  const illFormed = illFormedStringPath(input);
-  if (illFormed) {
-    ctx.addIssue({
-      code: 'custom',
-      path: illFormed,
-      message: 'must be well-formed Unicode (no unpaired UTF-16 surrogate such as \\ud800)',
-    });
-  }
+  refuseUnstorableStrings(input, ctx);
   const recipients = asList(input.to).length + asList(input.cc).length + asList(input.bcc).length;
   if (recipients > MAX_TOTAL_RECIPIENTS) {
     ctx.addIssue({
