@@ -190,6 +190,27 @@ describe('email logs: stats and resend', () => {
     expect((await resend(otherFailed.id, other.owner)).statusCode).toBe(202);
   });
 
+  it('a resend the send path refuses spends none of the budget', async () => {
+    // Review finding, session 16: the budget was counted before the send was prepared, so 30
+    // resends refused for an inactive template locked out a valid one for a minute.
+    const { owner, key, templateId } = await newTeam();
+    const failed = (await send(ctx.app, key, { templateId, to: 'reject-paused@example.test' })).json().data;
+    expect((await settled(failed.id, owner)).status).toBe('failed');
+    const toggle = (isActive: boolean) =>
+      ctx.app.inject({
+        method: 'PUT',
+        url: `/api/templates/${templateId}`,
+        headers: sessionHeaders(ctx.app, owner),
+        payload: { isActive },
+      });
+    expect((await toggle(false)).statusCode).toBe(200);
+    for (let i = 0; i < RESENDS_PER_MINUTE_PER_TEAM + 2; i++) {
+      expectError(await resend(failed.id, owner), 400, 'INVALID_TEMPLATE');
+    }
+    expect((await toggle(true)).statusCode).toBe(200);
+    expect((await resend(failed.id, owner)).statusCode).toBe(202);
+  });
+
   it('refuses to resend an email that did not fail, or whose template was deleted', async () => {
     const { owner, key, templateId } = await newTeam();
     const sent = (await send(ctx.app, key, { templateId, to: 'fine2@example.test' })).json().data;

@@ -47,14 +47,18 @@ export async function resendEmail(
       reason: 'TEMPLATE_DELETED',
     });
   }
-  // Counted once the request could resend: a refused one spends none of the team's budget.
-  const decision = await deps.rateLimiter.consume(`resend:${teamId}`, RESENDS_PER_MINUTE_PER_TEAM);
-  if (!decision.allowed) {
-    throw new AppError('RATE_LIMITED', `A team may resend at most ${decision.limit} emails per minute`, {
-      limit: decision.limit,
-      retryAfterSeconds: decision.resetSeconds,
-    });
-  }
+  // Counted once the resend is prepared and about to be written: one the send path refuses
+  // (inactive template or adapter, tags, subject) spends none of the team's budget (review finding,
+  // session 16: 30 refused resends locked out a valid one for a minute).
+  const countResend = async () => {
+    const decision = await deps.rateLimiter.consume(`resend:${teamId}`, RESENDS_PER_MINUTE_PER_TEAM);
+    if (!decision.allowed) {
+      throw new AppError('RATE_LIMITED', `A team may resend at most ${decision.limit} emails per minute`, {
+        limit: decision.limit,
+        retryAfterSeconds: decision.resetSeconds,
+      });
+    }
+  };
   const fields = await loadSendFields(deps.db, teamId, original.id);
   const optional = <T>(value: T | null, keep: boolean) => (keep && value !== null ? value : undefined);
   return acceptSend(
@@ -82,5 +86,6 @@ export async function resendEmail(
       attachmentCount: fields.attachments.length,
       hasPdfAttachment: original.hasPdfAttachment,
     },
+    countResend,
   );
 }

@@ -74,8 +74,11 @@ export async function acceptSend(
   caller: { teamId: string; apiKeyId: string | null },
   input: SendInput,
   origin: SendOrigin = {},
+  beforeWrite?: () => Promise<void>,
 ): Promise<AcceptedSend> {
   const prepared = await prepareSend(deps, caller, input, origin);
+  // Runs once the send is known to be acceptable (a resend's per-team budget: a refused one costs none).
+  await beforeWrite?.();
   try {
     await deps.acceptBatcher.submit(prepared.rows);
   } catch (error) {
