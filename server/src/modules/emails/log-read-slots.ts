@@ -1,5 +1,5 @@
 import { AppError } from '../../http/errors.ts';
-import { SendSlots } from '../../providers/index.ts';
+import { KeyedSlots } from '../../keyed-slots.ts';
 
 /**
  * Log reads (list, search, stats: `GET /api/logs`, `GET /api/logs/stats`) one team may run at once
@@ -13,7 +13,7 @@ export const LOG_READS_PER_TEAM = 2;
 export const LOG_READS_WAITING_PER_TEAM = 20;
 
 /** The process's log-read slots, by team (the keyed semaphore the send slots use). */
-const slots = new SendSlots();
+const slots = new KeyedSlots();
 
 /**
  * Runs `read` once one of the team's {@link LOG_READS_PER_TEAM} slots is free (first come, first

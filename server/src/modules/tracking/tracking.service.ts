@@ -3,7 +3,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../../db/client.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
-import { SendSlots } from '../../providers/index.ts';
+import { KeyedSlots } from '../../keyed-slots.ts';
 import type { TrackingClaim } from '../../tracking/tokens.ts';
 import { type StatusEvent, transitionMany } from '../emails/index.ts';
 
@@ -60,7 +60,7 @@ const RECORDED_HITS_KEPT = 50_000;
 export const TRACKING_RECORDINGS_IN_FLIGHT = 4;
 /** Recordings waiting for one of those slots; a hit beyond them is answered but not recorded. */
 export const TRACKING_RECORDINGS_WAITING = 10_000;
-/** The recorder's one key in its {@link SendSlots}. */
+/** The recorder's one key in its {@link KeyedSlots}. */
 const SLOTS_KEY = 'tracking';
 
 /** What {@link TrackingRecorder.record} did with a hit. */
@@ -87,7 +87,7 @@ export class TrackingRecorder {
   readonly #done = new LRUCache<string, true>({ max: RECORDED_HITS_KEPT });
   readonly #recording = new Map<string, Promise<TrackingRecordResult>>();
   /** One key: the process's recording slots (the keyed semaphore the send slots use). */
-  readonly #slots = new SendSlots();
+  readonly #slots = new KeyedSlots();
 
   constructor(db: Database) {
     this.#db = db;

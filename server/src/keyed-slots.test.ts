@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { SendSlots } from './send-slots.ts';
-import { ProviderError } from './types.ts';
+import { KeyedSlots } from './keyed-slots.ts';
+import { SendSlots } from './providers/send-slots.ts';
+import { ProviderError } from './providers/types.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -45,5 +46,19 @@ describe('SendSlots', () => {
     (await after)();
     expect(slots.busy('adp_a')).toBe(0);
     await expect(slots.acquire('adp_a', 1, abort.signal)).rejects.toThrow('the worker is stopping');
+  });
+
+  it('a KeyedSlots of its own (log reads, tracking) rejects a given-up wait with the signal’s reason', async () => {
+    const slots = new KeyedSlots();
+    const held = await slots.acquire('team', 1);
+    const abort = new AbortController();
+    const waiting = slots.acquire('team', 1, abort.signal);
+    expect(slots.waiting('team')).toBe(1);
+    const reason = new Error('request closed');
+    abort.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(slots.waiting('team')).toBe(0);
+    held();
+    expect(slots.busy('team')).toBe(0);
   });
 });
