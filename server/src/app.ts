@@ -24,7 +24,13 @@ import {
   type RateLimiter,
   requireApiKey,
 } from './modules/api-keys/index.ts';
-import { type Auth, authRoutes, createAuth, requireSession } from './modules/auth/index.ts';
+import {
+  AUTH_LIBRARY_PATHS,
+  type Auth,
+  authRoutes,
+  createAuth,
+  requireSession,
+} from './modules/auth/index.ts';
 import { logRoutes, sendRoutes } from './modules/emails/index.ts';
 import { providerEventRoutes } from './modules/provider-events/index.ts';
 import { suppressionRoutes } from './modules/suppressions/index.ts';
@@ -149,8 +155,13 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
       },
     },
     transform: withAccessDocs(jsonSchemaTransform),
-    transformObject: (document) =>
-      markOptionalBodies('openapiObject' in document ? document.openapiObject : document.swaggerObject),
+    transformObject: (document) => {
+      const openapi = markOptionalBodies(
+        'openapiObject' in document ? document.openapiObject : document.swaggerObject,
+      );
+      // The auth library's own sign-in, sign-out and session endpoints, outside the route table.
+      return { ...openapi, paths: { ...AUTH_LIBRARY_PATHS, ...openapi.paths } } as unknown as typeof openapi;
+    },
   });
   // The reference UI's plugin is loaded on the first /docs request (idle memory, issue #9).
   await apiDocsRoutes(app);

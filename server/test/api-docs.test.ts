@@ -57,6 +57,10 @@ describe('API reference under /docs, loaded on first use', () => {
     expect(document.paths['/api/templates/{id}/versions'].post.requestBody.required).toBe(false);
     expect(document.paths['/api/v1/send'].post.requestBody.required).toBe(true);
     expect(JSON.stringify(document)).not.toContain('x-postwright-optional-body');
+    // The auth library's endpoints the README's quick start uses are described too.
+    expect(document.paths['/api/auth/sign-in/email'].post.requestBody.required).toBe(true);
+    expect(document.paths['/api/auth/sign-out'].post).toBeDefined();
+    expect(document.paths['/api/auth/get-session'].get).toBeDefined();
   });
 
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {

@@ -21,6 +21,7 @@ export {
 export { authRoutes } from './auth.routes.ts';
 export { meResponse } from './auth.schema.ts';
 export { describeSession, type SessionDescription } from './auth.service.ts';
+export { AUTH_LIBRARY_PATHS } from './auth-docs.ts';
 export { authErrorToAppError } from './auth-error-envelope.ts';
 export { CLIENT_IP_HEADER, isAPIError } from './auth-light.ts';
 export type { Auth, AuthDeps } from './better-auth.ts';
