@@ -7,7 +7,8 @@ import { newInvitationToken } from '../src/modules/teams/invitation-token.ts';
 import { teamRepository } from '../src/modules/teams/teams.repository.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, type OidcProvider, setupOwner, startOidcProvider } from './helpers/auth.ts';
-import { expectError } from './helpers/factories.ts';
+import { buildSmtpAdapter, expectError } from './helpers/factories.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 import { acceptInvitation, asUser, buildInvitation, inviteeEmail, tokenOf } from './helpers/teams.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -67,6 +68,30 @@ describe('team invitation rules (PostgreSQL)', () => {
       404,
       'NOT_FOUND',
     );
+  });
+
+  it('a renewal ends the earlier links at once, also one an admin was shown for a lesser role', async () => {
+    // Review finding, session 16: a renewal by email kept the token until its email job ran, so
+    // the admin's link of a member invitation, renewed by the owner as owner, accepted as owner.
+    const owner = await setupOwner(app());
+    const admin = await addTeamMember(app(), owner, 'admin');
+    const email = inviteeEmail('renewed');
+    const first = await buildInvitation(app(), admin, { email, role: 'member' });
+    expect(first.delivery.status).toBe('skipped'); // no adapter yet: the admin is shown the link
+    await buildSmtpAdapter(app(), owner, await closedPort(), { name: 'Mail', isDefault: true });
+    const renewed = await asUser(app(), owner, 'POST', '/api/team/invitations', { email, role: 'owner' });
+    expect(renewed.statusCode, renewed.body).toBe(200);
+    expect(renewed.json().data).toMatchObject({
+      id: first.id,
+      role: 'owner',
+      delivery: { status: 'queued' },
+    });
+    // No worker runs here: the renewal's email (and its new link) has not gone out yet.
+    const accepted = await acceptInvitation(app(), tokenOf(first.url), {
+      body: { name: 'Mallory', password: 'a long password 123' },
+    });
+    expectError(accepted, 404, 'NOT_FOUND');
+    expect((await asUser(app(), owner, 'GET', '/api/team/members')).json().data).toHaveLength(2);
   });
 
   describe('an invitation does not outlive what its sender may grant (review finding, session 13)', () => {

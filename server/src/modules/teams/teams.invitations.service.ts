@@ -42,8 +42,8 @@ function presentInvitation(row: InvitationRow, inviterName: string): InvitationV
 /**
  * Invites `email` into the caller's active team with `role` (issue #3, `POST /api/team/invitations`);
  * valid for {@link INVITATION_TTL_DAYS} days from `now`. A pending invitation for the same email is
- * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id; `created`
- * says which happened. The link goes by email through the team's sending adapter: the
+ * reused, not duplicated: it takes the new role, inviter and expiry and keeps its id, and its
+ * earlier links stop working (a renewal gets a link of its own); `created` says which happened. The link goes by email through the team's sending adapter: the
  * `invitation.send` job is enqueued in the transaction that writes the invitation
  * (`delivery: queued`), and a worker makes the link's token and sends it, so no SMTP wait happens
  * here and the token is in no response, job payload or log (issue #8). When the team has no active
@@ -101,10 +101,15 @@ async function saveInvitation(
   const pending = await teamRepository.findPendingInvitation(tx, principal.teamId, input.email);
   if (pending) {
     if (pending.role === 'owner' && principal.role !== 'owner') throw ownerRequired();
+    // Earlier links stop working at once: the renewal's own link is made for it (by the email job,
+    // or below when nothing can email it). Kept, an earlier link accepted with the new role, so an
+    // admin's link of a renewal as owner made its holder an owner (review finding, session 16).
     await teamRepository.updateInvitation(tx, pending.id, {
       role: input.role,
       expiresAt,
       inviterId: principal.userId,
+      tokenHash: null,
+      tokenEmailed: false,
     });
     return { id: pending.id, created: false };
   }
