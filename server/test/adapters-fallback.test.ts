@@ -99,6 +99,32 @@ describe('adapter fallback', () => {
     expect((await api('PUT', `/api/adapters/${a.id}`, { fallbackAdapterId: b.id })).statusCode).toBe(200);
   });
 
+  it('refuses a fallback chain longer than 100 adapters, so no loop closes behind the checked part', async () => {
+    // Review finding, session 16: the cycle check stopped after 100 steps and let the change through.
+    const first = await postmarkAdapter('Chain 0');
+    let last = first;
+    for (let i = 1; i <= 100; i++) {
+      const response = await api('POST', '/api/adapters', {
+        name: `Chain ${i}`,
+        type: 'mailapi_server',
+        config: FAKE_CREDENTIALS.postmark,
+        fallbackAdapterId: last.id,
+      });
+      expect(response.statusCode, response.body).toBe(201);
+      last = response.json().data;
+    }
+    // `last` starts a chain of 101: closing the loop first → last is refused, as is any longer chain.
+    const loop = await api('PUT', `/api/adapters/${first.id}`, { fallbackAdapterId: last.id });
+    expectError(loop, 400, 'VALIDATION_ERROR');
+    const longer = await api('POST', '/api/adapters', {
+      name: 'Chain 101',
+      type: 'mailapi_server',
+      config: FAKE_CREDENTIALS.postmark,
+      fallbackAdapterId: last.id,
+    });
+    expect(expectError(longer, 400, 'VALIDATION_ERROR').details.issues[0].message).toMatch(/at most 100/);
+  });
+
   it('deleting the fallback clears it on the adapters that named it', async () => {
     const target = await postmarkAdapter('Target');
     const primary = await createAdapter({

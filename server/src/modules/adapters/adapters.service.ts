@@ -102,7 +102,7 @@ export async function createAdapter(
   return created;
 }
 
-/** Longest fallback chain followed when checking for a cycle; a chain is never longer in practice. */
+/** Longest fallback chain an adapter may start (longer ones are refused: their end is not checked). */
 const MAX_FALLBACK_CHAIN = 100;
 
 /**
@@ -134,6 +134,9 @@ async function checkFallback(
     next = row.fallbackAdapterId;
     if (next !== null && seen.has(next)) refuse('The fallback chain would loop back to this adapter');
   }
+  // A chain past the bound was let through unchecked, and a loop closed behind it (review finding,
+  // session 16).
+  if (next !== null) refuse(`A fallback chain may hold at most ${MAX_FALLBACK_CHAIN} adapters`);
 }
 
 /** @throws NOT_FOUND when the adapter is not the team's. */
