@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteUserByEmail } from '../src/modules/teams/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, setupOwner } from './helpers/auth.ts';
 import { startCli } from './helpers/process.ts';
@@ -79,5 +80,45 @@ describe('postwright delete-user', () => {
     const member = await addTeamMember(ctx.app, owner, 'admin');
     expect((await run(member.email)).code).toBe(0);
     expect((await listMembers(ctx.app, owner)).map((m) => m.userId)).not.toContain(member.userId);
+  });
+
+  it("checks the last-owner rule on the roles held once the user's teams are locked", async () => {
+    // Review finding, session 16: the roles were read before the locks; while the command waited
+    // for one team, the other team's owner made the user its owner and left, and the user was
+    // deleted, leaving that team without an owner.
+    const ownerA = await setupOwner(ctx.app);
+    const ownerB = await setupOwner(ctx.app);
+    const user = await addTeamMember(ctx.app, ownerA, 'member');
+    const invitation = await buildInvitation(ctx.app, ownerB, { email: user.email, role: 'member' });
+    const joined = await acceptInvitation(ctx.app, tokenOf(invitation.url), { user });
+    expect(joined.statusCode, joined.body).toBeLessThan(300);
+    // The command locks teams in id order: hold the first one's lock.
+    const [first, second] = [ownerA, ownerB].sort((a, b) => (a.teamId < b.teamId ? -1 : 1));
+    const blocker = await ctx.app.ctx.database.pool.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query('select pg_advisory_xact_lock(hashtext($1))', [`team-members:${first!.teamId}`]);
+      const deleting = deleteUserByEmail(ctx.app.ctx.database.db, user.email).catch(
+        (error: unknown) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Meanwhile the other team's owner makes the user owner and leaves.
+      const promoted = await asUser(ctx.app, second!, 'PUT', `/api/team/members/${user.userId}`, {
+        role: 'owner',
+      });
+      expect(promoted.statusCode, promoted.body).toBe(200);
+      const left = await asUser(ctx.app, second!, 'DELETE', `/api/team/members/${second!.userId}`);
+      expect(left.statusCode, left.body).toBe(200);
+      await blocker.query('commit');
+      const outcome = await deleting;
+      expect(outcome).toMatchObject({ code: 'CONFLICT' });
+    } finally {
+      blocker.release();
+    }
+    const { rows } = await ctx.app.ctx.database.pool.query(
+      `select user_id from members where team_id = $1 and role = 'owner'`,
+      [second!.teamId],
+    );
+    expect(rows.map((row: { user_id: string }) => row.user_id)).toEqual([user.userId]);
   });
 });

@@ -28,12 +28,26 @@ export async function deleteUserByEmail(
       .from(users)
       .where(sql`lower(${users.email}) = lower(${email})`);
     if (!user) throw new AppError('NOT_FOUND', `No account with the email ${email}`);
-    const memberships = await tx
-      .select({ teamId: members.organizationId, role: members.role })
-      .from(members)
-      .where(eq(members.userId, user.id))
-      .orderBy(members.organizationId);
-    for (const { teamId } of memberships) await teamRepository.lockTeam(tx, teamId);
+    const readMemberships = () =>
+      tx
+        .select({ teamId: members.organizationId, role: members.role })
+        .from(members)
+        .where(eq(members.userId, user.id))
+        .orderBy(members.organizationId);
+    // The roles that count are the ones read under the teams' locks: while this waited for one
+    // team's lock, another team's owner could make the user its owner and leave (review finding,
+    // session 16: the team was then left without an owner). Read again until every team is locked.
+    const locked = new Set<string>();
+    let memberships = await readMemberships();
+    for (;;) {
+      for (const { teamId } of memberships) {
+        if (locked.has(teamId)) continue;
+        await teamRepository.lockTeam(tx, teamId);
+        locked.add(teamId);
+      }
+      memberships = await readMemberships();
+      if (memberships.every(({ teamId }) => locked.has(teamId))) break;
+    }
     const soleOwnerOf: string[] = [];
     for (const { teamId, role } of memberships) {
       if (role !== 'owner') continue;
