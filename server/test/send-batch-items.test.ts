@@ -6,6 +6,7 @@ import type { SendInput } from '../src/modules/emails/emails.schema.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import type { TeamOwner } from './helpers/auth.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
+import { closedPort } from './helpers/smtp-server.ts';
 
 /**
  * Issue #10: POST /api/v1/send/batch answers one result per item, in order, whatever one item
@@ -20,7 +21,8 @@ describe('batch send: one result per item', () => {
 
   // Workers are not started: the emails stay queued, only what the API accepted is counted.
   beforeAll(async () => {
-    ctx = await createTestContext('postgres');
+    // A renderer address (nothing listens): PDF attachments are resolved, so their errors show.
+    ctx = await createTestContext('postgres', { PDF_RENDERER_URL: `http://127.0.0.1:${await closedPort()}` });
   });
   // Every case gets a team of its own (CONVENTIONS.md); the app and database are the file's.
   beforeEach(async () => {
@@ -90,6 +92,19 @@ describe('batch send: one result per item', () => {
     expect(results[2].error.details.issues.map((i: { path: string }) => i.path)).toEqual([
       'body.emails.2.adapterId',
     ]);
+    // A PDF attachment's INVALID_TEMPLATE names its path in details.path.
+    const pdf = await batch([
+      { templateId, to: 'ok2@example.test' },
+      {
+        templateId,
+        to: 'pdf@example.test',
+        pdfAttachments: [{ templateId: 'no-such-template', filename: 'a.pdf' }],
+      },
+    ]);
+    const pdfError = pdf.json().data.results[1].error;
+    expect(pdfError.code, JSON.stringify(pdfError)).toBe('INVALID_TEMPLATE');
+    expect(JSON.stringify(pdfError.details)).toContain('body.emails.1.pdfAttachments.0');
+    expect(JSON.stringify(pdfError.details)).not.toMatch(/"body\.pdfAttachments/);
   });
 
   it('answers a database refusal while preparing one item as that item’s INVALID_INPUT', async () => {

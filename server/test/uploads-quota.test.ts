@@ -183,6 +183,48 @@ describe('per-team upload quota', () => {
     }
   });
 
+  it('a storage that stops answering holds no database connection: other requests still answer', async () => {
+    // Review finding, session 16: deletes held a connection (in a transaction) for their storage
+    // call, so six deletes against a hanging storage took every connection of the pool (5 here).
+    const own = await createTestContext('postgres');
+    try {
+      const team = await setupOwner(own.app);
+      const keys: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        keys.push((await uploadImage(own.app, team, { filename: 'a.png', bytes: PNG_1X1 })).json().data.key);
+      }
+      const storage = own.app.ctx.storage;
+      const remove = storage.delete;
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      storage.delete = async (...args) => {
+        await released;
+        return remove.apply(storage, args);
+      };
+      try {
+        const deleting = keys.map((key) => deleteUpload(own.app, team, key));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const other = await setupOwner(own.app);
+        const answered = await Promise.race([
+          own.app.inject({ method: 'GET', url: '/api/templates', headers: sessionHeaders(own.app, other) }),
+          new Promise<'stuck'>((resolve) => setTimeout(() => resolve('stuck'), 10_000)),
+        ]);
+        expect(answered === 'stuck' ? 'stuck' : answered.statusCode).toBe(200);
+        release();
+        expect((await Promise.all(deleting)).map((r) => r.statusCode)).toEqual([
+          200, 200, 200, 200, 200, 200,
+        ]);
+      } finally {
+        release();
+        storage.delete = remove;
+      }
+    } finally {
+      await own.close();
+    }
+  }, 30_000);
+
   it('deletes a row whose file is missing (a crash between row and file), freeing its quota', async () => {
     const key = `${owner.teamId}/img_01jz0000000000000000000000.png`;
     await ctx.app.ctx.database.db

@@ -189,7 +189,7 @@ export async function updateAdapter(
 ): Promise<AdapterRow> {
   const updated = await db.transaction(async (tx) => {
     const current = await getAdapter(tx, teamId, id);
-    if (input.fallbackAdapterId !== undefined) {
+    if (input.fallbackAdapterId !== undefined && input.fallbackAdapterId !== current.fallbackAdapterId) {
       // Serialised per team, so two concurrent changes cannot close a cycle between them.
       await adapterRepository.lockTeamDefault(tx, teamId);
       await checkFallback(tx, teamId, id, input.fallbackAdapterId);

@@ -18,21 +18,25 @@ function errorItem(error: AppError, index?: number): BatchItemResult {
 }
 
 /**
- * `details` of item `index`'s error with each issue's `body.…` path as the batch names it,
+ * `details` of item `index`'s error with each issue's `body.…` path (and `details.path`, which a PDF
+ * attachment's INVALID_TEMPLATE carries) as the batch names it,
  * `body.emails.<index>.…` (README "Batch"): the send path reports a single send's paths (review
  * finding, session 16: SUBJECT_TOO_LONG said `body.subject`, TAGS_REFUSED_BY_PROVIDER
  * `body.tags.<name>`, NO_SENDER `body.from`).
  */
 function itemDetails(details: AppError['details'], index: number | undefined): AppError['details'] {
-  const issues = (details as { issues?: unknown }).issues;
-  if (index === undefined || !Array.isArray(issues)) return details;
+  if (index === undefined) return details;
+  const asItem = (path: unknown) =>
+    typeof path === 'string' && (path === 'body' || path.startsWith('body.'))
+      ? `body.emails.${index}${path.slice('body'.length)}`
+      : path;
+  const { issues, path } = details as { issues?: unknown; path?: unknown };
   return {
     ...details,
-    issues: issues.map((issue: { path?: unknown }) =>
-      typeof issue?.path === 'string' && (issue.path === 'body' || issue.path.startsWith('body.'))
-        ? { ...issue, path: `body.emails.${index}${issue.path.slice('body'.length)}` }
-        : issue,
-    ),
+    ...(path !== undefined ? { path: asItem(path) } : {}),
+    ...(Array.isArray(issues)
+      ? { issues: issues.map((issue: { path?: unknown }) => ({ ...issue, path: asItem(issue?.path) })) }
+      : {}),
   };
 }
 

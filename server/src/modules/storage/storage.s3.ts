@@ -22,6 +22,10 @@ export interface S3ClientOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string };
 }
 
+/** How long (ms) an S3 connection may take to open, and one request to be answered. */
+export const S3_CONNECT_TIMEOUT_MS = 5_000;
+export const S3_REQUEST_TIMEOUT_MS = 60_000;
+
 /**
  * An S3 client with checksums only where the API requires them (ARCHITECTURE "files"): with the
  * SDK's default (`WHEN_SUPPORTED`) a streamed body is sent `aws-chunked` with a trailing checksum,
@@ -35,6 +39,14 @@ export function createS3Client(options: S3ClientOptions): S3Client {
     credentials: options.credentials,
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
+    // The SDK waits for ever by default: a storage that stops answering held uploads, deletes and
+    // thumbnail jobs (review finding, session 16). Without throwOnRequestTimeout the request
+    // timeout only warns.
+    requestHandler: {
+      connectionTimeout: S3_CONNECT_TIMEOUT_MS,
+      requestTimeout: S3_REQUEST_TIMEOUT_MS,
+      throwOnRequestTimeout: true,
+    },
   });
 }
 

@@ -131,13 +131,9 @@ export async function storeImage(deps: UploadDeps, teamId: string, bytes: Buffer
     throw error;
   }
   // The row is listed from its insert: a delete may have taken it while the file was being stored
-  // (review finding, session 16: the file then stayed, served but neither counted nor listed). The
-  // read waits for a delete in progress (it holds the row: deleteImage), then the file goes too.
-  const [still] = await db
-    .select({ key: uploads.key })
-    .from(uploads)
-    .where(eq(uploads.key, key))
-    .for('share');
+  // (review finding, session 16: the file then stayed, served but neither counted nor listed). A
+  // delete removes the row before the file, so a row still here after the file is stored is kept.
+  const [still] = await db.select({ key: uploads.key }).from(uploads).where(eq(uploads.key, key));
   if (!still) {
     await storage.delete(key);
     throw new AppError('CONFLICT', 'The image was deleted while it was being stored', {
@@ -149,25 +145,22 @@ export async function storeImage(deps: UploadDeps, teamId: string, bytes: Buffer
 }
 
 /**
- * Deletes the team's image `key`: its row locked, the file, then the row (its bytes leave the
- * quota), in one transaction, so an upload still storing that file sees the row gone only once the
- * delete is done and removes its file itself (storeImage); a storage failure keeps the row.
+ * Deletes the team's image `key`: its row (its bytes leave the quota), then the file, outside any
+ * transaction (a storage call never holds a database connection: review finding, session 16). An
+ * upload still storing that file sees its row gone when it re-checks, and removes the file itself
+ * (storeImage); a file whose delete failed after its row went is removed by deleting again.
  * @throws AppError NOT_FOUND (404) when the key is not one of the team's uploaded images
  *   ({@link isTeamImageKey}: another team's file or a thumbnail looks exactly like a missing one) or
  *   neither a file nor a row is held under it; S3_NOT_CONFIGURED (500).
  */
 export async function deleteImage(deps: UploadDeps, teamId: string, key: string): Promise<void> {
   if (!isTeamImageKey(teamId, key)) throw notFound('File');
-  await deps.db.transaction(async (tx) => {
-    const held = await tx
-      .select({ key: uploads.key })
-      .from(uploads)
-      .where(and(eq(uploads.teamId, teamId), eq(uploads.key, key)))
-      .for('update');
-    const fileDeleted = await deps.storage.delete(key);
-    if (held.length > 0) await tx.delete(uploads).where(eq(uploads.key, key));
-    if (!fileDeleted && held.length === 0) throw notFound('File');
-  });
+  const rows = await deps.db
+    .delete(uploads)
+    .where(and(eq(uploads.teamId, teamId), eq(uploads.key, key)))
+    .returning({ key: uploads.key });
+  const fileDeleted = await deps.storage.delete(key);
+  if (!fileDeleted && rows.length === 0) throw notFound('File');
 }
 
 /** The team's uploaded images, newest first, paginated (images uploaded before quotas existed are not listed). */
