@@ -159,6 +159,20 @@ describe('array filters are charged per element against the memory budget', () =
     ).toBe('1000 500 499500 Fri 02 Jan 2026');
   });
 
+  it('charges url_decode, url_encode, cgi_escape, uri_escape and slugify per input character', async () => {
+    // Review finding, session 16: liquidjs charged them nothing; a chain of 5,000 url_decode over a
+    // 250 KB variable blocked a send for 2.9 s.
+    const big = 'a%20'.repeat(62_500); // 250,000 characters
+    const chain = (filter: string, times: number) => `{{ s${` | ${filter}`.repeat(times)} | size }}`;
+    for (const filter of ['url_decode', 'url_encode', 'cgi_escape', 'uri_escape', 'slugify']) {
+      expectMemoryRefusal(await renderSubject(chain(filter, 10), { s: big }));
+    }
+    // Ordinary use fits.
+    expect(await renderSubject('{{ "Hello World" | slugify }} {{ "a b" | url_encode }}', {})).toBe(
+      'hello-world a+b',
+    );
+  });
+
   it('charges filters in Html blocks (html mode) too', async () => {
     const designJson = buildDesign({ h: htmlBlock('{{ items | where: "k", 3 | size }}') });
     await expect(

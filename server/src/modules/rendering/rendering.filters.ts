@@ -102,7 +102,8 @@ function chargeBefore(engine: Liquid, name: string, units: (input: unknown, ...a
  * per-element charge plus {@link ARGUMENT_CHARACTER_UNITS} per character of the property path or
  * expression; all charged up front (a `find` that would stop early pays for the whole array). The
  * cheap copying filters (`reverse`, `concat`, `uniq`, `compact`, `join`, …) keep liquidjs's own
- * charge. `date` also pays {@link DATE_CONVERSION_UNITS} per `%` conversion of its format.
+ * charge. `date` also pays {@link DATE_CONVERSION_UNITS} per `%` conversion of its format, and the
+ * string filters of {@link CHARACTER_FILTERS} {@link STRING_CHARACTER_UNITS} per input character.
  */
 export function chargeArrayFilters(engine: Liquid): void {
   const sortUnits = (perCompare: number) => (input: unknown, property?: unknown) => {
@@ -127,6 +128,27 @@ export function chargeArrayFilters(engine: Liquid): void {
     );
   }
   chargeBefore(engine, 'date', (_input, format) => dateConversions(format) * DATE_CONVERSION_UNITS);
+  for (const name of CHARACTER_FILTERS) {
+    chargeBefore(engine, name, (input) => characterCount(input) * STRING_CHARACTER_UNITS);
+  }
+}
+
+/**
+ * String filters liquidjs charges nothing for, whose work grows with their input (measured per
+ * character: `slugify: "latin"` 36 ns, `cgi_escape` 24, `slugify` 16, `url_encode` 11,
+ * `uri_escape` 6.5, `url_decode` 3.5): a chain of 5,000 `url_decode` over a 250 KB variable blocked
+ * a send for 2.9 s (review finding, session 16). Charged {@link STRING_CHARACTER_UNITS} per input
+ * character, the whole budget is then at most about 40 ms of their work.
+ */
+const CHARACTER_FILTERS = ['url_decode', 'url_encode', 'cgi_escape', 'uri_escape', 'slugify'] as const;
+
+/** Units per input character of a {@link CHARACTER_FILTERS} filter. */
+export const STRING_CHARACTER_UNITS = 1;
+
+/** The characters of a filter's input as the filter reads it (its string form). */
+function characterCount(input: unknown): number {
+  const value = toValue(input);
+  return value === null || value === undefined ? 0 : String(value).length;
 }
 
 /**
