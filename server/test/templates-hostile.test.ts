@@ -82,6 +82,12 @@ const HOSTILE_SAVES: Record<string, { subject?: string; designJson: Record<strin
       ),
       reason: 'LIMIT_EXCEEDED',
     },
+    // Each line of a {% liquid %} tag is a tag (review finding, session 16: 140,000 lines of
+    // `echo a` took 21 s to parse at save).
+    '20,000 lines of a {% liquid %} tag': {
+      designJson: simpleDesign(`{% liquid\n${'echo a\n'.repeat(20_000)}%}`),
+      reason: 'LIMIT_EXCEEDED',
+    },
     'an index nested 1,000 deep': {
       designJson: simpleDesign(`{{ ${'a['.repeat(1000)}b${']'.repeat(1000)} }}`),
       reason: 'LIMIT_EXCEEDED',
