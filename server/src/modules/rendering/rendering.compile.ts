@@ -158,7 +158,8 @@ function liquidTagCount(source: string): number {
     if (next === 0x25 && LIQUID_TAG_START.test(source.slice(i, i + 64))) {
       const end = source.indexOf('%}', i + 2);
       const stop = end === -1 ? source.length : end;
-      for (let at = source.indexOf('\n', i); at !== -1 && at < stop; at = source.indexOf('\n', at + 1)) count += 1;
+      for (let at = source.indexOf('\n', i); at !== -1 && at < stop; at = source.indexOf('\n', at + 1))
+        count += 1;
       i = stop;
     }
   }

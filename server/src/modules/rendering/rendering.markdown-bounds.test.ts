@@ -6,7 +6,13 @@ import {
   MARKDOWN_MAX_DELIMITERS,
   MARKDOWN_SPACE_RUN,
 } from './rendering.compile.ts';
-import { htmlNestingDepth, htmlToText, MAX_HTML_NESTING } from './rendering.html.ts';
+import {
+  htmlNestingDepth,
+  htmlToText,
+  MAX_HTML_NESTING,
+  TEXT_PART_MAX_CHARS,
+  wrapLines,
+} from './rendering.html.ts';
 
 /*
  * Review findings, session 12: marked (Markdown Text blocks) takes time growing with the square
@@ -120,5 +126,41 @@ describe('html-to-text on deeply nested HTML', () => {
     });
     expect((await wide.render({})).text).toContain('item');
     expect(htmlNestingDepth('<table><tr><td><br><img src=x><b>a</b></td></tr></table>', 100)).toBe(4);
+  });
+});
+
+describe('html-to-text stays linear (review findings, session 16)', () => {
+  it('does not prefix each quote level again: 250 nested blockquotes make a text part of their size', () => {
+    // Before: 100 MB of text in 25 s for `{n: 197}` of such a loop.
+    const html = `${'<blockquote>'.repeat(250)}${'a<br>'.repeat(10_000)}${'</blockquote>'.repeat(250)}`;
+    const text = htmlToText(html);
+    expect(text.split('\n').filter((line) => line === 'a')).toHaveLength(10_000);
+    expect(text.length).toBeLessThan(html.length);
+  });
+
+  it('converts one "word" of 198,000 text nodes in linear time, and refuses a text part over the bound', () => {
+    // Before: html-to-text re-split the whole word at each node (11.7 s for this HTML).
+    const html = `<table><tr>${'<td>a'.repeat(198_000)}</table>`;
+    const started = performance.now();
+    const text = htmlToText(html);
+    expect(text.replaceAll(/\s/g, '')).toBe('a'.repeat(198_000));
+    expect(performance.now() - started).toBeLessThan(3_000);
+    limitExceeded(() => htmlToText(`<p>${'x '.repeat(TEXT_PART_MAX_CHARS / 2 + 10)}</p>`));
+  });
+
+  it('wraps lines at 78 at spaces, keeps a long URL whole and a line’s indentation', () => {
+    const url = `https://example.test/${'p'.repeat(100)}`;
+    expect(wrapLines(`${'word '.repeat(20).trim()} ${url} end`, 78).split('\n')).toEqual([
+      'word word word word word word word word word word word word word word word',
+      'word word word word word',
+      url,
+      'end',
+    ]);
+    expect(wrapLines(`   * ${'item '.repeat(20).trim()}`, 30).split('\n')).toEqual([
+      '   * item item item item item',
+      '   item item item item item',
+      '   item item item item item',
+      '   item item item item item',
+    ]);
   });
 });
