@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isMachineHit } from '../src/modules/tracking/index.ts';
 import { signTrackingToken, trackingKey, verifyTrackingToken } from '../src/tracking/tokens.ts';
-import { addTracking, trackEmailHtml } from '../src/tracking/track-html.ts';
+import { addTracking, MAX_TRACKED_LINKS, trackEmailHtml } from '../src/tracking/track-html.ts';
 
 const click = (url: string) => `https://t.test/c/[${url}]`;
 const PIXEL = '<img src="https://t.test/o" width="1" height="1" alt=""';
@@ -33,6 +33,18 @@ describe('tracking HTML rewriting (htmlparser2)', () => {
       .replace('href="https://example.com/area"', `href="${click('https://example.com/area')}"`)
       .replace('href="https://example.com/first"', `href="${click('https://example.com/first')}"`);
     expect(out).toBe(expected);
+  });
+
+  it(`tracks the first MAX_TRACKED_LINKS links and leaves later ones as written`, () => {
+    // Review finding, session 16: 52,000 links cost 1.4 s of the worker per email.
+    const html = Array.from(
+      { length: MAX_TRACKED_LINKS + 5 },
+      (_, i) => `<a href="https://e.test/${i}">${i}</a>`,
+    ).join('');
+    const out = addTracking(html, { clickUrl: click });
+    expect(out.match(/https:\/\/t\.test\/c\//g)).toHaveLength(MAX_TRACKED_LINKS);
+    expect(out).toContain(`href="${click(`https://e.test/${MAX_TRACKED_LINKS - 1}`)}"`);
+    expect(out).toContain(`<a href="https://e.test/${MAX_TRACKED_LINKS}">`);
   });
 
   it('puts the pixel before the last </body>, or at the end without one', () => {
