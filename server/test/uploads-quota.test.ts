@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { uploads } from '../src/db/schema/index.ts';
+import type { FileStorage } from '../src/modules/storage/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { expectError } from './helpers/factories.ts';
@@ -14,6 +15,29 @@ async function getAs(ctx: TestContext, user: TeamOwner | { cookie: string }, url
   const response = await ctx.app.inject({ method: 'GET', url, headers: sessionHeaders(ctx.app, user) });
   expect(response.statusCode, response.body).toBe(200);
   return response.json().data;
+}
+
+/**
+ * Holds every call of the storage's `method` until `release()`, as a storage that stops answering
+ * would; `restore()` puts the method back.
+ */
+function holdStorage(storage: FileStorage, method: 'put' | 'delete') {
+  const original = storage[method] as (...args: unknown[]) => Promise<unknown>;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  (storage as unknown as Record<string, unknown>)[method] = async (...args: unknown[]) => {
+    await released;
+    return original.apply(storage, args);
+  };
+  return {
+    release,
+    restore: () => {
+      release();
+      (storage as unknown as Record<string, unknown>)[method] = original;
+    },
+  };
 }
 
 describe('per-team upload quota', () => {
@@ -152,16 +176,7 @@ describe('per-team upload quota', () => {
   it('an image deleted while its file is being stored: the upload answers 409 and nothing stays behind', async () => {
     // Review finding, session 16: the upload answered 201 and its file stayed, served but neither
     // counted nor listed.
-    const storage = ctx.app.ctx.storage;
-    const put = storage.put;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    storage.put = async (...args) => {
-      await released;
-      return put.apply(storage, args);
-    };
+    const held = holdStorage(ctx.app.ctx.storage, 'put');
     try {
       const uploading = uploadImage(ctx.app, owner, { filename: 'a.png', bytes: PNG_1X1 });
       const listed = await vi.waitFor(
@@ -173,13 +188,13 @@ describe('per-team upload quota', () => {
         { timeout: 10_000 },
       );
       expect((await deleteUpload(ctx.app, owner, listed.key)).statusCode).toBe(200);
-      release();
+      held.release();
       const response = await uploading;
       expect(expectError(response, 409, 'CONFLICT').details.reason).toBe('DELETED_DURING_UPLOAD');
       expect((await ctx.app.inject({ method: 'GET', url: pathOf(listed.url) })).statusCode).toBe(404);
       expect(await getAs(ctx, owner, '/api/uploads/usage')).toMatchObject({ usedBytes: 0, files: 0 });
     } finally {
-      storage.put = put;
+      held.restore();
     }
   });
 
@@ -193,16 +208,7 @@ describe('per-team upload quota', () => {
       for (let i = 0; i < 6; i++) {
         keys.push((await uploadImage(own.app, team, { filename: 'a.png', bytes: PNG_1X1 })).json().data.key);
       }
-      const storage = own.app.ctx.storage;
-      const remove = storage.delete;
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      storage.delete = async (...args) => {
-        await released;
-        return remove.apply(storage, args);
-      };
+      const held = holdStorage(own.app.ctx.storage, 'delete');
       try {
         const deleting = keys.map((key) => deleteUpload(own.app, team, key));
         await new Promise((resolve) => setTimeout(resolve, 300));
@@ -212,13 +218,12 @@ describe('per-team upload quota', () => {
           new Promise<'stuck'>((resolve) => setTimeout(() => resolve('stuck'), 10_000)),
         ]);
         expect(answered === 'stuck' ? 'stuck' : answered.statusCode).toBe(200);
-        release();
+        held.release();
         expect((await Promise.all(deleting)).map((r) => r.statusCode)).toEqual([
           200, 200, 200, 200, 200, 200,
         ]);
       } finally {
-        release();
-        storage.delete = remove;
+        held.restore();
       }
     } finally {
       await own.close();

@@ -30,10 +30,8 @@ export function accessSentence(rule: AccessRule): string {
   return `Access: ${session}${key}.`;
 }
 
-/** The spec's error envelope ("Errors"), as every 4xx and 5xx answer of a documented route. */
-const ERROR_ENVELOPE = {
-  description:
-    "An error in the spec's envelope: `error.code` is one of the spec's codes, `details` an object",
+/** The JSON schema of the spec's error envelope ("Errors"): `{success: false, error: {code, message, details}}`. */
+export const ERROR_ENVELOPE_SCHEMA = {
   type: 'object',
   properties: {
     success: { type: 'boolean', enum: [false] },
@@ -48,6 +46,13 @@ const ERROR_ENVELOPE = {
     },
   },
   required: ['success', 'error'],
+} as const;
+
+/** {@link ERROR_ENVELOPE_SCHEMA} as every 4xx and 5xx answer of a documented route (a Fastify response schema). */
+const ERROR_ENVELOPE = {
+  description:
+    "An error in the spec's envelope: `error.code` is one of the spec's codes, `details` an object",
+  ...ERROR_ENVELOPE_SCHEMA,
 } as const;
 
 /** The OpenAPI extension marking a body the route also takes absent (see {@link markOptionalBodies}). */

@@ -1,3 +1,5 @@
+import { ERROR_ENVELOPE_SCHEMA } from '../../http/access-docs.ts';
+
 /**
  * The OpenAPI description of the auth library's own endpoints a client of the API uses (the README
  * quick start signs in with the first): better-auth serves them outside Fastify's route table, so
@@ -6,24 +8,7 @@
  */
 const errorEnvelope = {
   description: "An error in the spec's envelope",
-  content: {
-    'application/json': {
-      schema: {
-        type: 'object',
-        properties: {
-          success: { type: 'boolean', enum: [false] },
-          error: {
-            type: 'object',
-            properties: {
-              code: { type: 'string' },
-              message: { type: 'string' },
-              details: { type: 'object' },
-            },
-          },
-        },
-      },
-    },
-  },
+  content: { 'application/json': { schema: ERROR_ENVELOPE_SCHEMA } },
 } as const;
 
 const userSchema = {
