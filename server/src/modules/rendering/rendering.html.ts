@@ -140,25 +140,21 @@ function textConverter(): (html: string) => string {
   return htmlToTextConverter;
 }
 
-/** Width of the text part's lines (characters); a longer word (a URL) keeps its own line whole. */
+/** Width of the text part's lines (characters); html-to-text keeps a longer word whole. */
 export const TEXT_LINE_WIDTH = 78;
 
 /** Most characters of a text part: past it the template is refused (LIMIT_EXCEEDED). */
 export const TEXT_PART_MAX_CHARS = 2_000_000;
 
 /**
- * html-to-text, configured so its cost stays linear in the HTML (review findings, session 16):
- * - `wordwrap: false`: with wrapping on, html-to-text re-splits the whole current "word" at every
- *   adjacent text node (`<td>a` 198,000 times made one word: 11.7 s); lines are wrapped afterwards
- *   instead ({@link wrapLines}, linear);
- * - `blockquote` as a plain block: each level prefixed every inner line again (`> `), so 250 nested
- *   quotes made a 100 MB text part of 11 KB of HTML in 25 s;
- * - `hr` as a short rule (20 characters).
+ * html-to-text, configured so its output stays about the size of the HTML (review finding, session
+ * 16): `blockquote` as a plain block (each level prefixed every inner line again, `> `, so 250
+ * nested quotes made a 100 MB text part of 11 KB of HTML in 25 s) and `hr` as a short rule.
  */
 function createTextConverter(): (html: string) => string {
   const { compile } = require('html-to-text') as typeof import('html-to-text');
-  const convert = compile({
-    wordwrap: false,
+  return compile({
+    wordwrap: TEXT_LINE_WIDTH,
     selectors: [
       { selector: 'img', format: 'skip' },
       { selector: 'a', options: { hideLinkIfSameAsText: true, linkBrackets: ['[', ']'] } },
@@ -169,35 +165,77 @@ function createTextConverter(): (html: string) => string {
       { selector: 'hr', options: { length: 20 } },
     ],
   });
-  return (html) => wrapLines(convert(html), TEXT_LINE_WIDTH);
 }
 
 /**
- * Wraps each line of `text` at spaces to at most `width` characters (a longer word, e.g. a URL,
- * gets a line of its own, unbroken); continuation lines keep the line's leading spaces (list
- * indentation). Linear in the text.
+ * The work html-to-text's line wrapping would do on long words, in characters: it joins adjacent
+ * text (text nodes, inline elements, the `[url]` of links) into one word, and each piece added to a
+ * word longer than a line re-splits the whole word, so the work is the sum of those words' lengths
+ * at each piece, quadratic in the pieces (review finding, session 16: `<td>a` 198,000 times took
+ * 11.7 s, 43,000 empty links 6.3 s). Counted by one htmlparser2 pass, stopping past `budget`;
+ * whitespace in a text node and the elements html-to-text breaks lines at end the word (table cells
+ * do not: html-to-text joins them).
  */
-export function wrapLines(text: string, width: number): string {
-  const out: string[] = [];
-  for (const line of text.split('\n')) {
-    if (line.length <= width) {
-      out.push(line);
-      continue;
-    }
-    const indent = /^ */.exec(line)![0];
-    let current = '';
-    for (const word of line.slice(indent.length).split(' ')) {
-      if (current === '') current = indent + word;
-      else if (current.length + 1 + word.length <= width) current += ` ${word}`;
-      else {
-        out.push(current);
-        current = indent + word;
-      }
-    }
-    out.push(current);
-  }
-  return out.join('\n');
+export function longWordWork(html: string, budget: number): number {
+  if (!html.includes('<')) return 0;
+  const Parser = htmlParser();
+  let word = 0;
+  let work = 0;
+  const add = (text: string) => {
+    const space = text.search(/\s\S*$/);
+    word = space === -1 ? word + text.length : text.length - space - 1;
+    if (word > TEXT_LINE_WIDTH) work += word;
+    if (work > budget) parser.pause();
+  };
+  const parser = new Parser(
+    {
+      ontext: add,
+      onopentag(name, attributes) {
+        if (WORD_BREAKING_ELEMENTS.has(name)) word = 0;
+        else if (name === 'a' && attributes.href) add(`[${attributes.href}]`);
+      },
+      onclosetag(name) {
+        if (WORD_BREAKING_ELEMENTS.has(name)) word = 0;
+      },
+    },
+    { decodeEntities: false },
+  );
+  parser.end(html);
+  return work;
 }
+
+/** Elements html-to-text starts a new line at (a word never runs across them). */
+const WORD_BREAKING_ELEMENTS = new Set([
+  'br',
+  'p',
+  'div',
+  'li',
+  'ul',
+  'ol',
+  'h1',
+  'h2',
+  'h3',
+  'h4',
+  'h5',
+  'h6',
+  'blockquote',
+  'pre',
+  'hr',
+  'section',
+  'article',
+  'header',
+  'footer',
+  'main',
+  'nav',
+  'aside',
+  'figure',
+  'dl',
+  'dt',
+  'dd',
+]);
+
+/** The most line-wrapping work ({@link longWordWork}) a text part may take: a few tens of ms. */
+export const TEXT_WRAP_WORK_LIMIT = 20_000_000;
 
 /**
  * The deepest nesting of elements allowed in the HTML an Html block renders to (after Liquid,
@@ -242,6 +280,11 @@ export function htmlNestingDepth(html: string, limit: number): number {
  *   session 12), so such a template is refused when saved.
  */
 export function htmlToText(html: string): string {
+  if (longWordWork(html, TEXT_WRAP_WORK_LIMIT) > TEXT_WRAP_WORK_LIMIT) {
+    throw invalidTemplate('LIMIT_EXCEEDED', [
+      { path: '', message: 'The HTML joins too much text without spaces to be converted to text' },
+    ]);
+  }
   try {
     const text = textConverter()(html).trim();
     if (text.length > TEXT_PART_MAX_CHARS) {
