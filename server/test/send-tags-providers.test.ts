@@ -8,6 +8,21 @@ import { providerTeam } from './helpers/provider-teams.ts';
  * only; `tags: {campaign: "spring sale"}` was accepted (202) and the email then ended `failed` at
  * the provider. Such a send is now refused at accept when its adapter is one of them.
  */
+
+/** A send body through `team`'s hosted-API adapter carrying `tags`. */
+function throughProvider(
+  team: { templateId: string; providerAdapterId: string },
+  tags: Record<string, string> | string[],
+) {
+  return {
+    templateId: team.templateId,
+    to: 'ada@example.com',
+    from: 'sender@example.com',
+    adapterId: team.providerAdapterId,
+    tags,
+  };
+}
+
 describe('tags the adapter’s provider would refuse', () => {
   let ctx: TestContext;
 
@@ -19,13 +34,7 @@ describe('tags the adapter’s provider would refuse', () => {
   for (const kind of ['ses', 'resend'] as const) {
     it(`${kind}: 400 naming the tag; a tag in the provider's alphabet is accepted`, async () => {
       const team = await providerTeam(ctx, kind);
-      const body = (tags: Record<string, string>) => ({
-        templateId: team.templateId,
-        to: 'ada@example.com',
-        from: 'sender@example.com',
-        adapterId: team.providerAdapterId,
-        tags,
-      });
+      const body = (tags: Record<string, string>) => throughProvider(team, tags);
       const refused = await send(ctx.app, team.key, body({ campaign: 'spring sale', ok: 'fine' }));
       expect(expectError(refused, 400, 'VALIDATION_ERROR').details).toMatchObject({
         reason: 'TAGS_REFUSED_BY_PROVIDER',
@@ -46,13 +55,7 @@ describe('tags the adapter’s provider would refuse', () => {
   // Review finding, session 16: Postmark's Metadata limits and SendGrid's custom_args size.
   it('postmark: more than 10 tags, a name over 20 or a value over 80 characters, names equal but for case: 400', async () => {
     const team = await providerTeam(ctx, 'postmark');
-    const body = (tags: Record<string, string>) => ({
-      templateId: team.templateId,
-      to: 'ada@example.com',
-      from: 'sender@example.com',
-      adapterId: team.providerAdapterId,
-      tags,
-    });
+    const body = (tags: Record<string, string>) => throughProvider(team, tags);
     const many = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`t${i}`, 'v']));
     expect(
       expectError(await send(ctx.app, team.key, body(many)), 400, 'VALIDATION_ERROR').details,
@@ -86,37 +89,19 @@ describe('tags the adapter’s provider would refuse', () => {
     ['resend', ['ok', 'spring sale'], 'body.tags.1'],
   ])('%s: labels %j its tag field would refuse: 400 at %s', async (kind, tags, path) => {
     const team = await providerTeam(ctx, kind);
-    const response = await send(ctx.app, team.key, {
-      templateId: team.templateId,
-      to: 'ada@example.com',
-      from: 'sender@example.com',
-      adapterId: team.providerAdapterId,
-      tags,
-    });
+    const response = await send(ctx.app, team.key, throughProvider(team, tags));
     expect(expectError(response, 400, 'VALIDATION_ERROR').details).toMatchObject({
       reason: 'TAGS_REFUSED_BY_PROVIDER',
       issues: [{ path }],
     });
-    const fine = await send(ctx.app, team.key, {
-      templateId: team.templateId,
-      to: 'ada@example.com',
-      from: 'sender@example.com',
-      adapterId: team.providerAdapterId,
-      tags: ['welcome'],
-    });
+    const fine = await send(ctx.app, team.key, throughProvider(team, ['welcome']));
     expect(fine.statusCode, fine.body).toBe(202);
   });
 
   it('sendgrid: tags over 10,000 bytes as JSON: 400', async () => {
     const team = await providerTeam(ctx, 'sendgrid');
     const tags = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`tag_${i}`, 'é'.repeat(200)]));
-    const refused = await send(ctx.app, team.key, {
-      templateId: team.templateId,
-      to: 'ada@example.com',
-      from: 'sender@example.com',
-      adapterId: team.providerAdapterId,
-      tags,
-    });
+    const refused = await send(ctx.app, team.key, throughProvider(team, tags));
     expect(expectError(refused, 400, 'VALIDATION_ERROR').details).toMatchObject({
       reason: 'TAGS_REFUSED_BY_PROVIDER',
       issues: [{ path: 'body.tags' }],

@@ -66,13 +66,13 @@ export interface ProviderContext {
 
 /**
  * An email's size as the hosted APIs count it: its attachments base64-encoded (4 bytes per 3, plus
- * a line break every 76 characters in MIME) and its HTML and text as UTF-8. An estimate a little
+ * a line break every 76 characters in MIME) and its HTML as UTF-8 (the text part is smaller). An estimate a little
  * over the real figure (headers and JSON framing aside).
  * @param attachmentBytes decoded bytes of every attachment and PDF together.
  */
-export function estimatedMessageBytes(attachmentBytes: number, html: string, text = ''): number {
+export function estimatedMessageBytes(attachmentBytes: number, html: string): number {
   const encoded = Math.ceil(attachmentBytes / 3) * 4;
-  return encoded + Math.ceil(encoded / 76) * 2 + Buffer.byteLength(html) + Buffer.byteLength(text);
+  return encoded + Math.ceil(encoded / 76) * 2 + Buffer.byteLength(html);
 }
 
 /** One adapter type's provider. `S` is its config schema. */

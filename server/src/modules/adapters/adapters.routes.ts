@@ -18,7 +18,6 @@ import {
 import * as service from './adapters.service.ts';
 
 const tags = ['Adapters'];
-const security = [{ session: [] }];
 
 /** Adapter endpoints of the spec ("Adapters (session)"); list and types need membership only (issue #2). */
 export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
@@ -31,7 +30,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/adapters/types',
     {
       ...access({ kind: 'session' }),
-      schema: { tags, security, response: { 200: envelopeOf(adapterTypeDescriptor.array()) } },
+      schema: { tags, response: { 200: envelopeOf(adapterTypeDescriptor.array()) } },
     },
     async () => ok([...ADAPTER_TYPE_DESCRIPTORS]),
   );
@@ -40,7 +39,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/adapters',
     {
       ...access({ kind: 'session' }),
-      schema: { tags, security, response: { 200: envelopeOf(adapterView.array()) } },
+      schema: { tags, response: { 200: envelopeOf(adapterView.array()) } },
     },
     async (request) => ok(await service.listAdapters(db(), sessionOf(request).teamId)),
   );
@@ -51,7 +50,6 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'adapters:view-config' }),
       schema: {
         tags,
-        security,
         params: adapterIdParams,
         response: { 200: envelopeOf(adapterWithConfigView) },
       },
@@ -72,7 +70,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/adapters',
     {
       ...access({ kind: 'session', permission: 'adapters:create' }),
-      schema: { tags, security, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
+      schema: { tags, body: createAdapterBody, response: { 201: envelopeOf(createdAdapterView) } },
     },
     async (request, reply) => {
       const row = await service.createAdapter(
@@ -92,7 +90,6 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'adapters:update' }),
       schema: {
         tags,
-        security,
         params: adapterIdParams,
         body: updateAdapterBody,
         response: { 200: envelopeOf(updatedAdapterView) },
@@ -115,7 +112,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/adapters/:id',
     {
       ...access({ kind: 'session', permission: 'adapters:delete' }),
-      schema: { tags, security, params: adapterIdParams, response: { 200: deletedEnvelope } },
+      schema: { tags, params: adapterIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       await service.deleteAdapter(db(), sendCache(), sessionOf(request).teamId, request.params.id);
@@ -127,7 +124,7 @@ export async function adapterRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/adapters/:id/test',
     {
       ...access({ kind: 'session', permission: 'adapters:update' }),
-      schema: { tags, security, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
+      schema: { tags, params: adapterIdParams, response: { 200: envelopeOf(adapterTestResult) } },
     },
     async (request) =>
       ok(await service.testAdapter(db(), app.ctx, sessionOf(request).teamId, request.params.id)),

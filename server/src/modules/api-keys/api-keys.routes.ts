@@ -16,7 +16,6 @@ import {
 import * as service from './api-keys.service.ts';
 
 const tags = ['API keys'];
-const security = [{ session: [] }];
 
 /** The six API-key endpoints of the spec ("API keys (session)"); the list filters by creator (issue #8). */
 export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
@@ -30,7 +29,6 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'api-keys:view' }),
       schema: {
         tags,
-        security,
         querystring: listApiKeysQuery,
         response: { 200: envelopeOf(apiKeyView.array()) },
       },
@@ -42,7 +40,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/api-keys/:id',
     {
       ...access({ kind: 'session', permission: 'api-keys:view' }),
-      schema: { tags, security, params: apiKeyIdParams, response: { 200: envelopeOf(apiKeyView) } },
+      schema: { tags, params: apiKeyIdParams, response: { 200: envelopeOf(apiKeyView) } },
     },
     async (request) => ok(await service.getApiKey(db(), sessionOf(request).teamId, request.params.id)),
   );
@@ -51,7 +49,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/api-keys',
     {
       ...access({ kind: 'session', permission: 'api-keys:create' }),
-      schema: { tags, security, body: createApiKeyBody, response: { 201: envelopeOf(createdApiKeyView) } },
+      schema: { tags, body: createApiKeyBody, response: { 201: envelopeOf(createdApiKeyView) } },
     },
     async (request, reply) => {
       const { teamId, userId } = sessionOf(request);
@@ -66,7 +64,6 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'api-keys:create' }),
       schema: {
         tags,
-        security,
         params: apiKeyIdParams,
         body: updateApiKeyBody,
         response: { 200: envelopeOf(updatedApiKeyView) },
@@ -82,7 +79,7 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/api-keys/:id',
     {
       ...access({ kind: 'session', permission: 'api-keys:delete' }),
-      schema: { tags, security, params: apiKeyIdParams, response: { 200: deletedEnvelope } },
+      schema: { tags, params: apiKeyIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       await service.deleteApiKey(db(), cache(), sessionOf(request).teamId, request.params.id);
@@ -96,7 +93,6 @@ export async function apiKeyRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'api-keys:create' }),
       schema: {
         tags,
-        security,
         params: apiKeyIdParams,
         response: { 200: envelopeOf(regeneratedApiKeyView) },
       },

@@ -147,7 +147,6 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags: ['auth'],
         summary: 'The signed-in user, active team, role and permissions',
-        security: [{ session: [] }],
         response: { 200: meResponse },
       },
     },

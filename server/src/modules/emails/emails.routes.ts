@@ -57,7 +57,6 @@ const cancelledView = z.object({ id: z.string(), status: z.literal('failed') });
 export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Sending'];
-  const security = [{ apiKey: [] }];
   const sendBody = sendBodySchema(variablesLimitsOf(app.ctx.config));
   // Sends still being committed finish before the database is closed after the app.
   app.addHook('onClose', () => app.ctx.acceptBatcher.drain());
@@ -99,7 +98,6 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
       bodyLimit: SEND_BODY_LIMIT_BYTES,
       schema: {
         tags,
-        security,
         headers: idempotencyHeader,
         body: sendBody,
         response: { 202: envelopeOf(acceptedSendView) },
@@ -123,7 +121,6 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
       bodyLimit: BATCH_BODY_LIMIT_BYTES,
       schema: {
         tags,
-        security,
         headers: idempotencyHeader,
         // Items are validated one by one (an invalid item fails alone), so the schema here only
         // bounds the list; each item is a send body.
@@ -149,7 +146,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/v1/:id/cancel',
     {
       ...access({ kind: 'apiKey', scopes: ['send'] }),
-      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(cancelledView) } },
+      schema: { tags, params: emailIdParams, response: { 200: envelopeOf(cancelledView) } },
     },
     async (request) =>
       ok(
@@ -165,7 +162,7 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/v1/:id/status',
     {
       ...access({ kind: 'apiKey', scopes: ['send', 'logs:read'] }),
-      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(emailStatusView) } },
+      schema: { tags, params: emailIdParams, response: { 200: envelopeOf(emailStatusView) } },
     },
     async (request) =>
       ok(await logs.getEmailStatus(app.ctx.database.db, principalOf(request).teamId, request.params.id)),
@@ -181,13 +178,12 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
 export async function logRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Email logs'];
-  const security = [{ session: [] }];
 
   app.get(
     '/api/logs',
     {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
-      schema: { tags, security, querystring: logListQuery, response: { 200: pageOf(logListItem) } },
+      schema: { tags, querystring: logListQuery, response: { 200: pageOf(logListItem) } },
     },
     async (request) => ok(await logs.listLogs(app.ctx.database.db, teamIdOf(request), request.query)),
   );
@@ -196,7 +192,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/logs/:id',
     {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
-      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(logView) } },
+      schema: { tags, params: emailIdParams, response: { 200: envelopeOf(logView) } },
     },
     async (request) =>
       ok(await logs.getLogWithEvents(app.ctx.database.db, teamIdOf(request), request.params.id)),
@@ -208,7 +204,6 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
       schema: {
         tags,
-        security,
         params: emailIdParams,
         response: { 200: envelopeOf(emailHistoryEntryView.array()) },
       },
@@ -221,7 +216,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/logs/:id/recipients',
     {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
-      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(recipientView.array()) } },
+      schema: { tags, params: emailIdParams, response: { 200: envelopeOf(recipientView.array()) } },
     },
     async (request) =>
       ok(await logs.getLogRecipients(app.ctx.database.db, teamIdOf(request), request.params.id)),
@@ -231,7 +226,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/logs/:id/rendered',
     {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
-      schema: { tags, security, params: emailIdParams, response: { 200: envelopeOf(renderedEmailView) } },
+      schema: { tags, params: emailIdParams, response: { 200: envelopeOf(renderedEmailView) } },
     },
     async (request) => ok(await logs.rerenderLog(app.ctx.database.db, teamIdOf(request), request.params.id)),
   );
@@ -240,7 +235,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/logs/stats',
     {
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
-      schema: { tags, security, querystring: statsQuery, response: { 200: envelopeOf(statsView) } },
+      schema: { tags, querystring: statsQuery, response: { 200: envelopeOf(statsView) } },
     },
     async (request) => ok(await logs.getLogStats(app.ctx.database.db, teamIdOf(request), request.query)),
   );
@@ -249,7 +244,7 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/logs/:id/resend',
     {
       ...access({ kind: 'session', permission: 'logs:resend' }),
-      schema: { tags, security, params: emailIdParams, response: { 202: envelopeOf(acceptedSendView) } },
+      schema: { tags, params: emailIdParams, response: { 202: envelopeOf(acceptedSendView) } },
     },
     async (request, reply) => {
       const accepted = await resendEmail(app.ctx, teamIdOf(request), request.params.id);
@@ -265,7 +260,6 @@ export async function logRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'logs:resend' }),
       schema: {
         tags: ['Templates'],
-        security,
         summary: "Send the template's current version to the signed-in user's own address",
         description:
           "Rendered with `variables` (default {}), through the team's default adapter or `adapterId`, " +

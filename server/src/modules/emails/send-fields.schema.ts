@@ -264,19 +264,15 @@ function unstorableStringPath(value: unknown): { path: (string | number)[]; nul:
 
 /**
  * Adds a VALIDATION_ERROR issue at the first string of `value` PostgreSQL cannot store (see
- * {@link unstorableStringPath}), under `base` (the field's path). For any body part stored as
- * text or jsonb (the send body; send-test's `variables`).
+ * {@link unstorableStringPath}), at its path within the refined value (zod puts the field's path
+ * in front). For any body part stored as text or jsonb (the send body; send-test's `variables`).
  */
-export function refuseUnstorableStrings(
-  value: unknown,
-  ctx: z.RefinementCtx,
-  base: (string | number)[] = [],
-): void {
+export function refuseUnstorableStrings(value: unknown, ctx: z.RefinementCtx): void {
   const found = unstorableStringPath(value);
   if (!found) return;
   ctx.addIssue({
     code: 'custom',
-    path: [...base, ...found.path],
+    path: found.path,
     message: found.nul
       ? NO_NUL
       : 'must be well-formed Unicode (no unpaired UTF-16 surrogate such as \\ud800)',

@@ -20,7 +20,6 @@ import {
 export async function suppressionRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const tags = ['Suppressions'];
-  const security = [{ session: [] }];
 
   app.get(
     '/api/suppressions',
@@ -28,7 +27,6 @@ export async function suppressionRoutes(fastify: FastifyInstance): Promise<void>
       ...access({ kind: 'session', permission: 'logs:view', apiKeyScopes: ['logs:read'] }),
       schema: {
         tags,
-        security,
         querystring: suppressionListQuery,
         response: { 200: pageOf(suppressionView) },
       },
@@ -40,7 +38,7 @@ export async function suppressionRoutes(fastify: FastifyInstance): Promise<void>
     '/api/suppressions',
     {
       ...access({ kind: 'session', permission: 'logs:resend' }),
-      schema: { tags, security, body: createSuppressionBody, response: { 201: envelopeOf(suppressionView) } },
+      schema: { tags, body: createSuppressionBody, response: { 201: envelopeOf(suppressionView) } },
     },
     async (request, reply) =>
       reply.code(201).send(ok(await addSuppression(app.ctx.database.db, teamIdOf(request), request.body))),
@@ -52,7 +50,6 @@ export async function suppressionRoutes(fastify: FastifyInstance): Promise<void>
       ...access({ kind: 'session', permission: 'logs:resend' }),
       schema: {
         tags,
-        security,
         params: z.object({ id: z.string().min(1) }),
         response: { 200: deletedEnvelope },
       },

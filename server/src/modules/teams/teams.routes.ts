@@ -27,8 +27,6 @@ import {
 } from './teams.schema.ts';
 import * as teams from './teams.service.ts';
 
-const security = [{ session: [] }];
-
 /**
  * Teams, members and invitations (issue #3, "Teams"); all session routes run requireSession as an
  * onRequest hook (401 before the body is read):
@@ -66,7 +64,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/teams',
     {
       ...access({ kind: 'session', teamFallback: true, teamOptional: true }),
-      schema: { tags: ['Teams'], security, response: { 200: teamListResponse } },
+      schema: { tags: ['Teams'], response: { 200: teamListResponse } },
     },
     async (request) => ok(await teams.listTeams(db(), sessionUserOf(request).userId)),
   );
@@ -75,7 +73,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/teams',
     {
       ...access({ kind: 'session', teamFallback: true, teamOptional: true }),
-      schema: { tags: ['Teams'], security, body: createTeamBody, response: { 201: teamResponse } },
+      schema: { tags: ['Teams'], body: createTeamBody, response: { 201: teamResponse } },
     },
     async (request, reply) => {
       const team = await teams.createTeam(
@@ -91,7 +89,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/auth/switch-team',
     {
       ...access({ kind: 'session', teamFallback: true }),
-      schema: { tags: ['Teams'], security, body: switchTeamBody, response: { 200: meResponse } },
+      schema: { tags: ['Teams'], body: switchTeamBody, response: { 200: meResponse } },
     },
     async (request, reply) => {
       const { session, setCookie } = await teams.switchTeam(
@@ -111,7 +109,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/team/members',
     {
       ...access({ kind: 'session' }),
-      schema: { tags: ['Team members'], security, response: { 200: memberListResponse } },
+      schema: { tags: ['Team members'], response: { 200: memberListResponse } },
     },
     async (request) => ok(await members.listMembers(db(), sessionOf(request).teamId)),
   );
@@ -122,7 +120,6 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'team:manage' }),
       schema: {
         tags: ['Team members'],
-        security,
         params: memberParams,
         body: updateMemberBody,
         response: { 200: memberResponse },
@@ -137,7 +134,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     {
       // team:manage is checked by the service: removing oneself (leaving) needs membership only.
       ...access({ kind: 'session' }),
-      schema: { tags: ['Team members'], security, params: memberParams, response: { 200: deletedEnvelope } },
+      schema: { tags: ['Team members'], params: memberParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       await members.removeMember(db(), sessionOf(request), request.params.userId);
@@ -153,7 +150,6 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'team:manage' }),
       schema: {
         tags: ['Team invitations'],
-        security,
         body: createInvitationBody,
         response: { 200: createdInvitationResponse, 201: createdInvitationResponse },
       },
@@ -173,7 +169,7 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/team/invitations',
     {
       ...access({ kind: 'session', permission: 'team:manage' }),
-      schema: { tags: ['Team invitations'], security, response: { 200: invitationListResponse } },
+      schema: { tags: ['Team invitations'], response: { 200: invitationListResponse } },
     },
     async (request) => ok(await invitations.listInvitations(db(), sessionOf(request).teamId, new Date())),
   );
@@ -184,7 +180,6 @@ export async function teamRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'team:manage' }),
       schema: {
         tags: ['Team invitations'],
-        security,
         params: invitationParams,
         response: { 200: deletedEnvelope },
       },

@@ -29,7 +29,6 @@ import { releaseThumbnail } from './templates.thumbnail.ts';
 import * as versions from './templates.versions.service.ts';
 
 const tags = ['Templates'];
-const security: { [scheme: string]: string[] }[] = [{ session: [] }, { apiKey: [] }];
 
 /**
  * Template endpoints of the spec ("Templates (session)"): list, get (id or slug), create, update,
@@ -49,7 +48,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/templates',
     {
       ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
-      schema: { tags, security, querystring: templateListQuery, response: { 200: pageOf(templateListItem) } },
+      schema: { tags, querystring: templateListQuery, response: { 200: pageOf(templateListItem) } },
     },
     async (request) => ok(await service.listTemplates(db(), teamIdOf(request), request.query)),
   );
@@ -58,7 +57,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/templates/:id',
     {
       ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
-      schema: { tags, security, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
+      schema: { tags, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) =>
       ok(service.presentTemplate(await service.getTemplate(db(), teamIdOf(request), request.params.id))),
@@ -70,7 +69,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'templates:create', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
-        security,
         body: createTemplateBody,
         response: { 201: envelopeOf(createdTemplateView) },
       },
@@ -89,7 +87,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
-        security,
         params: templateIdParams,
         body: updateTemplateBody,
         response: { 200: envelopeOf(updatedTemplateView) },
@@ -112,7 +109,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/templates/:id',
     {
       ...access({ kind: 'session', permission: 'templates:delete', apiKeyScopes: ['templates:delete'] }),
-      schema: { tags, security, params: templateIdParams, response: { 200: deletedEnvelope } },
+      schema: { tags, params: templateIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       const teamId = teamIdOf(request);
@@ -131,7 +128,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'templates:create', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
-        security,
         params: templateIdParams,
         response: { 201: envelopeOf(duplicatedTemplateView) },
       },
@@ -150,7 +146,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
       schema: {
         tags,
-        security,
         params: templateIdParams,
         querystring: z.object({
           limit: z.coerce
@@ -174,7 +169,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
       schema: {
         tags,
-        security,
         params: templateIdParams,
         body: createVersionBody,
         response: { 201: envelopeOf(templateVersionView) },
@@ -199,7 +193,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/templates/:id/versions/:versionId/restore',
     {
       ...access({ kind: 'session', permission: 'templates:update', apiKeyScopes: ['templates:write'] }),
-      schema: { tags, security, params: templateVersionParams, response: { 200: envelopeOf(templateView) } },
+      schema: { tags, params: templateVersionParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) => {
       const teamId = teamIdOf(request);
@@ -219,7 +213,6 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
       schema: {
         tags,
-        security,
         params: templateIdParams,
         body: previewBody,
         response: { 200: envelopeOf(previewView) },

@@ -18,7 +18,6 @@ import {
 import * as service from './uploads.service.ts';
 
 const tags = ['Uploads'];
-const security = [{ session: [] }];
 
 /**
  * Image uploads for the builder (issue #4 "Uploads for the builder"):
@@ -60,7 +59,6 @@ export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
       validatorCompiler: () => (value) => ({ value }),
       schema: {
         tags,
-        security,
         consumes: ['multipart/form-data'],
         body: uploadImageForm,
         description: `One PNG, JPEG, GIF or WebP image (detected from its content) in the form field \`file\`, at most ${config.UPLOAD_MAX_BYTES} bytes; a team keeps at most ${config.UPLOAD_TEAM_QUOTA_BYTES} bytes and ${config.UPLOAD_TEAM_MAX_FILES} images (FILE_TOO_LARGE, reason UPLOAD_QUOTA_EXCEEDED).`,
@@ -78,7 +76,7 @@ export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/uploads/images/:key',
     {
       ...access({ kind: 'session', permission: 'templates:update' }),
-      schema: { tags, security, params: uploadKeyParams, response: { 200: deletedEnvelope } },
+      schema: { tags, params: uploadKeyParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       await service.deleteImage(deps(), sessionOf(request).teamId, request.params.key);
@@ -92,7 +90,6 @@ export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session' }),
       schema: {
         tags,
-        security,
         description:
           "The team's uploaded images, newest first (images uploaded before upload quotas existed are not listed).",
         querystring: paginationQuery,
@@ -106,7 +103,7 @@ export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/uploads/usage',
     {
       ...access({ kind: 'session' }),
-      schema: { tags, security, response: { 200: envelopeOf(uploadUsageView) } },
+      schema: { tags, response: { 200: envelopeOf(uploadUsageView) } },
     },
     async (request) => ok(await service.uploadUsage(deps(), sessionOf(request).teamId)),
   );

@@ -18,7 +18,6 @@ import {
 import * as service from './webhooks.service.ts';
 
 const tags = ['Webhooks'];
-const security = [{ session: [] }];
 
 /**
  * The webhook endpoints of the spec ("Webhooks (session)": list, get and create need
@@ -38,7 +37,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks',
     {
       ...access({ kind: 'session', permission: 'webhooks:create' }),
-      schema: { tags, security, response: { 200: envelopeOf(webhookView.array()) } },
+      schema: { tags, response: { 200: envelopeOf(webhookView.array()) } },
     },
     async (request) => ok(await service.listWebhooks(db(), sessionOf(request).teamId)),
   );
@@ -47,7 +46,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks/:id',
     {
       ...access({ kind: 'session', permission: 'webhooks:create' }),
-      schema: { tags, security, params: webhookIdParams, response: { 200: envelopeOf(webhookView) } },
+      schema: { tags, params: webhookIdParams, response: { 200: envelopeOf(webhookView) } },
     },
     async (request) => ok(await service.getWebhook(db(), sessionOf(request).teamId, request.params.id)),
   );
@@ -56,7 +55,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks',
     {
       ...access({ kind: 'session', permission: 'webhooks:create' }),
-      schema: { tags, security, body: createWebhookBody, response: { 201: envelopeOf(createdWebhookView) } },
+      schema: { tags, body: createWebhookBody, response: { 201: envelopeOf(createdWebhookView) } },
     },
     async (request, reply) => {
       const created = await service.createWebhook(deps(), sessionOf(request).teamId, request.body);
@@ -70,7 +69,6 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'webhooks:update' }),
       schema: {
         tags,
-        security,
         params: webhookIdParams,
         body: updateWebhookBody,
         response: { 200: envelopeOf(updatedWebhookView) },
@@ -84,7 +82,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks/:id',
     {
       ...access({ kind: 'session', permission: 'webhooks:delete' }),
-      schema: { tags, security, params: webhookIdParams, response: { 200: deletedEnvelope } },
+      schema: { tags, params: webhookIdParams, response: { 200: deletedEnvelope } },
     },
     async (request) => {
       await service.deleteWebhook(db(), sessionOf(request).teamId, request.params.id);
@@ -96,7 +94,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks/:id/rotate-secret',
     {
       ...access({ kind: 'session', permission: 'webhooks:update' }),
-      schema: { tags, security, params: webhookIdParams, response: { 200: envelopeOf(rotatedSecretView) } },
+      schema: { tags, params: webhookIdParams, response: { 200: envelopeOf(rotatedSecretView) } },
     },
     async (request) =>
       ok(await service.rotateWebhookSecret(deps(), sessionOf(request).teamId, request.params.id)),
@@ -106,7 +104,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks/:id/test',
     {
       ...access({ kind: 'session', permission: 'webhooks:update' }),
-      schema: { tags, security, params: webhookIdParams, response: { 200: envelopeOf(deliveryView) } },
+      schema: { tags, params: webhookIdParams, response: { 200: envelopeOf(deliveryView) } },
     },
     async (request) => ok(await service.testWebhook(deps(), sessionOf(request).teamId, request.params.id)),
   );
@@ -117,7 +115,6 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', permission: 'webhooks:create' }),
       schema: {
         tags,
-        security,
         params: webhookIdParams,
         querystring: listDeliveriesQuery,
         response: { 200: envelopeOf(deliveryView.array()) },
@@ -131,7 +128,7 @@ export async function webhookRoutes(fastify: FastifyInstance): Promise<void> {
     '/api/webhooks/:id/deliveries/:deliveryId/redeliver',
     {
       ...access({ kind: 'session', permission: 'webhooks:update' }),
-      schema: { tags, security, params: deliveryParams, response: { 200: envelopeOf(deliveryView) } },
+      schema: { tags, params: deliveryParams, response: { 200: envelopeOf(deliveryView) } },
     },
     async (request) =>
       ok(
