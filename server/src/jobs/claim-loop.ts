@@ -58,7 +58,10 @@ export interface ClaimLoopOptions {
   maxInFlight: number;
   /** Jobs claimed per fetch at most. */
   batchSize: number;
-  /** Jobs of one group (pg-boss `group.id`) active at once across all workers; unset = no cap. */
+  /**
+   * Jobs of one group (pg-boss `group.id`) active at once across all workers; unset = no cap. When
+   * set, a group also holds at most its fair share of THIS loop's slots (see {@link groupShare}).
+   */
   groupConcurrency?: number;
   /** Wait before fetching again after a fetch found less than it asked for (ms). */
   pollingIntervalMs: number;
@@ -75,8 +78,50 @@ type Settlement = { status: 'completed' | 'settled' } | { status: 'failed' | 'de
 
 interface Held {
   job: ClaimedJob<unknown>;
+  /** The job's pg-boss group (a team's id for `email.send`), if it has one. */
+  group: string | undefined;
   abort: AbortController;
   settlement?: Settlement;
+}
+
+/** What one group holds in a claim loop, as {@link groupShare} weighs it. */
+export interface GroupLoad {
+  /** Jobs it holds now (0 for a group remembered after its last job ended). */
+  held: number;
+  /** Whether the share held it back since it holds jobs (it may want more than it holds). */
+  heldBack: boolean;
+}
+
+/**
+ * The most jobs one group may hold in a claim loop of `maxInFlight` slots: max-min fairness
+ * ("water-filling") among `groups` and one group not holding any yet. A group the share did not
+ * hold back keeps what it holds, as long as that is under an even split; the slots left are split
+ * evenly among the others and the newcomer, so a team that has no jobs here yet always finds free
+ * slots, and teams sending a few emails each do not shrink a busy team's share to theirs.
+ *
+ * Why: the global group cap (`groupConcurrency`, 4 × ADAPTER_MAX_CONNECTIONS per team) bounds one
+ * team, not several. Teams whose providers hang until the send deadline hold their jobs' slots for
+ * the whole deadline, and a slot they freed went back to them (their backlog came first in the
+ * queue): with the defaults, three such teams (3 × 80 > 200 slots) held every slot of a worker for
+ * as long as they had emails queued, and every other team's emails waited (review finding,
+ * session 15). With the share they hold about three quarters; a share that shrinks when another
+ * group arrives takes effect as the jobs above it end (one send deadline at most): held jobs are
+ * never taken back.
+ * @returns jobs (≥ 1).
+ */
+export function groupShare(maxInFlight: number, groups: readonly GroupLoad[]): number {
+  const keeping = groups
+    .filter((group) => !group.heldBack)
+    .map((group) => group.held)
+    .sort((a, b) => a - b);
+  let slots = maxInFlight;
+  let sharing = groups.length + 1;
+  for (const held of keeping) {
+    if (held * sharing > slots) break;
+    slots -= held;
+    sharing -= 1;
+  }
+  return Math.max(1, Math.floor(slots / sharing));
 }
 
 /**
@@ -84,6 +129,8 @@ interface Held {
  * enough slots were freed (see #run).
  */
 const MIN_REFETCH_GAP_MS = 20;
+/** How long a group that held jobs still counts among those sharing the slots (ms). */
+const GROUP_MEMORY_MS = 10_000;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
 
@@ -95,7 +142,8 @@ const ABORT_GRACE_MS = 2_000;
  *   the settles that pile up meanwhile sent together (one `complete` statement per group) — or
  *   lets the handler settle it in the handler's own transaction ({@link JobSettler}, {@link SETTLED});
  * - caps the jobs of one group in flight across all workers (`groupConcurrency`, pg-boss groups),
- *   so one group's slow jobs never take every slot: other groups' jobs keep being fetched;
+ *   and to its share of this loop's slots ({@link groupShare}), so slow groups never take every
+ *   slot: other groups' jobs keep being fetched;
  * - refreshes the heartbeat of held jobs, and aborts a job whose claim was lost.
  * pg-boss's own `work()` settles a batch only when all of it is done, hence this loop on its
  * public fetch/complete/fail/touch calls.
@@ -106,6 +154,10 @@ export class ClaimLoop<T> {
   readonly #options: ClaimLoopOptions;
   readonly #handler: BatchHandler<T>;
   readonly #held = new Map<string, Held>();
+  /** Per group holding jobs: how many, and whether the last fetch held it back at its share. */
+  readonly #groups = new Map<string, GroupLoad>();
+  /** Groups held back at their share until their last job ended, with when that was (ms). */
+  readonly #lately = new Map<string, number>();
   #settled: Held[] = [];
   /** The last {@link #flush} started; it runs while {@link #flushActive}. */
   #flushing: Promise<void> | undefined;
@@ -203,7 +255,13 @@ export class ClaimLoop<T> {
         await this.#nap(pollingIntervalMs);
         continue;
       }
-      if (jobs.length > 0) this.#start(this.#hold(jobs));
+      if (jobs.length > 0) {
+        const held = this.#hold(jobs);
+        // Shares as they are with these jobs: a group found above its share now is held back
+        // (also remembered so after its jobs end together, see #loads).
+        if (this.#options.groupConcurrency) this.#reshare();
+        this.#start(held);
+      }
       // An empty fetch keeps the mark (the group may still be at its cap); one that found all it
       // asked for doubles the next request, back to full batches within a few fetches.
       if (jobs.length >= wanted) {
@@ -227,18 +285,60 @@ export class ClaimLoop<T> {
 
   #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
     const { groupConcurrency } = this.#options;
+    if (!groupConcurrency) return this.#boss.fetch<T>(this.#name, { batchSize, includeMetadata: true });
+    // The share as pg-boss's group cap too: it counts a group's active jobs (in every worker) and
+    // ranks the fetch's own, so no fetch takes a group past it. Groups at it here are skipped
+    // outright (a job its handler completed in its own transaction holds its slot here until the
+    // loop frees it, while pg-boss no longer counts it).
+    const share = this.#reshare();
+    const ignoreGroups: string[] = [];
+    for (const [group, load] of this.#groups) if (load.held >= share) ignoreGroups.push(group);
     return this.#boss.fetch<T>(this.#name, {
       batchSize,
       includeMetadata: true,
-      ...(groupConcurrency ? { groupConcurrency } : {}),
+      groupConcurrency: Math.min(groupConcurrency, share),
+      ...(ignoreGroups.length > 0 ? { ignoreGroups } : {}),
     });
+  }
+
+  /**
+   * The share of a group now ({@link groupShare}); marks the groups holding it or more as held back,
+   * for as long as they hold jobs (a group below its share since is not known to want no more: a
+   * larger share followed by more of its jobs would grow it back past the others' shares).
+   * @returns jobs.
+   */
+  #reshare(): number {
+    const share = groupShare(this.#options.maxInFlight, this.#loads());
+    for (const load of this.#groups.values()) if (load.held >= share) load.heldBack = true;
+    return share;
+  }
+
+  /**
+   * The groups sharing the slots: those holding jobs, and those held back at their share whose last
+   * job ended within {@link GROUP_MEMORY_MS}. Jobs claimed together end together (a team's sends
+   * hanging until the same deadline): without the memory, such a team would be gone at each
+   * refetch and take a whole new share.
+   */
+  #loads(): GroupLoad[] {
+    const since = Date.now() - GROUP_MEMORY_MS;
+    for (const [group, at] of this.#lately) if (at < since) this.#lately.delete(group);
+    const loads = [...this.#groups.values()];
+    for (let n = 0; n < this.#lately.size; n++) loads.push({ held: 0, heldBack: true });
+    return loads;
   }
 
   /** Holds claimed jobs (they count against maxInFlight and get heartbeats from now). */
   #hold(jobs: readonly JobWithMetadata<T>[]): Held[] {
     return jobs.map((job) => {
       const abort = new AbortController();
+      const group = job.groupId ?? undefined;
+      if (group !== undefined) {
+        const load = this.#groups.get(group);
+        if (load) load.held += 1;
+        else this.#groups.set(group, { held: 1, heldBack: this.#lately.delete(group) });
+      }
       const held: Held = {
+        group,
         job: {
           id: job.id,
           data: job.data,
@@ -316,7 +416,7 @@ export class ClaimLoop<T> {
           // retried email already recorded is skipped by its handler).
           this.#options.onError(error);
         }
-        for (const held of group) this.#held.delete(held.job.id);
+        for (const held of group) this.#release(held);
         this.#freed += group.length;
         this.#wakeUp();
       }
@@ -325,6 +425,19 @@ export class ClaimLoop<T> {
       // `.finally()` would be): a settle after this starts a flush of its own.
       this.#flushActive = false;
     }
+  }
+
+  /** Frees a settled job's slot (and its group's count). */
+  #release(held: Held): void {
+    if (this.#held.get(held.job.id) !== held) return;
+    this.#held.delete(held.job.id);
+    if (held.group === undefined) return;
+    const load = this.#groups.get(held.group);
+    if (!load) return;
+    load.held -= 1;
+    if (load.held > 0) return;
+    this.#groups.delete(held.group);
+    if (load.heldBack) this.#lately.set(held.group, Date.now());
   }
 
   /** Refreshes the heartbeat of held jobs; aborts those whose claim lapsed (another may run them). */
