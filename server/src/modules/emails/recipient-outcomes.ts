@@ -164,6 +164,16 @@ export class RecipientTracker {
     return { applied, allUndelivered };
   }
 
+  /**
+   * The keys (bare lower-cased addresses) of the recipients of loaded email `emailId` among
+   * `addresses`, each once; addresses the email did not go to are left out.
+   */
+  recipientKeysAmong(emailId: string, addresses: readonly string[]): string[] {
+    const states = this.#states.get(emailId);
+    if (!states) return [];
+    return [...new Set(addresses.map(recipientKey))].filter((key) => states.has(key));
+  }
+
   /** The recipients (to, cc, bcc, each address once) of loaded email `emailId`; [] if not loaded. */
   recipientsOf(emailId: string): readonly Recipient[] {
     return this.#recipients.get(emailId) ?? [];
