@@ -421,7 +421,13 @@ describe('provider events that cannot name one recipient', () => {
       ['bob@example.test', 'bounced', 'hard'],
     ]);
     expect(await suppressed(team)).toEqual([]);
-    // With one address, it is that recipient's bounce.
+    // One `to` and a cc: `data.to` names the `to` address, but the bounce may be the cc'd one's
+    // (before: ada was suppressed and marked bounced for it, and the cc'd address stayed `sent`).
+    const withCc = await sentEmail(team, 're-cc-1', { to: 'ada@example.test', cc: ['dan@example.test'] });
+    await dataOf(await postEvent(team.eventsPath, resendBounce('re-cc-1', ['ada@example.test'])));
+    expect(await suppressed(team)).toEqual([]);
+    expect((await logOf(team, withCc)).status).toBe('bounced');
+    // With one recipient, it is that recipient's bounce.
     await sentEmail(team, 're-single-1', { to: 'cid@example.test' });
     await dataOf(await postEvent(team.eventsPath, resendBounce('re-single-1', ['cid@example.test'])));
     expect(await suppressed(team)).toEqual(['cid@example.test']);

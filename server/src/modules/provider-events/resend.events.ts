@@ -75,11 +75,11 @@ export const parseResendEvents: ProviderEventParser = async (request) => {
   const data = obj(body.data);
   const emailId = str(data.email_id);
   if (!emailId) return [];
-  const to = Array.isArray(data.to) ? data.to.filter((v): v is string => typeof v === 'string') : [];
-  // `data.to` is the email's whole `to` list, not the address the event is about: it names the
-  // recipient only when there is one (issue #11: a bounce of one address is not pinned on all).
-  const recipients = to.length === 1 ? to : [];
-  const base = { messageIds: [emailId], at: dateOf(body.created_at), recipients, providerEvent: type };
+  // `data.to` is the email's `to` list (cc and bcc are not in it), not the address the event is
+  // about: Resend's events name no recipient. Pinning a bounce on a lone `to` address suppressed it
+  // for a bounce of a cc'd one (review finding, session 17); an event naming none applies to the
+  // whole email, and suppresses its address only when it has a single recipient.
+  const base = { messageIds: [emailId], at: dateOf(body.created_at), recipients: [], providerEvent: type };
   if (type === 'email.bounced') {
     const bounce = obj(data.bounce);
     const diagnostic = str(bounce.message) ?? str(bounce.subType) ?? 'Bounced';
