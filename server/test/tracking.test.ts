@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { Parser } from 'htmlparser2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { transitionMany } from '../src/modules/emails/index.ts';
 import { RECORD_WAIT_MS } from '../src/modules/tracking/index.ts';
 import { signTrackingToken, trackingKey } from '../src/tracking/tokens.ts';
 import { createTestContext, TEST_BASE_URL, type TestContext, waitFor } from './helpers/app.ts';
@@ -281,6 +282,43 @@ describe('built-in open and click tracking (issue #11)', () => {
     expect(log.status).toBe('sent');
     expect(log.openedAt).toBeNull();
     expect(trackedEvents(log)).toEqual([]);
+  });
+
+  it('an open before the email is recorded sent is history only, and the next open after it counts', async () => {
+    const t = await team({ trackOpens: true });
+    // Scheduled: the email stays queued, as it is between the hand-off and the recording of `sent`.
+    const response = await send(ctx.app, t.key, {
+      templateId: t.templateId,
+      to: `early-${Date.now()}@example.test`,
+      variables: { first_name: 'Ada' },
+      scheduledAt: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    const { id } = await dataOf(response, 202);
+    const pixel = `/t/o/${signTrackingToken(trackingKey(Buffer.alloc(32, 7)), { kind: 'open', emailId: id, teamId: t.owner.teamId })}`;
+    const hitPixel = () =>
+      ctx.app.inject({ method: 'GET', url: pixel, headers: { 'user-agent': 'Mozilla/5.0' } });
+    expect((await hitPixel()).statusCode).toBe(200);
+    await waitFor(async () => (trackedEvents(await logOf(t, id)).length === 1 ? true : undefined));
+    expect((await logOf(t, id)).status).toBe('queued');
+    await ctx.context.db.transaction((tx) =>
+      transitionMany(tx, [
+        {
+          email: { id, teamId: t.owner.teamId },
+          event: { status: 'sent', set: { providerMessageId: 'early-1' } },
+        },
+      ]),
+    );
+    // Before: the early open counted as seen, and the email stayed `sent` without `openedAt`.
+    expect((await hitPixel()).statusCode).toBe(200);
+    const log = await waitFor(async () => {
+      const current = await logOf(t, id);
+      return current.status === 'opened' ? current : undefined;
+    });
+    expect(log.openedAt).not.toBeNull();
+    expect(trackedEvents(log)).toEqual(['opened', 'opened']);
+    // Repeats after it change nothing.
+    await hitPixel();
+    expect(trackedEvents(await logOf(t, id))).toEqual(['opened', 'opened']);
   });
 
   it('tracking is off by default: the HTML is sent unchanged; turning it on is copied to the next version', async () => {

@@ -17,16 +17,27 @@ import { type StatusEvent, transitionMany } from '../emails/index.ts';
  * already in its history are read first. An email that does not exist (deleted) is ignored; the
  * status only moves forward (a `bounced` or `spam` email keeps its status, the hit is history).
  * `at` is when the hit happened (default now).
+ * @returns 'early' when the email was not `sent` yet (the hit is history only, see below), else
+ *   'recorded' (also for a repeat or a deleted email).
  * @throws database errors (the route swallows them: the pixel and redirect never fail).
  */
-export async function recordTrackingHit(db: Database, claim: TrackingClaim, at = new Date()): Promise<void> {
-  await db.transaction(async (tx) => {
+export async function recordTrackingHit(
+  db: Database,
+  claim: TrackingClaim,
+  at = new Date(),
+): Promise<'recorded' | 'early'> {
+  return db.transaction(async (tx) => {
     const [log] = await tx
-      .select({ id: emailLogs.id })
+      .select({ id: emailLogs.id, status: emailLogs.status })
       .from(emailLogs)
       .where(and(eq(emailLogs.id, claim.emailId), eq(emailLogs.teamId, claim.teamId)))
       .for('update');
-    if (!log) return;
+    if (!log) return 'recorded';
+    // A hit before the email's `sent` is committed (the recipient opened it within the worker's
+    // recording of the hand-off) cannot move it: it is history only, marked `beforeSent`, and does
+    // not count as seen for the hits after `sent`, which move it. Before, it did, and the email
+    // stayed `sent` for good (review finding, session 17).
+    const early = log.status === 'queued';
     const seen = await tx
       .select({ status: emailEvents.status, url: sql<string | null>`${emailEvents.detail}->>'url'` })
       .from(emailEvents)
@@ -35,22 +46,23 @@ export async function recordTrackingHit(db: Database, claim: TrackingClaim, at =
           eq(emailEvents.emailId, claim.emailId),
           inArray(emailEvents.status, ['opened', 'clicked']),
           sql`${emailEvents.detail}->>'source' = 'tracking'`,
+          early
+            ? sql`${emailEvents.detail}->>'beforeSent' = 'true'`
+            : sql`${emailEvents.detail}->>'beforeSent' is null`,
         ),
       );
     const email = { id: claim.emailId, teamId: claim.teamId };
+    const source = early ? { source: 'tracking', beforeSent: true } : { source: 'tracking' };
     const events: { email: typeof email; event: StatusEvent }[] = [];
     if (!seen.some((event) => event.status === 'opened')) {
-      const detail =
-        claim.kind === 'click' ? { source: 'tracking', impliedBy: 'click' } : { source: 'tracking' };
+      const detail = claim.kind === 'click' ? { ...source, impliedBy: 'click' } : source;
       events.push({ email, event: { status: 'opened', at, detail } });
     }
     if (claim.kind === 'click' && !seen.some((e) => e.status === 'clicked' && e.url === claim.url)) {
-      events.push({
-        email,
-        event: { status: 'clicked', at, detail: { source: 'tracking', url: claim.url } },
-      });
+      events.push({ email, event: { status: 'clicked', at, detail: { ...source, url: claim.url } } });
     }
     if (events.length > 0) await transitionMany(tx, events);
+    return early ? 'early' : 'recorded';
   });
 }
 
@@ -112,11 +124,14 @@ export class TrackingRecorder {
     }
     const recording = (async (): Promise<TrackingRecordResult> => {
       const release = await this.#slots.acquire(SLOTS_KEY, TRACKING_RECORDINGS_IN_FLIGHT);
+      let outcome: 'recorded' | 'early';
       try {
-        await recordTrackingHit(this.#db, claim, at);
+        outcome = await recordTrackingHit(this.#db, claim, at);
       } finally {
         release();
       }
+      // A hit before `sent` is not remembered: the next one, after it, is the one that counts.
+      if (outcome === 'early') return 'recorded';
       this.#done.set(key, true);
       if (claim.kind === 'click') this.#done.set(hitKey({ ...claim, kind: 'open' }), true);
       return 'recorded';
