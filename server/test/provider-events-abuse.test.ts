@@ -162,6 +162,37 @@ describe('provider events a holder of one events URL cannot abuse', () => {
     ]);
   });
 
+  it('a NUL or a lone surrogate in one event loses no event of the batch', async () => {
+    const team = await providerTeam(ctx, 'sendgrid');
+    const id = await sentEmail(ctx, team, 'sg-nul-1', 'ada@example.com');
+    const events = [
+      { email: 'ada@example.com', event: 'delivered', sg_message_id: 'sg-nul-1.f', timestamp: 1_700_000_000 },
+      {
+        email: 'a\u0000@example.com',
+        event: 'deferred',
+        reason: 'try \ud800 later \u0000',
+        sg_message_id: 'sg-nul-1.f',
+        timestamp: 1_700_000_001,
+      },
+    ];
+    // Before: 400 INVALID_INPUT for the whole batch (the database refused the NUL), so the
+    // provider's retries of the same batch never recorded the delivery.
+    const response = await postProviderEvent(ctx, team.eventsPath, JSON.stringify(events));
+    expect(response.statusCode, response.body).toBe(200);
+    const log = await dataOf(
+      await ctx.app.inject({
+        method: 'GET',
+        url: `/api/logs/${id}`,
+        headers: sessionHeaders(ctx.app, team.owner),
+      }),
+    );
+    expect(log.status).toBe('delivered');
+    const deferral = log.events.find(
+      (event: { detail: { event?: string } }) => event.detail.event === 'deferred',
+    );
+    expect(deferral.detail.diagnostic).toBe('try \uFFFD later \uFFFD');
+  });
+
   it("an event posted to one adapter's URL does not move an email another adapter of the team delivered", async () => {
     const signed = await providerTeam(ctx, 'sendgrid');
     const id = await sentEmail(ctx, signed, 'other-adapter-1', 'ada@example.com');

@@ -102,12 +102,13 @@ export async function applyProviderEvents(
   events: readonly ProviderEvent[],
 ): Promise<AppliedEvents> {
   if (events.length === 0) return { received: 0, matched: 0 };
-  const ids = [...new Set(events.flatMap((event) => event.messageIds))];
+  const stored = events.map(storable);
+  const ids = [...new Set(stored.flatMap((event) => event.messageIds))];
   return db.transaction(async (tx) => {
     const logs = await findByProviderMessageIds(tx, adapter, ids);
     const byMessageId = new Map(logs.map((log) => [log.providerMessageId!, log]));
     const source = `provider:${adapter.type}`;
-    const matched = events.flatMap((event) => {
+    const matched = stored.flatMap((event) => {
       const log = event.messageIds.map((id) => byMessageId.get(id)).find((row) => row !== undefined);
       return log ? [{ event, log }] : [];
     });
@@ -166,6 +167,24 @@ export async function applyProviderEvents(
     await addSuppressions(tx, suppressions);
     return { received: events.length, matched: matched.length };
   });
+}
+
+/**
+ * `event` with every string storable by PostgreSQL: NUL and lone surrogates (which text and jsonb
+ * refuse) become U+FFFD. One such character in one event failed the whole request with 400, and
+ * the provider, sending the same batch again, lost its other events for good (review finding,
+ * session 17).
+ */
+function storable(event: ProviderEvent): ProviderEvent {
+  const text = (value: string) => value.toWellFormed().replaceAll('\0', '\uFFFD');
+  return {
+    ...event,
+    messageIds: event.messageIds.map(text),
+    recipients: event.recipients.map(text),
+    providerEvent: text(event.providerEvent),
+    ...(event.diagnostic !== undefined ? { diagnostic: text(event.diagnostic) } : {}),
+    ...(event.url !== undefined ? { url: text(event.url) } : {}),
+  };
 }
 
 /** The recipient-level event of a provider event (the same kinds, time and diagnostic). */
