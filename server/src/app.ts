@@ -139,6 +139,13 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
   app.decorateRequest('principal', null);
   app.decorateRequest('sessionUser', null);
   app.addHook('onClose', async () => ctx.rateLimiter.close());
+  // API answers carry team data and secrets (an adapter's decrypted config on its get-one, …): no
+  // browser or proxy may keep them (review finding, session 17: an adapter's SMTP password stayed
+  // in the browser's HTTP cache after sign-out). A route that set its own caching keeps it.
+  app.addHook('onSend', async (request, reply) => {
+    if (request.url.startsWith('/api/') && !reply.hasHeader('cache-control'))
+      reply.header('cache-control', 'no-store');
+  });
 
   await app.register(swagger, {
     openapi: {

@@ -180,6 +180,77 @@ describe('better-auth over HTTP: session tokens and the open endpoints', () => {
   });
 });
 
+describe('cookie requests to the auth library: the Origin rule and no caching', () => {
+  let ctx: TestContext;
+  let owner: TeamOwner;
+
+  beforeAll(async () => {
+    ctx = await createTestContext('postgres');
+    owner = await setupOwner(ctx.app);
+  });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  it('refuses a state-changing POST with the session cookie and no or another Origin (403 INVALID_ORIGIN)', async () => {
+    // Before: better-auth let a cookie POST without Origin but with a same-origin Referer through
+    // (update-user answered 200).
+    const referer = `${ORIGIN_HEADERS(ctx.app).origin}/settings`;
+    for (const origin of [undefined, 'https://evil.example']) {
+      const response = await ctx.app.inject({
+        method: 'POST',
+        url: '/api/auth/update-user',
+        headers: { cookie: owner.cookie, referer, ...(origin ? { origin } : {}) },
+        payload: { name: 'Mallory' },
+      });
+      expectError(response, 403, 'FORBIDDEN');
+      expect(response.json().error.details.reason).toBe('INVALID_ORIGIN');
+    }
+    const allowed = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/auth/update-user',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: { name: 'Ada Owner' },
+    });
+    expect(allowed.statusCode, allowed.body).toBe(200);
+  });
+
+  it('answers API requests with Cache-Control: no-store (an adapter with its password, the session)', async () => {
+    const adapter = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/adapters',
+      headers: sessionHeaders(ctx.app, owner),
+      payload: {
+        name: 'SMTP',
+        type: 'smtp',
+        config: { host: 'smtp.example.test', port: 587, username: 'u', password: 'S3CRET' },
+      },
+    });
+    expect(adapter.statusCode, adapter.body).toBe(201);
+    const one = await ctx.app.inject({
+      method: 'GET',
+      url: `/api/adapters/${adapter.json().data.id}`,
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(one.body).toContain('S3CRET');
+    expect(one.headers['cache-control']).toBe('no-store');
+    const session = await ctx.app.inject({
+      method: 'GET',
+      url: '/api/auth/get-session',
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(session.statusCode).toBe(200);
+    expect(session.headers['cache-control']).toBe('no-store');
+    // An error answer too.
+    const missing = await ctx.app.inject({
+      method: 'GET',
+      url: '/api/adapters/nope',
+      headers: sessionHeaders(ctx.app, owner),
+    });
+    expect(missing.headers['cache-control']).toBe('no-store');
+  });
+});
+
 describe('maskSessionTokens', () => {
   it('drops the token of a sign-in, of get-session and of each listed session, and nothing else', () => {
     expect(maskSessionTokens({ redirect: false, token: 't', user: { id: 'u', token: 'kept' } })).toEqual({

@@ -5,6 +5,7 @@ import { AppError } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { envelopeResponse, presentAuthResponse, presentOAuthCallbackFailure } from './auth-error-envelope.ts';
 import { CLIENT_IP_HEADER, loginUrl } from './auth-light.ts';
+import { assertSameOrigin } from './request-auth.ts';
 import { withoutSessionTokens } from './session-token-output.ts';
 
 /**
@@ -118,8 +119,14 @@ export async function betterAuthMount(app: FastifyInstance): Promise<void> {
     schema: { hide: true },
     handler: async (request, reply) => {
       if (!isOpenAuthPath(request.url)) throw new AppError('NOT_FOUND', 'Not found');
+      // A POST carrying a session cookie changes that session's state (update-user, sign-out,
+      // change-password, revoke-*): our Origin rule, as on every other cookie route (better-auth's
+      // own check let a request without Origin through; review finding, session 17).
+      if (request.method === 'POST' && request.headers.cookie) assertSameOrigin(request);
       checkBodySize(request);
       request.raw.headers[CLIENT_IP_HEADER] = request.ip;
+      // Hijacked: the app's onSend hooks do not run, so the no-store of every API answer is set here.
+      reply.raw.setHeader('cache-control', 'no-store');
       reply.hijack();
       try {
         await handler(request.raw, reply.raw);
