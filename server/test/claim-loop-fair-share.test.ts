@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { groupShare } from '../src/jobs/claim-loop.ts';
+import { groupShare } from '../src/fair-share.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
 import { createTestDatabase } from './helpers/database.ts';

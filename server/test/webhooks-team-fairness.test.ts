@@ -71,6 +71,41 @@ describe('webhook delivery slots across teams', () => {
     expect(Date.now() - started).toBeLessThan(6_000);
   });
 
+  it("delivers a third team's event while two teams' receivers hang on a backlog", async () => {
+    // Each team may have half the slots (2 of 4): two slow teams took all 4 until their backlogs had
+    // timed out (40 attempts of 1 s each, 2 at once). Now each has its fair share.
+    const slow = [
+      await createTeamWithKey(ctx.app, { smtpPort: smtp.port }),
+      await createTeamWithKey(ctx.app, { smtpPort: smtp.port }),
+    ];
+    const fast = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    receiver.answer('/hang-a', () => ({ delayMs: 5_000 }));
+    receiver.answer('/hang-b', () => ({ delayMs: 5_000 }));
+    await subscribe(slow[0]!.owner, '/hang-a');
+    await subscribe(slow[1]!.owner, '/hang-b');
+    await subscribe(fast.owner, '/fast-3');
+    for (let i = 0; i < 40; i++) {
+      for (const team of slow) {
+        const response = await send(ctx.app, team.key, {
+          templateId: team.templateId,
+          to: `s${i}@example.test`,
+        });
+        expect(response.statusCode).toBe(202);
+      }
+    }
+    await waitFor(
+      async () =>
+        receiver.to('/hang-a').length >= 1 && receiver.to('/hang-b').length >= 1 ? true : undefined,
+      20_000,
+    );
+    const started = Date.now();
+    expect(
+      (await send(ctx.app, fast.key, { templateId: fast.templateId, to: 'fast3@example.test' })).statusCode,
+    ).toBe(202);
+    await waitFor(async () => (receiver.to('/fast-3').length === 1 ? true : undefined), 60_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
   it('sends no waiting row of a webhook that answered 410 Gone (only the requests already out)', async () => {
     // Review finding, session 15: the rows a worker held for the webhook were all still sent, as
     // their claim saw the webhook active, until the 410's recording disabled it.

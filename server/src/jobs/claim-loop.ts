@@ -1,6 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
+import { type GroupLoad, groupShare } from '../fair-share.ts';
 
 /**
  * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its
@@ -82,46 +83,6 @@ interface Held {
   group: string | undefined;
   abort: AbortController;
   settlement?: Settlement;
-}
-
-/** What one group holds in a claim loop, as {@link groupShare} weighs it. */
-export interface GroupLoad {
-  /** Jobs it holds now (0 for a group remembered after its last job ended). */
-  held: number;
-  /** Whether the share held it back since it holds jobs (it may want more than it holds). */
-  heldBack: boolean;
-}
-
-/**
- * The most jobs one group may hold in a claim loop of `maxInFlight` slots: max-min fairness
- * ("water-filling") among `groups` and one group not holding any yet. A group the share did not
- * hold back keeps what it holds, as long as that is under an even split; the slots left are split
- * evenly among the others and the newcomer, so a team that has no jobs here yet always finds free
- * slots, and teams sending a few emails each do not shrink a busy team's share to theirs.
- *
- * Why: the global group cap (`groupConcurrency`, 4 × ADAPTER_MAX_CONNECTIONS per team) bounds one
- * team, not several. Teams whose providers hang until the send deadline hold their jobs' slots for
- * the whole deadline, and a slot they freed went back to them (their backlog came first in the
- * queue): with the defaults, three such teams (3 × 80 > 200 slots) held every slot of a worker for
- * as long as they had emails queued, and every other team's emails waited (review finding,
- * session 15). With the share they hold about three quarters; a share that shrinks when another
- * group arrives takes effect as the jobs above it end (one send deadline at most): held jobs are
- * never taken back.
- * @returns jobs (≥ 1).
- */
-export function groupShare(maxInFlight: number, groups: readonly GroupLoad[]): number {
-  const keeping = groups
-    .filter((group) => !group.heldBack)
-    .map((group) => group.held)
-    .sort((a, b) => a - b);
-  let slots = maxInFlight;
-  let sharing = groups.length + 1;
-  for (const held of keeping) {
-    if (held * sharing > slots) break;
-    slots -= held;
-    sharing -= 1;
-  }
-  return Math.max(1, Math.floor(slots / sharing));
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { messageForLog } from '../../db/errors.ts';
 import { StatisticsChecks } from '../../db/stale-statistics.ts';
+import { type GroupLoad, groupShare } from '../../fair-share.ts';
 import { newId } from '../../ids.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
@@ -280,13 +281,16 @@ export class WebhookDispatcher {
       inFlight[webhookId] = held;
       if (held >= CLAIM_AHEAD * this.#cap) capped.push(webhookId);
     }
+    // A team holding rows claims up to CLAIM_AHEAD × its request limit (#teamLimit); the statement
+    // knows one cap for webhooks and teams, so the rest of it is counted as held.
+    const teamRows = CLAIM_AHEAD * this.#teamLimit();
     const teamInFlight: Record<string, number> = {};
     const cappedTeams: string[] = [];
     for (const [teamId, count] of this.#perTeam) {
       const held = count - (without?.teams.get(teamId) ?? 0);
       if (held <= 0) continue;
-      teamInFlight[teamId] = held;
-      if (held >= CLAIM_AHEAD * this.#cap) cappedTeams.push(teamId);
+      teamInFlight[teamId] = held + CLAIM_AHEAD * this.#cap - teamRows;
+      if (held >= teamRows) cappedTeams.push(teamId);
     }
     return {
       limit,
@@ -297,6 +301,27 @@ export class WebhookDispatcher {
       capped,
       cappedTeams,
     };
+  }
+
+  /**
+   * Requests one team may have in flight now: the per-webhook cap, or less: its max-min fair share
+   * of the process's request slots ({@link groupShare}) among the teams with requests in flight or
+   * rows waiting (a team with rows waiting wants more than it has). Without it, two teams whose
+   * receivers hang took every slot (2 × half of WORKER_CONCURRENCY) until their backlogs had timed
+   * out, and every other team's deliveries waited (review finding, session 15).
+   */
+  #teamLimit(): number {
+    const loads = new Map<string, GroupLoad>();
+    for (const [teamId, requests] of this.#teamRequests)
+      loads.set(teamId, { held: requests, heldBack: false });
+    for (const queue of this.#waiting.values()) {
+      const teamId = queue[0]?.row.teamId;
+      if (teamId === undefined) continue;
+      const load = loads.get(teamId);
+      if (load) load.heldBack = true;
+      else loads.set(teamId, { held: 0, heldBack: true });
+    }
+    return Math.min(this.#cap, groupShare(this.#maxRequests, [...loads.values()]));
   }
 
   /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
@@ -347,10 +372,11 @@ export class WebhookDispatcher {
     const queue = this.#waiting.get(webhookId);
     if (!queue) return;
     let requests = this.#requests.get(webhookId) ?? 0;
+    const teamLimit = this.#teamLimit();
     while (queue.length > 0 && requests < this.#cap && this.#requesting < this.#maxRequests) {
       const { teamId } = queue[0]!.row;
       const teamRequests = this.#teamRequests.get(teamId) ?? 0;
-      if (teamRequests >= this.#cap) break;
+      if (teamRequests >= teamLimit) break;
       const next = queue.shift()!;
       requests++;
       this.#teamRequests.set(teamId, teamRequests + 1);
@@ -373,7 +399,7 @@ export class WebhookDispatcher {
     if (requests > 0) this.#requests.set(webhookId, requests);
     else this.#requests.delete(webhookId);
     const teamRequests = (this.#teamRequests.get(teamId) ?? 1) - 1;
-    const teamWasFull = teamRequests + 1 >= this.#cap;
+    const teamWasFull = teamRequests + 1 >= this.#teamLimit();
     if (teamRequests > 0) this.#teamRequests.set(teamId, teamRequests);
     else this.#teamRequests.delete(teamId);
     const full = this.#requesting === this.#maxRequests;
