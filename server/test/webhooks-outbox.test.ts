@@ -216,6 +216,60 @@ describe('webhook outbox: claims, leases and recording', () => {
     }
   });
 
+  it("passes over a capped webhook's backlog without reading it (a claim made webhook by webhook)", async () => {
+    // Review finding, session 15: the claim read every due row of a capped webhook before the
+    // others' (21-58 ms per claim with 100,000 waiting, every 50 ms while busy).
+    const { teamId, ids } = await insertWebhooks(database, 1);
+    const other = await insertWebhooks(database, 1);
+    const [busy, quiet] = [ids[0]!, other.ids[0]!];
+    await database.handle.pool.query(
+      `insert into webhook_outbox (webhook_id, team_id, message_id, event, body, due_at)
+         select $1, $2, 'msg_capped' || g, 'email.sent', '{"label":"capped"}', now() - interval '1 hour'
+         from generate_series(1, 20000) g`,
+      [busy, teamId],
+    );
+    await insertRows(database, quiet, ['q1', 'q2', 'q3']);
+    await database.handle.pool.query('analyze webhook_outbox');
+    const { single, plans } = await singleConnection(database);
+    try {
+      const capped = claim({ limit: 20, cap: 100, inFlight: { [busy]: 100 }, capped: [busy] });
+      const claimed = await webhookRepository.claimAttempts(single.db, capped);
+      expect(labelsOf(claimed)).toEqual(['q1', 'q2', 'q3']);
+      // The same through a recording's hand-off claim, and again until the plans are generic.
+      await insertRows(database, quiet, ['q4']);
+      const handed = await writeAttempts(
+        single.db,
+        claimed.map((row) => ({
+          row,
+          outcome: attemptOutcome({
+            teamId: other.teamId,
+            webhookId: quiet,
+            messageId: row.messageId,
+            payload: {},
+          }),
+        })),
+        capped,
+      );
+      expect(labelsOf(handed)).toEqual(['q4']);
+      for (let i = 0; i < 6; i++)
+        expect(await webhookRepository.claimAttempts(single.db, capped)).toEqual([]);
+      // Each webhook's due rows through the (webhook_id, due_at) index: never the due-order scan,
+      // which filtered the capped webhook's 20,000 rows one by one.
+      const claimPlan = (await plans()).find((plan) => !plan.includes('webhook_deliveries'))!;
+      expect(claimPlan).toMatch(
+        /Index Scan using webhook_outbox_webhook_due_idx on webhook_outbox \w+ .*\n\s+Index Cond: \(\(webhook_id = /,
+      );
+      expect(claimPlan).not.toContain('webhook_outbox_due_idx');
+      const left = await database.handle.pool.query(
+        `select count(*)::int as n from webhook_outbox where webhook_id = $1 and leased_until is null`,
+        [busy],
+      );
+      expect(left.rows[0].n).toBe(20000);
+    } finally {
+      await single.close();
+    }
+  });
+
   it('refreshes the statistics when a backlog arrives after the plans were made on an empty outbox', async () => {
     const { ids } = await insertWebhooks(database, 1);
     await database.handle.pool.query('analyze webhook_outbox');

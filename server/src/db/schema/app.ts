@@ -329,7 +329,11 @@ export const webhookOutbox = pgTable(
     leasedUntil: ts('leased_until'),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [index('webhook_outbox_due_idx').on(t.dueAt)],
+  (t) => [
+    index('webhook_outbox_due_idx').on(t.dueAt),
+    // The claim webhook by webhook when some are capped (webhooks.repository.ts perWebhookCandidates).
+    index('webhook_outbox_webhook_due_idx').on(t.webhookId, t.dueAt),
+  ],
 );
 
 /** PostgreSQL `bytea` as a Buffer (drizzle-orm 0.45 has no built-in bytea column). */
