@@ -13,20 +13,21 @@ export interface GroupLoad {
 
 /**
  * The most slots one group may hold of `maxInFlight` (a claim loop's jobs, the webhook
- * dispatcher's requests): max-min fairness ("water-filling") among `groups` and one group not
- * holding any yet. A group that is not held back keeps what it holds, as long as that is under an
- * even split; the slots left are split evenly among the others and the newcomer, so a team with
- * nothing here yet always finds free slots, and teams sending a few emails each do not shrink a
- * busy team's share to theirs.
+ * dispatcher's requests): max-min fairness ("water-filling") among `groups`, with a tenth of the
+ * slots ({@link reservedSlots}) kept for groups not holding any yet. A group that is not held back
+ * keeps what it holds, as long as that is under an even split; the slots left are split evenly
+ * among the others. So a team with nothing here yet finds free slots, teams sending a few emails
+ * each do not shrink a busy team's share to theirs, and a team alone gets nine tenths of the slots
+ * (its own cap is usually lower).
  *
  * Why: a per-team cap (`email.send`'s group cap of 4 × ADAPTER_MAX_CONNECTIONS, the webhook
  * dispatcher's half of WORKER_CONCURRENCY) bounds one team, not several. Teams whose providers or
  * receivers hang until the deadline hold their slots for the whole deadline, and a slot they freed
  * went back to them (their backlog came first): with the defaults, three such teams held every
  * email slot of a worker (3 × 80 > 200) and two every webhook slot (2 × 100), for as long as they
- * had a backlog, while every other team waited (review finding, session 15). With the share, three
- * hold three quarters; a share that shrinks when another group arrives takes effect as the slots
- * above it are freed (within one deadline): held slots are never taken back.
+ * had a backlog, while every other team waited (review finding, session 15). With the share, the
+ * reserve stays free for others; a share that shrinks when another group arrives takes effect as
+ * the slots above it are freed (within one deadline): held slots are never taken back.
  * @returns slots (≥ 1).
  */
 export function groupShare(maxInFlight: number, groups: readonly GroupLoad[]): number {
@@ -34,12 +35,21 @@ export function groupShare(maxInFlight: number, groups: readonly GroupLoad[]): n
     .filter((group) => !group.heldBack)
     .map((group) => group.held)
     .sort((a, b) => a - b);
-  let slots = maxInFlight;
-  let sharing = groups.length + 1;
+  let slots = maxInFlight - reservedSlots(maxInFlight);
+  let sharing = groups.length;
+  let largestKept = 0;
   for (const held of keeping) {
     if (held * sharing > slots) break;
     slots -= held;
     sharing -= 1;
+    largestKept = held;
   }
+  // Every group content with what it holds: any may grow into the slots left.
+  if (sharing === 0) return Math.max(1, largestKept + slots);
   return Math.max(1, Math.floor(slots / sharing));
+}
+
+/** The slots of `maxInFlight` kept for groups not holding any yet: a tenth (≥ 1). */
+export function reservedSlots(maxInFlight: number): number {
+  return Math.max(1, Math.ceil(maxInFlight / 10));
 }

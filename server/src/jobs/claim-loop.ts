@@ -199,6 +199,17 @@ export class ClaimLoop<T> {
       if (this.#stopping) break;
       if (free <= 0) continue;
       let wanted = Math.min(free, batchSize);
+      // While several groups hold (or lately held back) slots, a fetch takes no group past its
+      // share: it asks for no more than the least room a group below its share has left (the
+      // jobs come oldest first, so that group may get all of them). Otherwise the oldest backlog's
+      // group took every free slot, the reserve too, whenever it was one job below its share.
+      if (this.#options.groupConcurrency && this.#groups.size + this.#lately.size > 1) {
+        const share = this.#reshare();
+        let room = share;
+        for (const load of this.#groups.values())
+          if (load.held < share) room = Math.min(room, share - load.held);
+        wanted = Math.min(wanted, room);
+      }
       if (limited) {
         // A fetch came back short while jobs remained, most often because of a group's cap: each
         // slot freed since lets about one more of that group's jobs in. pg-boss locks as many rows
@@ -247,30 +258,33 @@ export class ClaimLoop<T> {
   #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
     const { groupConcurrency } = this.#options;
     if (!groupConcurrency) return this.#boss.fetch<T>(this.#name, { batchSize, includeMetadata: true });
-    // The share as pg-boss's group cap too: it counts a group's active jobs (in every worker) and
-    // ranks the fetch's own, so no fetch takes a group past it. Groups at it here are skipped
-    // outright (a job its handler completed in its own transaction holds its slot here until the
-    // loop frees it, while pg-boss no longer counts it).
+    // Groups at their share here are not fetched; pg-boss's group cap stays the global one (it
+    // counts every worker's jobs: the share of one worker as that cap held a team to it across all
+    // workers). While groups share the slots, a fetch asks for no more than any group below its
+    // share may take (#run).
     const share = this.#reshare();
     const ignoreGroups: string[] = [];
     for (const [group, load] of this.#groups) if (load.held >= share) ignoreGroups.push(group);
     return this.#boss.fetch<T>(this.#name, {
       batchSize,
       includeMetadata: true,
-      groupConcurrency: Math.min(groupConcurrency, share),
+      groupConcurrency,
       ...(ignoreGroups.length > 0 ? { ignoreGroups } : {}),
     });
   }
 
   /**
-   * The share of a group now ({@link groupShare}); marks the groups holding it or more as held back,
-   * for as long as they hold jobs (a group below its share since is not known to want no more: a
+   * The share of a group now ({@link groupShare}); marks the groups holding it or more (all of them,
+   * when every slot is taken) as held back, for as long as they hold jobs (a group below its share since is not known to want no more: a
    * larger share followed by more of its jobs would grow it back past the others' shares).
    * @returns jobs.
    */
   #reshare(): number {
-    const share = groupShare(this.#options.maxInFlight, this.#loads());
-    for (const load of this.#groups.values()) if (load.held >= share) load.heldBack = true;
+    const { maxInFlight } = this.#options;
+    const share = groupShare(maxInFlight, this.#loads());
+    // A full loop held every group back (each may have more jobs waiting than it got).
+    const full = this.#held.size >= maxInFlight;
+    for (const load of this.#groups.values()) if (full || load.held >= share) load.heldBack = true;
     return share;
   }
 
@@ -288,11 +302,20 @@ export class ClaimLoop<T> {
     return loads;
   }
 
+  /** Groups holding jobs here (for tests and diagnostics). */
+  get groupsHolding(): number {
+    return this.#groups.size;
+  }
+
   /** Holds claimed jobs (they count against maxInFlight and get heartbeats from now). */
   #hold(jobs: readonly JobWithMetadata<T>[]): Held[] {
     return jobs.map((job) => {
       const abort = new AbortController();
       const group = job.groupId ?? undefined;
+      // Claimed again while its earlier claim (lapsed) is still held here: that one is forgotten,
+      // its settle ignored (#settle), so its group's count goes now, not never.
+      const earlier = this.#held.get(job.id);
+      if (earlier) this.#release(earlier);
       if (group !== undefined) {
         const load = this.#groups.get(group);
         if (load) load.held += 1;
