@@ -1,6 +1,6 @@
 import type { PgBoss } from 'pg-boss';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { groupShare } from '../src/fair-share.ts';
+import { reservedSlots } from '../src/fair-share.ts';
 import { ClaimLoop, type JobSettler } from '../src/jobs/claim-loop.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
@@ -8,10 +8,10 @@ import { createTestDatabase } from './helpers/database.ts';
 
 /**
  * Fairness between groups (teams) in one claim loop: the global group cap bounds one team, and a
- * team also holds at most its share of the loop's slots, so several teams whose sends hang until
+ * last tenth of the loop's slots goes only to teams holding none, so several teams whose sends hang until
  * the deadline cannot keep every slot while another team's emails wait (review finding, session 15).
  */
-describe('claim loop fair share between groups', () => {
+describe('claim loop slots between groups', () => {
   let queue: JobQueue;
   let drop: () => Promise<void>;
 
@@ -27,28 +27,11 @@ describe('claim loop fair share between groups', () => {
     await drop?.();
   });
 
-  it('splits the slots max-min fairly among the groups, keeping a tenth for newcomers', () => {
-    const back = (held: number) => ({ held, heldBack: true });
-    const keeping = (held: number) => ({ held, heldBack: false });
-    expect(groupShare(200, [])).toBe(180);
-    // One busy team alone: nine tenths (its own cap, 80 by default, is lower).
-    expect(groupShare(200, [back(80)])).toBe(180);
-    expect(groupShare(50, [back(40)])).toBe(45);
-    // Content with what it holds, alone: it may grow into every slot but the reserve.
-    expect(groupShare(200, [keeping(80)])).toBe(180);
-    expect(groupShare(20, [keeping(16)])).toBe(18);
-    // Three teams held back (slow sends): 60 each, 20 for anyone else.
-    expect(groupShare(200, [back(80), back(80), back(0)])).toBe(60);
-    // A hundred teams with one email each do not shrink a busy team to theirs.
-    expect(groupShare(200, [back(80), ...Array.from({ length: 100 }, () => keeping(1))])).toBe(80);
-    // A team holding more than an even split is not counted as content with it.
-    expect(groupShare(200, [keeping(40), keeping(80), keeping(80)])).toBe(70);
-    expect(
-      groupShare(
-        200,
-        Array.from({ length: 500 }, () => back(1)),
-      ),
-    ).toBe(1);
+  it('keeps a tenth of the slots (at least one) for groups holding none', () => {
+    expect(reservedSlots(200)).toBe(20);
+    expect(reservedSlots(20)).toBe(2);
+    expect(reservedSlots(4)).toBe(1);
+    expect(reservedSlots(1)).toBe(1);
   });
 
   it('lets a lone team reach its cap in a small worker and across two workers', async () => {
@@ -63,16 +46,15 @@ describe('claim loop fair share between groups', () => {
     const handler = (jobs: { data: { n: number } }[]) =>
       jobs.map(async () => {
         inFlight += 1;
-        // Past the first fetches, once the loops know the team (and held it back at its share).
+        // Past the first fetches.
         if (done >= 32) mostLater = Math.max(mostLater, inFlight);
         await new Promise((resolve) => setTimeout(resolve, 100));
         inFlight -= 1;
         done += 1;
         return undefined;
       });
-    // Two workers of 20 slots, a team cap of 16 across both. Before: each loop kept an equal share
-    // for a newcomer (a lone team got half its slots, 10) and passed it to pg-boss as the team's cap
-    // across every worker, so the team stayed at 10.
+    // Two workers of 20 slots, a team cap of 16 across both (review finding, session 17: a per-worker
+    // share passed to pg-boss as the team's cap across every worker held the team at 10).
     for (let worker = 0; worker < 2; worker++) {
       await queue.consume<{ n: number }>(
         'test.lone',
@@ -81,14 +63,15 @@ describe('claim loop fair share between groups', () => {
       );
     }
     await waitFor(async () => (done >= 120 ? true : undefined), 30_000, 'every job');
-    expect(mostLater).toBe(16);
+    // (pg-boss's group cap is not atomic across two workers fetching at once: 16 or a little more.)
+    expect(mostLater).toBeGreaterThanOrEqual(16);
   }, 40_000);
 
   it("serves a later team while three teams' slow jobs still have a backlog", async () => {
     const slow = ['team-a', 'team-b', 'team-c'];
     const perSlowTeam = 60;
     const maxInFlight = 20;
-    // 3 × 12 > 20: without a share, the slow teams' backlog (queued first) takes every freed slot.
+    // 3 × 12 > 20: without the reserve, the slow teams' backlog (queued first) takes every freed slot.
     const cap = 12;
     await queue.boss.insert(
       'test.fair',
@@ -97,7 +80,6 @@ describe('claim loop fair share between groups', () => {
       ),
     );
     let slowDone = 0;
-    let slowDoneWhenLaterTeamCame: number | undefined;
     let slowDoneWhenLaterTeamServed: number | undefined;
     let laterTeamDone = 0;
     await queue.consume<{ team: string; n: number }>(
@@ -119,7 +101,7 @@ describe('claim loop fair share between groups', () => {
     );
     // The later team's emails come once the slow teams hold the worker (past their first rounds).
     await waitFor(async () => (slowDone >= 40 ? true : undefined), 30_000, 'the slow rounds');
-    slowDoneWhenLaterTeamCame = slowDone;
+    const slowDoneWhenLaterTeamCame = slowDone;
     await queue.boss.insert(
       'test.fair',
       Array.from({ length: 5 }, (_, n) => ({ data: { team: 'team-d', n }, group: { id: 'team-d' } })),
@@ -183,7 +165,7 @@ describe('claim loop group counts', () => {
     await waitFor(async () => (handled === 2 && loop.inFlight === 0 ? true : undefined), 5_000);
     releaseFirst();
     await new Promise((resolve) => setTimeout(resolve, 50));
-    // Before: the group kept a held job for good, shrinking every other group's share here.
+    // Before: the group kept a held job for good (and with it a place among the groups holding jobs).
     expect(loop.groupsHolding).toBe(0);
     await loop.stop(1_000);
   });

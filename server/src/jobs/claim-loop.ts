@@ -1,7 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
-import { type GroupLoad, groupShare } from '../fair-share.ts';
+import { reservedSlots } from '../fair-share.ts';
 
 /**
  * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its
@@ -61,7 +61,7 @@ export interface ClaimLoopOptions {
   batchSize: number;
   /**
    * Jobs of one group (pg-boss `group.id`) active at once across all workers; unset = no cap. When
-   * set, a group also holds at most its fair share of THIS loop's slots (see {@link groupShare}).
+   * set, the last tenth of THIS loop's slots goes only to groups holding none here ({@link reservedSlots}).
    */
   groupConcurrency?: number;
   /** Wait before fetching again after a fetch found less than it asked for (ms). */
@@ -90,8 +90,6 @@ interface Held {
  * enough slots were freed (see #run).
  */
 const MIN_REFETCH_GAP_MS = 20;
-/** How long a group that held jobs still counts among those sharing the slots (ms). */
-const GROUP_MEMORY_MS = 10_000;
 /** How long stop() lets aborted handlers record their own outcome before it fails their jobs (ms). */
 const ABORT_GRACE_MS = 2_000;
 
@@ -103,8 +101,8 @@ const ABORT_GRACE_MS = 2_000;
  *   the settles that pile up meanwhile sent together (one `complete` statement per group) — or
  *   lets the handler settle it in the handler's own transaction ({@link JobSettler}, {@link SETTLED});
  * - caps the jobs of one group in flight across all workers (`groupConcurrency`, pg-boss groups),
- *   and to its share of this loop's slots ({@link groupShare}), so slow groups never take every
- *   slot: other groups' jobs keep being fetched;
+ *   and keeps the last tenth of this loop's slots for groups holding none ({@link reservedSlots}), so
+ *   slow groups never take every slot: other groups' jobs keep being fetched;
  * - refreshes the heartbeat of held jobs, and aborts a job whose claim was lost.
  * pg-boss's own `work()` settles a batch only when all of it is done, hence this loop on its
  * public fetch/complete/fail/touch calls.
@@ -115,10 +113,8 @@ export class ClaimLoop<T> {
   readonly #options: ClaimLoopOptions;
   readonly #handler: BatchHandler<T>;
   readonly #held = new Map<string, Held>();
-  /** Per group holding jobs: how many, and whether the last fetch held it back at its share. */
-  readonly #groups = new Map<string, GroupLoad>();
-  /** Groups held back at their share until their last job ended, with when that was (ms). */
-  readonly #lately = new Map<string, number>();
+  /** Jobs held per group (groups holding none are absent). */
+  readonly #groups = new Map<string, number>();
   #settled: Held[] = [];
   /** The last {@link #flush} started; it runs while {@link #flushActive}. */
   #flushing: Promise<void> | undefined;
@@ -199,17 +195,10 @@ export class ClaimLoop<T> {
       if (this.#stopping) break;
       if (free <= 0) continue;
       let wanted = Math.min(free, batchSize);
-      // While several groups hold (or lately held back) slots, a fetch takes no group past its
-      // share: it asks for no more than the least room a group below its share has left (the
-      // jobs come oldest first, so that group may get all of them). Otherwise the oldest backlog's
-      // group took every free slot, the reserve too, whenever it was one job below its share.
-      if (this.#options.groupConcurrency && this.#groups.size + this.#lately.size > 1) {
-        const share = this.#reshare();
-        let room = share;
-        for (const load of this.#groups.values())
-          if (load.held < share) room = Math.min(room, share - load.held);
-        wanted = Math.min(wanted, room);
-      }
+      // The reserve ({@link reservedSlots}): a fetch for any group leaves it free; once only the
+      // reserve is free, the next fetch skips every group holding jobs here (#fetch).
+      const reserve = this.#options.groupConcurrency ? reservedSlots(maxInFlight) : 0;
+      if (free > reserve) wanted = Math.min(wanted, free - reserve);
       if (limited) {
         // A fetch came back short while jobs remained, most often because of a group's cap: each
         // slot freed since lets about one more of that group's jobs in. pg-boss locks as many rows
@@ -228,11 +217,7 @@ export class ClaimLoop<T> {
         continue;
       }
       if (jobs.length > 0) {
-        const held = this.#hold(jobs);
-        // Shares as they are with these jobs: a group found above its share now is held back
-        // (also remembered so after its jobs end together, see #loads).
-        if (this.#options.groupConcurrency) this.#reshare();
-        this.#start(held);
+        this.#start(this.#hold(jobs));
       }
       // An empty fetch keeps the mark (the group may still be at its cap); one that found all it
       // asked for doubles the next request, back to full batches within a few fetches.
@@ -256,50 +241,17 @@ export class ClaimLoop<T> {
   }
 
   #fetch(batchSize: number): Promise<JobWithMetadata<T>[]> {
-    const { groupConcurrency } = this.#options;
+    const { groupConcurrency, maxInFlight } = this.#options;
     if (!groupConcurrency) return this.#boss.fetch<T>(this.#name, { batchSize, includeMetadata: true });
-    // Groups at their share here are not fetched; pg-boss's group cap stays the global one (it
-    // counts every worker's jobs: the share of one worker as that cap held a team to it across all
-    // workers). While groups share the slots, a fetch asks for no more than any group below its
-    // share may take (#run).
-    const share = this.#reshare();
-    const ignoreGroups: string[] = [];
-    for (const [group, load] of this.#groups) if (load.held >= share) ignoreGroups.push(group);
+    // Only the reserve is free: it goes to groups holding no job here.
+    const reserved = maxInFlight - this.#held.size <= reservedSlots(maxInFlight);
+    const ignoreGroups = reserved ? [...this.#groups.keys()] : [];
     return this.#boss.fetch<T>(this.#name, {
       batchSize,
       includeMetadata: true,
       groupConcurrency,
       ...(ignoreGroups.length > 0 ? { ignoreGroups } : {}),
     });
-  }
-
-  /**
-   * The share of a group now ({@link groupShare}); marks the groups holding it or more (all of them,
-   * when every slot is taken) as held back, for as long as they hold jobs (a group below its share since is not known to want no more: a
-   * larger share followed by more of its jobs would grow it back past the others' shares).
-   * @returns jobs.
-   */
-  #reshare(): number {
-    const { maxInFlight } = this.#options;
-    const share = groupShare(maxInFlight, this.#loads());
-    // A full loop held every group back (each may have more jobs waiting than it got).
-    const full = this.#held.size >= maxInFlight;
-    for (const load of this.#groups.values()) if (full || load.held >= share) load.heldBack = true;
-    return share;
-  }
-
-  /**
-   * The groups sharing the slots: those holding jobs, and those held back at their share whose last
-   * job ended within {@link GROUP_MEMORY_MS}. Jobs claimed together end together (a team's sends
-   * hanging until the same deadline): without the memory, such a team would be gone at each
-   * refetch and take a whole new share.
-   */
-  #loads(): GroupLoad[] {
-    const since = Date.now() - GROUP_MEMORY_MS;
-    for (const [group, at] of this.#lately) if (at < since) this.#lately.delete(group);
-    const loads = [...this.#groups.values()];
-    for (let n = 0; n < this.#lately.size; n++) loads.push({ held: 0, heldBack: true });
-    return loads;
   }
 
   /** Groups holding jobs here (for tests and diagnostics). */
@@ -316,11 +268,7 @@ export class ClaimLoop<T> {
       // its settle ignored (#settle), so its group's count goes now, not never.
       const earlier = this.#held.get(job.id);
       if (earlier) this.#release(earlier);
-      if (group !== undefined) {
-        const load = this.#groups.get(group);
-        if (load) load.held += 1;
-        else this.#groups.set(group, { held: 1, heldBack: this.#lately.delete(group) });
-      }
+      if (group !== undefined) this.#groups.set(group, (this.#groups.get(group) ?? 0) + 1);
       const held: Held = {
         group,
         job: {
@@ -416,12 +364,9 @@ export class ClaimLoop<T> {
     if (this.#held.get(held.job.id) !== held) return;
     this.#held.delete(held.job.id);
     if (held.group === undefined) return;
-    const load = this.#groups.get(held.group);
-    if (!load) return;
-    load.held -= 1;
-    if (load.held > 0) return;
-    this.#groups.delete(held.group);
-    if (load.heldBack) this.#lately.set(held.group, Date.now());
+    const left = (this.#groups.get(held.group) ?? 1) - 1;
+    if (left > 0) this.#groups.set(held.group, left);
+    else this.#groups.delete(held.group);
   }
 
   /** Refreshes the heartbeat of held jobs; aborts those whose claim lapsed (another may run them). */

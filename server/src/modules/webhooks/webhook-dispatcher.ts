@@ -3,7 +3,7 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { messageForLog } from '../../db/errors.ts';
 import { StatisticsChecks } from '../../db/stale-statistics.ts';
-import { type GroupLoad, groupShare } from '../../fair-share.ts';
+import { reservedSlots } from '../../fair-share.ts';
 import { newId } from '../../ids.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
@@ -52,8 +52,6 @@ const REFETCH_AFTER = 30;
  * statement that refilled it.
  */
 const CLAIM_AHEAD = 2;
-/** How long a team's request limit (the fair share, #teamLimit) is reused before it is worked out again (ms). */
-const TEAM_LIMIT_REFRESH_MS = 10;
 /** Webhook rows kept from earlier lookups, reused while their `updatedAt` is unchanged. */
 const WEBHOOK_ROWS_KEPT = 1_000;
 
@@ -120,9 +118,6 @@ export class WebhookDispatcher {
   readonly #teamRequests = new Map<string, number>();
   /** Claimed rows waiting for a request slot, per webhook, in claim order. */
   readonly #waiting = new Map<string, Waiting[]>();
-  /** The last {@link #teamLimit} and when it was worked out (performance.now(), ms). */
-  #teamLimitValue = 0;
-  #teamLimitAt: number | undefined;
   /** Requests in flight per webhook, and in all. */
   readonly #requests = new Map<string, number>();
   #requesting = 0;
@@ -221,12 +216,6 @@ export class WebhookDispatcher {
     return done;
   }
 
-  /** Times the team request limit was worked out (for tests and diagnostics; see #teamLimit). */
-  get teamLimitsWorkedOut(): number {
-    return this.#teamLimitsWorkedOut;
-  }
-  #teamLimitsWorkedOut = 0;
-
   /** Rows held now: waiting, requesting or being recorded (for tests and diagnostics). */
   get held(): number {
     return this.#held.size;
@@ -238,7 +227,7 @@ export class WebhookDispatcher {
       let full = false;
       if (free > 0) {
         try {
-          const rows = await webhookRepository.claimAttempts(this.#deps.db, this.#claim(free));
+          const rows = await webhookRepository.claimAttempts(this.#deps.db, this.#fetchClaim(free));
           if (rows.length > 0) {
             this.#emptyFetches = 0;
             this.#busyUntil = Date.now() + BUSY_WINDOW_MS;
@@ -292,16 +281,13 @@ export class WebhookDispatcher {
       inFlight[webhookId] = held;
       if (held >= CLAIM_AHEAD * this.#cap) capped.push(webhookId);
     }
-    // A team holding rows claims up to CLAIM_AHEAD × its request limit (#teamLimit); the statement
-    // knows one cap for webhooks and teams, so the rest of it is counted as held.
-    const teamRows = CLAIM_AHEAD * this.#teamLimit();
     const teamInFlight: Record<string, number> = {};
     const cappedTeams: string[] = [];
     for (const [teamId, count] of this.#perTeam) {
       const held = count - (without?.teams.get(teamId) ?? 0);
       if (held <= 0) continue;
-      teamInFlight[teamId] = held + CLAIM_AHEAD * this.#cap - teamRows;
-      if (held >= teamRows) cappedTeams.push(teamId);
+      teamInFlight[teamId] = held;
+      if (held >= CLAIM_AHEAD * this.#cap) cappedTeams.push(teamId);
     }
     return {
       limit,
@@ -315,38 +301,18 @@ export class WebhookDispatcher {
   }
 
   /**
-   * Requests one team may have in flight now: the per-webhook cap, or less: its max-min fair share
-   * of the process's request slots ({@link groupShare}) among the teams with requests in flight or
-   * rows waiting (a team with rows waiting wants more than it has). Without it, two teams whose
-   * receivers hang took every slot (2 × half of WORKER_CONCURRENCY) until their backlogs had timed
-   * out, and every other team's deliveries waited (review finding, session 15).
+   * The fetch loop's claim of up to `free` rows, leaving the reserve of the claimed rows
+   * ({@link reservedSlots}) to teams holding none here: once only the reserve is free, every team
+   * holding rows is capped for the claim (two teams whose receivers hang otherwise held every row
+   * a worker may claim, and every other team's deliveries waited; review finding, session 15).
    */
-  #teamLimit(): number {
-    // Worked out at most every TEAM_LIMIT_REFRESH_MS: it reads every team and waiting webhook, and
-    // each request's end asks for it once per waiting webhook (with 300 teams, working it out
-    // every time took 1,650 deliveries/s where 7,000-7,900 went before; review finding, session 17).
-    const now = performance.now();
-    if (this.#teamLimitAt !== undefined && now - this.#teamLimitAt < TEAM_LIMIT_REFRESH_MS)
-      return this.#teamLimitValue;
-    this.#teamLimitAt = now;
-    this.#teamLimitsWorkedOut++;
-    this.#teamLimitValue = this.#workOutTeamLimit();
-    return this.#teamLimitValue;
-  }
-
-  /** {@link #teamLimit}, worked out now. */
-  #workOutTeamLimit(): number {
-    const loads = new Map<string, GroupLoad>();
-    for (const [teamId, requests] of this.#teamRequests)
-      loads.set(teamId, { held: requests, heldBack: false });
-    for (const queue of this.#waiting.values()) {
-      const teamId = queue[0]?.row.teamId;
-      if (teamId === undefined) continue;
-      const load = loads.get(teamId);
-      if (load) load.heldBack = true;
-      else loads.set(teamId, { held: 0, heldBack: true });
-    }
-    return Math.min(this.#cap, groupShare(this.#maxRequests, [...loads.values()]));
+  #fetchClaim(free: number) {
+    const reserve = reservedSlots(CLAIM_AHEAD * this.#maxRequests);
+    if (free > reserve) return this.#claim(free - reserve);
+    const claim = this.#claim(free);
+    for (const teamId of this.#perTeam.keys())
+      if (!claim.cappedTeams.includes(teamId)) claim.cappedTeams.push(teamId);
+    return claim;
   }
 
   /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
@@ -360,7 +326,11 @@ export class WebhookDispatcher {
       leaving.teams.set(row.teamId, (leaving.teams.get(row.teamId) ?? 0) + 1);
       count++;
     }
-    return count > 0 ? this.#claim(count, leaving) : undefined;
+    // No further than the reserve of claimed rows ({@link reservedSlots}): the fetch loop gives it
+    // to teams holding none (hand-offs of a hanging team's backlog otherwise refilled it at once).
+    const capacity = CLAIM_AHEAD * this.#maxRequests;
+    const limit = Math.min(count, capacity - reservedSlots(capacity) - (this.#held.size - count));
+    return limit > 0 ? this.#claim(limit, leaving) : undefined;
   }
 
   /**
@@ -397,11 +367,14 @@ export class WebhookDispatcher {
     const queue = this.#waiting.get(webhookId);
     if (!queue) return;
     let requests = this.#requests.get(webhookId) ?? 0;
-    const teamLimit = this.#teamLimit();
+    const open = this.#maxRequests - reservedSlots(this.#maxRequests);
     while (queue.length > 0 && requests < this.#cap && this.#requesting < this.#maxRequests) {
       const { teamId } = queue[0]!.row;
       const teamRequests = this.#teamRequests.get(teamId) ?? 0;
-      if (teamRequests >= teamLimit) break;
+      if (teamRequests >= this.#cap) break;
+      // The last tenth of the request slots goes only to teams with no request out
+      // ({@link reservedSlots}): two teams whose receivers hang held every slot before.
+      if (this.#requesting >= open && teamRequests > 0) break;
       const next = queue.shift()!;
       requests++;
       this.#teamRequests.set(teamId, teamRequests + 1);
@@ -424,10 +397,11 @@ export class WebhookDispatcher {
     if (requests > 0) this.#requests.set(webhookId, requests);
     else this.#requests.delete(webhookId);
     const teamRequests = (this.#teamRequests.get(teamId) ?? 1) - 1;
-    const teamWasFull = teamRequests + 1 >= this.#teamLimit();
+    const teamWasFull = teamRequests + 1 >= this.#cap;
     if (teamRequests > 0) this.#teamRequests.set(teamId, teamRequests);
     else this.#teamRequests.delete(teamId);
-    const full = this.#requesting === this.#maxRequests;
+    // The open slots (all but the reserve) were all taken: rows of other webhooks may be waiting.
+    const full = this.#requesting >= this.#maxRequests - reservedSlots(this.#maxRequests);
     this.#requesting--;
     this.#pump(webhookId);
     // The process's (or the team's) slots were all taken: rows of other webhooks may be waiting.

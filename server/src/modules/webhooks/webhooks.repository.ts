@@ -342,7 +342,8 @@ export const webhookRepository = {
     const perWebhook = isCapping(claim);
     let statement = claimStatements.get(perWebhook);
     if (!statement) {
-      statement = new NamedStatement<ClaimValues>(sql`with handed as (${claimSql(hiddenPlaceholder, sql`true`, perWebhook)})
+      statement =
+        new NamedStatement<ClaimValues>(sql`with handed as (${claimSql(hiddenPlaceholder, sql`true`, perWebhook)})
       select h.id::text as id, h.webhook_id, h.team_key, h.message_id, h.event, h.body, h.attempt, h.claims,
           ${UPDATED_MS} as webhook_updated_ms, w.is_active as webhook_active
         from handed h left join ${webhooks} w on w.id = h.webhook_id
@@ -625,11 +626,7 @@ function claimValues(claim: OutboxClaim | undefined): ClaimValues {
  * condition on the candidate row `w`) keeps rows out.
  * `value(key)` is where each value goes (a placeholder, or the value itself).
  */
-function claimSql(
-  value: ValueAt<keyof ClaimValues>,
-  exclude: SQL = sql`true`,
-  perWebhook = false,
-): SQL {
+function claimSql(value: ValueAt<keyof ClaimValues>, exclude: SQL = sql`true`, perWebhook = false): SQL {
   return sql`update ${webhookOutbox} o
       set leased_until = now() + make_interval(secs => ${value('claimLease', 'double precision')}),
         claims = o.claims + 1
