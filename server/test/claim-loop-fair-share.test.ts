@@ -1,10 +1,10 @@
 import type { PgBoss } from 'pg-boss';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reservedSlots } from '../src/fair-share.ts';
 import { ClaimLoop, type JobSettler } from '../src/jobs/claim-loop.ts';
-import { JobQueue } from '../src/jobs/queue.ts';
+import type { JobQueue } from '../src/jobs/queue.ts';
+import { reservedSlots } from '../src/reserved-slots.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { startTestJobQueue } from './helpers/job-queue.ts';
 
 /**
  * Fairness between groups (teams) in one claim loop: the global group cap bounds one team, and a
@@ -13,18 +13,13 @@ import { createTestDatabase } from './helpers/database.ts';
  */
 describe('claim loop slots between groups', () => {
   let queue: JobQueue;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    const database = await createTestDatabase();
-    drop = database.drop;
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue('test.fair');
+    ({ queue, close } = await startTestJobQueue(['test.fair']));
   });
   afterAll(async () => {
-    await queue?.stop(5_000);
-    await drop?.();
+    await close?.();
   });
 
   it('keeps a tenth of the slots (at least one) for groups holding none', () => {

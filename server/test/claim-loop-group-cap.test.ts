@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JobQueue } from '../src/jobs/queue.ts';
+import type { JobQueue } from '../src/jobs/queue.ts';
 import { waitFor } from './helpers/app.ts';
-import { createTestDatabase } from './helpers/database.ts';
+import { startTestJobQueue } from './helpers/job-queue.ts';
 
 /**
  * The claim loop under a group cap (pg-boss `groupConcurrency`, a team's sends in flight): pg-boss
@@ -10,18 +10,13 @@ import { createTestDatabase } from './helpers/database.ts';
  */
 describe('claim loop under a group cap', () => {
   let queue: JobQueue;
-  let drop: () => Promise<void>;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    const database = await createTestDatabase();
-    drop = database.drop;
-    queue = new JobQueue(database.handle);
-    await queue.start();
-    await queue.boss.createQueue('test.capped');
+    ({ queue, close } = await startTestJobQueue(['test.capped']));
   });
   afterAll(async () => {
-    await queue?.stop(2_000);
-    await drop?.();
+    await close?.();
   });
 
   it('keeps the cap and asks for about what the capped group can take after a short fetch', async () => {

@@ -1,7 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
-import { reservedSlots } from '../fair-share.ts';
+import { reservedSlots } from '../reserved-slots.ts';
 
 /**
  * Settles claimed jobs inside the caller's transaction `tx` (pg-boss `complete`/`fail` with its

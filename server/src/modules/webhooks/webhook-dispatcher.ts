@@ -3,8 +3,8 @@ import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { messageForLog } from '../../db/errors.ts';
 import { StatisticsChecks } from '../../db/stale-statistics.ts';
-import { reservedSlots } from '../../fair-share.ts';
 import { newId } from '../../ids.ts';
+import { reservedSlots } from '../../reserved-slots.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { type WebhookClient, webhookClientFor } from './webhook-client.ts';
 import { onOutboxWrite } from './webhook-outbox.ts';
@@ -310,9 +310,7 @@ export class WebhookDispatcher {
     const reserve = reservedSlots(CLAIM_AHEAD * this.#maxRequests);
     if (free > reserve) return this.#claim(free - reserve);
     const claim = this.#claim(free);
-    for (const teamId of this.#perTeam.keys())
-      if (!claim.cappedTeams.includes(teamId)) claim.cappedTeams.push(teamId);
-    return claim;
+    return { ...claim, cappedTeams: [...new Set([...claim.cappedTeams, ...this.#perTeam.keys()])] };
   }
 
   /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
