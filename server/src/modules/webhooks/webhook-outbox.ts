@@ -36,7 +36,8 @@ export function onOutboxWrite(listener: () => void): () => void {
 export function createWebhookOutbox(): StatusChangeListener {
   const outbox = async (tx: Executor, emails: readonly StatusChangedEmail[]) => {
     const teamIds = [...new Set(emails.map((email) => email.teamId))];
-    const subscribers = await webhookRepository.activeSubscribers(tx, teamIds);
+    const statusEvents = [...new Set(emails.map((email) => `email.${email.status}`))];
+    const subscribers = await webhookRepository.activeSubscribers(tx, teamIds, statusEvents);
     if (subscribers.length === 0) return;
     const now = new Date();
     const subscribed = (email: StatusChangedEmail) =>

@@ -217,15 +217,35 @@ export const webhookRepository = {
     return rows.length > 0;
   },
 
-  /** The active webhooks of these teams with the events they subscribe to (the fan-out's query). */
+  /**
+   * The active webhooks of these teams subscribed to at least one of `events`, with the events they
+   * subscribe to (the fan-out's query), locked `FOR KEY SHARE` until `db`'s transaction ends, in id
+   * order. The lock is what the outbox rows' foreign key would take at their insert, taken before
+   * the rows are chosen: a webhook whose delete is in progress is waited for and then skipped
+   * (PostgreSQL re-checks a locked row that changed), and a delete that comes later waits for this
+   * transaction (its cascade then removes the new rows). Read without it, a webhook deleted between
+   * this read and the insert failed the insert on its foreign key, and with it the status change:
+   * an email handed to its provider stayed `queued` for good, and a send answered 500 (review
+   * finding, session 18). Key-share locks conflict only with deletes and key changes, not with
+   * each other or with the dispatcher's updates.
+   */
   activeSubscribers(
     db: Executor,
     teamIds: readonly string[],
+    events: readonly string[],
   ): Promise<Pick<WebhookRow, 'id' | 'teamId' | 'events'>[]> {
     return db
       .select({ id: webhooks.id, teamId: webhooks.teamId, events: webhooks.events })
       .from(webhooks)
-      .where(and(inArray(webhooks.teamId, [...teamIds]), eq(webhooks.isActive, true)));
+      .where(
+        and(
+          inArray(webhooks.teamId, [...teamIds]),
+          eq(webhooks.isActive, true),
+          sql`${webhooks.events} && ${sql.param([...events])}::text[]`,
+        ),
+      )
+      .orderBy(webhooks.id)
+      .for('key share');
   },
 
   /**
