@@ -97,6 +97,37 @@ describe('API key cache', () => {
     expectError(await statusOf(here, created.key), 401, 'INVALID_TOKEN');
   });
 
+  it('refuses an idempotent send of a key deleted elsewhere while cached here with 401, and forgets it (was 500)', async () => {
+    const created = await buildApiKey(here, owner, { scopes: ['send'] });
+    expect(await codeOf(here, created.key)).toBe(404); // verified and cached here
+    await manage(elsewhere, 'DELETE', `/api/api-keys/${created.id}`);
+    const idempotentSend = (url: string, payload: object) =>
+      here.inject({
+        method: 'POST',
+        url,
+        headers: { 'x-api-key': created.key, 'idempotency-key': 'order-1' },
+        payload,
+      });
+    const email = { templateId: 'tpl_none', to: 'someone@example.test' };
+    // The key's idempotency record references the deleted key: the key's refusal, not a 500.
+    expectError(await idempotentSend('/api/v1/send', email), 401, 'INVALID_TOKEN');
+    // And this process no longer serves the key from its cache.
+    expectError(await statusOf(here, created.key), 401, 'INVALID_TOKEN');
+  });
+
+  it('refuses an idempotent batch of a key deleted elsewhere while cached here with 401 (was 500)', async () => {
+    const created = await buildApiKey(here, owner, { scopes: ['send'] });
+    expect(await codeOf(here, created.key)).toBe(404);
+    await manage(elsewhere, 'DELETE', `/api/api-keys/${created.id}`);
+    const response = await here.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': created.key, 'idempotency-key': 'batch-1' },
+      payload: { emails: [{ templateId: 'tpl_none', to: 'someone@example.test' }] },
+    });
+    expectError(response, 401, 'INVALID_TOKEN');
+  });
+
   it('applies new scopes and a new rate limit set through this process at once', async () => {
     const created = await buildApiKey(here, owner, { scopes: ['logs:read'], rateLimit: 50 });
     expect(await codeOf(here, created.key)).toBe(404);

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
 import { envelopeOf, ok, pageOf } from '../../http/envelope.ts';
+import { AppError } from '../../http/errors.ts';
 import { apiKeyOf, principalOf, sessionOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf, variablesSchema } from '../rendering/index.ts';
 import { acceptSendBatch, MAX_BATCH_EMAILS } from './batch-send.service.ts';
@@ -79,13 +80,19 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     route: string,
     run: () => Promise<unknown>,
   ) => {
+    const caller = apiKeyOf(request);
     const answer = await withIdempotency(
       app.ctx.database.db,
-      apiKeyOf(request),
+      caller,
       idempotencyKeyOf(request.headers['idempotency-key'] as string | undefined),
       { route, body: request.body },
       async () => ({ status: 202, body: await run() }),
-    );
+    ).catch((error: unknown) => {
+      // A key deleted since it was verified: this process stops serving it from its cache too.
+      if (error instanceof AppError && error.code === 'INVALID_TOKEN')
+        app.ctx.caches.apiKeys.evict(caller.apiKeyId);
+      throw error;
+    });
     if (answer.replayed) reply.header('idempotency-replayed', 'true');
     return reply.code(answer.status as 202).send(answer.body as never);
   };

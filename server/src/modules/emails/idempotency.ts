@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
-import { withoutQueryParameters } from '../../db/errors.ts';
+import { isForeignKeyViolation, withoutQueryParameters } from '../../db/errors.ts';
 import { idempotencyKeys } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
 
@@ -119,7 +119,8 @@ export function idempotencyKeyOf(header: string | string[] | undefined): string 
  * `options.claimRefreshMs` (default {@link CLAIM_REFRESH_MS}), so a live run is never taken over
  * however long it takes. Without a key, just `run()`.
  * @throws CONFLICT (409) when the key was used with a different request (details.reason
- *   KEY_REUSED) or the first request is still running after 15 s (IN_PROGRESS); what `run` throws.
+ *   KEY_REUSED) or the first request is still running after 15 s (IN_PROGRESS); INVALID_TOKEN (401)
+ *   when the API key was deleted after it was verified (see {@link claimKey}); what `run` throws.
  */
 export async function withIdempotency(
   db: Executor,
@@ -137,16 +138,18 @@ export async function withIdempotency(
     .digest('hex');
   const expiresAt = new Date(Date.now() + IDEMPOTENCY_TTL_MS);
   // Insert, or take over a row that expired or was abandoned; a live row is left alone (no row returned).
-  const claimed = await db
-    .insert(idempotencyKeys)
-    .values({ apiKeyId: scope.apiKeyId, key, teamId: scope.teamId, requestHash, expiresAt })
-    .onConflictDoUpdate({
-      target: [idempotencyKeys.apiKeyId, idempotencyKeys.key],
-      set: { requestHash, responseStatus: null, responseBody: null, createdAt: sql`now()`, expiresAt },
-      setWhere: sql`${idempotencyKeys.expiresAt} < now() or (${idempotencyKeys.responseStatus} is null
+  const claimed = await claimKey(() =>
+    db
+      .insert(idempotencyKeys)
+      .values({ apiKeyId: scope.apiKeyId, key, teamId: scope.teamId, requestHash, expiresAt })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.apiKeyId, idempotencyKeys.key],
+        set: { requestHash, responseStatus: null, responseBody: null, createdAt: sql`now()`, expiresAt },
+        setWhere: sql`${idempotencyKeys.expiresAt} < now() or (${idempotencyKeys.responseStatus} is null
         and ${idempotencyKeys.createdAt} < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS}))`,
-    })
-    .returning({ key: idempotencyKeys.key });
+      })
+      .returning({ key: idempotencyKeys.key }),
+  );
   const where = and(eq(idempotencyKeys.apiKeyId, scope.apiKeyId), eq(idempotencyKeys.key, key));
   if (claimed.length > 0) {
     let response: StoredResponse;
@@ -207,5 +210,22 @@ export async function withIdempotency(
       });
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+/**
+ * Runs the claim's insert. The row references the API key (foreign key, ON DELETE CASCADE); a key
+ * deleted after this process verified it (verified keys are kept up to 5 s, README "API keys")
+ * fails the insert, which is the key's refusal a moment early: 401 INVALID_TOKEN, as the key will
+ * get, instead of a 500 (review finding, session 18).
+ * @throws AppError INVALID_TOKEN (401) on that foreign key; the database's other errors.
+ */
+async function claimKey<T>(insert: () => Promise<T>): Promise<T> {
+  try {
+    return await insert();
+  } catch (error) {
+    if (isForeignKeyViolation(error, 'idempotency_keys_api_key_id_api_keys_id_fk'))
+      throw new AppError('INVALID_TOKEN', 'Invalid API key');
+    throw error;
   }
 }
