@@ -12,8 +12,8 @@ const anEmail: OutgoingEmail = {
   text: 't',
 };
 
-/** What a replaced, evicted or closed cached provider's send rejects with (and nothing else does). */
-const CLOSED = 'Provider closed: its adapter changed or it was evicted';
+/** What a replaced or closed cached provider's send rejects with (and nothing else does). */
+const CLOSED = 'Provider closed: its adapter changed';
 
 function thrown(fn: () => unknown): ProviderError {
   try {
@@ -125,9 +125,49 @@ describe('ProviderCache', () => {
     cache.get('c', 'smtp', smtpConfig, '', LOCAL);
     expect(cache.size).toBe(2);
     expect(cache.get('a', 'smtp', smtpConfig, '', LOCAL)).toBe(a);
-    await expect(b.send(anEmail)).rejects.toThrow(CLOSED);
     await expect(a.send(anEmail)).resolves.toMatchObject({ providerMessageId: expect.any(String) });
+    expect(cache.get('b', 'smtp', smtpConfig, '', LOCAL)).not.toBe(b); // b was closed and is made again
     await cache.closeAll();
+  });
+
+  it('sends through a new provider for a caller holding one evicted for space (was "Provider closed")', async () => {
+    // Review finding, session 18: an email that took its provider, then waited for a connection
+    // slot while emails of more than `max` other adapters went out, failed.
+    const cache = new ProviderCache(2);
+    let created = 0;
+    const create = () => {
+      created += 1;
+      return createProvider('smtp', smtpConfig, LOCAL);
+    };
+    const held = cache.getOrCreate('a', 'v1', create);
+    cache.getOrCreate('b', 'v1', create);
+    cache.getOrCreate('c', 'v1', create); // evicts a
+    expect(created).toBe(3);
+    const result = await held.send({ ...anEmail, to: ['evicted@example.com'] });
+    expect(result.providerMessageId).toEqual(expect.any(String));
+    expect(smtp.messages.some((m) => m.envelopeTo.includes('evicted@example.com'))).toBe(true);
+    // Through a provider made again for a, now cached: the next caller gets that one.
+    expect(created).toBe(4);
+    const successor = cache.getOrCreate('a', 'v1', create);
+    expect(created).toBe(4);
+    expect(successor).not.toBe(held);
+    await expect(held.send(anEmail)).resolves.toMatchObject({ providerMessageId: expect.any(String) });
+    expect(created).toBe(4);
+    await cache.closeAll();
+  });
+
+  it('refuses a send through an evicted provider whose adapter changed since, and after closeAll', async () => {
+    const cache = new ProviderCache(1);
+    const create = () => createProvider('smtp', smtpConfig, LOCAL);
+    const held = cache.getOrCreate('a', 'v1', create);
+    cache.getOrCreate('b', 'v1', create); // evicts a
+    cache.getOrCreate('a', 'v2', create); // a changed (evicts b)
+    await expect(held.send(anEmail)).rejects.toThrow(CLOSED);
+    const evicted = cache.getOrCreate('c', 'v1', create); // evicts a v2
+    cache.getOrCreate('d', 'v1', create); // evicts c
+    await cache.closeAll();
+    await expect(evicted.send(anEmail)).rejects.toThrow(CLOSED);
+    expect(cache.size).toBe(0);
   });
 
   it('closeAll closes and forgets every provider', async () => {

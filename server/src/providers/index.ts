@@ -53,11 +53,16 @@ const DEFAULT_DRAIN_MS = 90_000;
 
 /** One cached provider: what callers get (sends counted), what it wraps, and its sends in flight. */
 interface CacheEntry {
+  key: string;
   version: string;
+  /** Makes the provider again (a caller holding this entry after its eviction sends through a new one). */
+  create: () => EmailProvider;
   provider: EmailProvider;
   inner: EmailProvider;
   sends: number;
   retired: boolean;
+  /** Retired for space (least recently used), not because its adapter changed. */
+  evicted: boolean;
   onDrained?: () => void;
 }
 
@@ -67,8 +72,12 @@ interface CacheEntry {
  * (lru-cache, https://github.com/isaacs/node-lru-cache). An entry is keyed by the adapter id and
  * carries a version (the adapter's updatedAt): a new version replaces the entry, and a replaced or
  * evicted provider is closed, so a changed config never leaves a pool open with old credentials.
- * A replaced or evicted provider refuses new sends at once (transient: the retry takes the new
- * version) but is closed only once its sends in flight have settled, or after `drainMs`: closing
+ * A replaced provider refuses new sends at once (transient: the retry takes the new version); one
+ * evicted for space hands a new send from a caller still holding it to the provider cached now for
+ * the same version (made again when none is), since nothing about its adapter changed: an email
+ * that took its provider and then waited for a connection slot while other adapters' emails went
+ * out failed "Provider closed" once a worker used more than `max` adapters (review finding, session
+ * 18). Either is closed only once its sends in flight have settled, or after `drainMs`: closing
  * cut requests a provider was still answering, and the cut send was retried and delivered twice
  * (review finding, session 15: an adapter renamed while an email was in flight).
  */
@@ -77,6 +86,7 @@ export class ProviderCache {
   readonly #closing = new Set<Promise<void>>();
   readonly #draining = new Set<CacheEntry>();
   readonly #drainMs: number;
+  #closed = false;
 
   /**
    * @param max providers kept open at once (least recently used closed beyond it).
@@ -85,11 +95,15 @@ export class ProviderCache {
    */
   constructor(max = MAX_CACHED_PROVIDERS, drainMs = DEFAULT_DRAIN_MS) {
     this.#drainMs = drainMs;
-    this.#providers = new LRUCache({ max, dispose: (entry) => this.#retire(entry) });
+    this.#providers = new LRUCache({
+      max,
+      dispose: (entry, _key, reason) => this.#retire(entry, reason === 'evict'),
+    });
   }
 
-  #retire(entry: CacheEntry): void {
+  #retire(entry: CacheEntry, evicted: boolean): void {
     entry.retired = true;
+    entry.evicted = evicted;
     const drained =
       entry.sends === 0
         ? Promise.resolve()
@@ -110,14 +124,37 @@ export class ProviderCache {
     void closing.finally(() => this.#closing.delete(closing));
   }
 
-  #track(version: string, inner: EmailProvider): CacheEntry {
-    const entry: CacheEntry = { version, inner, sends: 0, retired: false, provider: inner };
+  /**
+   * The provider a caller still holding `entry` after its eviction sends through: the one cached now
+   * for the same version, or a new one; undefined when the adapter changed meanwhile (another
+   * version is cached) or the cache is closed.
+   */
+  #successorOf(entry: CacheEntry): EmailProvider | undefined {
+    if (!entry.evicted || this.#closed) return undefined;
+    const current = this.#providers.peek(entry.key);
+    if (current && current.version !== entry.version) return undefined;
+    return this.getOrCreate(entry.key, entry.version, entry.create);
+  }
+
+  #track(key: string, version: string, create: () => EmailProvider): CacheEntry {
+    const inner = create();
+    const entry: CacheEntry = {
+      key,
+      version,
+      create,
+      inner,
+      sends: 0,
+      retired: false,
+      evicted: false,
+      provider: inner,
+    };
+    const successorOf = (retired: CacheEntry) => this.#successorOf(retired);
     entry.provider = {
       async send(email, options) {
         if (entry.retired) {
-          throw new ProviderError('Provider closed: its adapter changed or it was evicted', {
-            permanent: false,
-          });
+          const successor = successorOf(entry);
+          if (successor) return successor.send(email, options);
+          throw new ProviderError('Provider closed: its adapter changed', { permanent: false });
         }
         entry.sends += 1;
         let background: Promise<void> | undefined;
@@ -153,7 +190,7 @@ export class ProviderCache {
     if (cached?.version === version) return cached.provider;
     // A stale version is closed even when its replacement cannot be created.
     if (cached) this.#providers.delete(key);
-    const entry = this.#track(version, create());
+    const entry = this.#track(key, version, create);
     this.#providers.set(key, entry);
     return entry.provider;
   }
@@ -183,6 +220,7 @@ export class ProviderCache {
    * providers still draining are closed now too. Resolves once all are closed.
    */
   async closeAll(): Promise<void> {
+    this.#closed = true;
     this.#providers.clear();
     for (const entry of this.#draining) entry.onDrained?.();
     await Promise.all([...this.#closing]);
