@@ -61,4 +61,33 @@ describe('SendSlots', () => {
     held();
     expect(slots.busy('team')).toBe(0);
   });
+
+  it('gives up a wait on whichever of several signals aborts first, with that signal’s reason', async () => {
+    const slots = new KeyedSlots();
+    const held = await slots.acquire('adp', 1);
+    const claim = new AbortController();
+    const stopping = new AbortController();
+    const waiting = slots.acquire('adp', 1, [claim.signal, stopping.signal]);
+    const reason = new Error('the worker is stopping');
+    stopping.abort(reason);
+    claim.abort(new Error('claim lost')); // after the first: changes nothing
+    await expect(waiting).rejects.toBe(reason);
+    expect(slots.waiting('adp')).toBe(0);
+    // Already aborted: refused at once, even with a slot free, and nothing is held.
+    held();
+    await expect(slots.acquire('adp', 1, [new AbortController().signal, stopping.signal])).rejects.toBe(
+      reason,
+    );
+    expect(slots.busy('adp')).toBe(0);
+    // A granted wait stops listening: a later abort does not take its slot back.
+    const first = await slots.acquire('adp', 1);
+    const later = new AbortController();
+    const granted = slots.acquire('adp', 1, [later.signal]);
+    first();
+    const release = await granted;
+    later.abort(new Error('too late'));
+    expect(slots.busy('adp')).toBe(1);
+    release();
+    expect(slots.busy('adp')).toBe(0);
+  });
 });

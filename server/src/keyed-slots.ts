@@ -1,6 +1,5 @@
 interface Waiter {
   grant(): void;
-  signal: AbortSignal | undefined;
   onAbort: () => void;
 }
 
@@ -25,30 +24,41 @@ export class KeyedSlots {
 
   /**
    * Waits for one of `limit` slots of `key`; resolves with the function that gives it back (call it
-   * once). Rejects with the constructor's `abortError` when `signal` aborts first.
+   * once). Rejects with the constructor's `abortError` of the first of `signals` (one signal or
+   * several) that aborts first, or is aborted already.
    */
-  acquire(key: string, limit: number, signal?: AbortSignal): Promise<() => void> {
+  acquire(key: string, limit: number, signals?: AbortSignal | readonly AbortSignal[]): Promise<() => void> {
+    const watched = signals === undefined ? [] : Array.isArray(signals) ? signals : [signals as AbortSignal];
+    const aborted = watched.find((signal) => signal.aborted);
+    if (aborted) return Promise.reject(this.#abortError(aborted));
     const slots = this.#slots.get(key) ?? { busy: 0, waiting: [] };
     this.#slots.set(key, slots);
     const release = this.#releaser(key, slots);
-    if (signal?.aborted) return Promise.reject(this.#abortError(signal));
     if (slots.busy < limit) {
       slots.busy += 1;
       return Promise.resolve(release);
     }
     return new Promise((resolve, reject) => {
+      let firstAborted: AbortSignal | undefined;
+      const unwatch = () => {
+        for (const signal of watched) signal.removeEventListener('abort', onAbort);
+      };
+      const onAbort = (event: Event) => {
+        firstAborted ??= event.target as AbortSignal;
+        waiter.onAbort();
+      };
       const waiter: Waiter = {
-        signal,
         grant: () => {
-          signal?.removeEventListener('abort', waiter.onAbort);
+          unwatch();
           resolve(release);
         },
         onAbort: () => {
+          unwatch();
           slots.waiting.splice(slots.waiting.indexOf(waiter), 1);
-          reject(this.#abortError(signal!));
+          reject(this.#abortError(firstAborted!));
         },
       };
-      signal?.addEventListener('abort', waiter.onAbort, { once: true });
+      for (const signal of watched) signal.addEventListener('abort', onAbort, { once: true });
       slots.waiting.push(waiter);
     });
   }

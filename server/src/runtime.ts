@@ -64,7 +64,7 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   const stop = () => {
     stopping ??= (async () => {
       if (app) await closeWithin(app, SHUTDOWN_GRACE_MS);
-      await queue.stop();
+      await queue.stop(workerStopWaitMs(config));
       await context.close();
       await database.close();
     })();
@@ -80,6 +80,25 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
  * workers still claiming jobs (review finding, session 15).
  */
 export const SHUTDOWN_GRACE_MS = 10_000;
+
+/** Seconds a stopping worker adds to the longest request deadline to record what ended. */
+const WORKER_STOP_MARGIN_SECONDS = 5;
+
+/**
+ * How long a stopping worker waits for the work it had started (ms): a send in progress may take
+ * SEND_TIMEOUT_SECONDS, a webhook request WEBHOOK_TIMEOUT_SECONDS, then its outcome is recorded.
+ * Emails still waiting for a connection slot and webhook deliveries not started go back at once
+ * (nothing sent). Waited only 10 s, a stop cut slower sends, recorded as failed "may have been
+ * delivered" (never retried), and left webhook requests unrecorded, sent again after a restart
+ * (review finding, session 18). README "Command line": a service manager's stop timeout should
+ * exceed it.
+ */
+export function workerStopWaitMs(config: Config): number {
+  return (
+    (Math.max(config.SEND_TIMEOUT_SECONDS, config.WEBHOOK_TIMEOUT_SECONDS) + WORKER_STOP_MARGIN_SECONDS) *
+    1000
+  );
+}
 
 /** Closes `app` (no new connections, requests in progress finish), cutting what is left after `graceMs`. */
 async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {

@@ -1,8 +1,14 @@
 import { connect } from 'node:net';
+import { eq, inArray } from 'drizzle-orm';
+import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { emailLogs, webhookDeliveries, webhookOutbox } from '../src/db/schema/index.ts';
 import { SHUTDOWN_GRACE_MS } from '../src/runtime.ts';
-import { createTestContext, type TestContext } from './helpers/app.ts';
+import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { dashboardCall, dataOf, send } from './helpers/factories.ts';
 import { startCli } from './helpers/process.ts';
+import { createTeamWithKey } from './helpers/sending-team.ts';
+import { startWebhookReceiver } from './helpers/webhook-receiver.ts';
 
 /**
  * A SIGTERM'd server stops in bounded time whatever its clients do (review finding, session 15:
@@ -12,7 +18,8 @@ import { startCli } from './helpers/process.ts';
 describe('graceful shutdown', () => {
   let ctx: TestContext;
   beforeAll(async () => {
-    ctx = await createTestContext('postgres');
+    // The webhook receiver of the worker case listens on 127.0.0.1.
+    ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
   });
   afterAll(() => ctx?.close());
 
@@ -50,4 +57,86 @@ describe('graceful shutdown', () => {
       cli.child.kill('SIGKILL');
     }
   }, 60_000);
+
+  it('lets sends and webhook requests in progress finish on SIGTERM; an email waiting for a connection goes back unsent', async () => {
+    // Review finding, session 18: a stopping worker waited 10 s, then cut the sends in progress
+    // (recorded failed "may have been delivered", never retried) and left its webhook requests
+    // unrecorded (sent again after a restart). Both answer after 12 s here, well within their
+    // deadlines (SEND_TIMEOUT_SECONDS 60, WEBHOOK_TIMEOUT_SECONDS 30).
+    const ANSWER_AFTER_MS = 12_000;
+    const delivered: string[][] = [];
+    const smtp = new SMTPServer({
+      disabledCommands: ['STARTTLS', 'AUTH'],
+      logger: false,
+      onData(stream, session, callback) {
+        stream.resume();
+        stream.on('end', () => {
+          delivered.push(session.envelope.rcptTo.map((rcpt) => rcpt.address));
+          setTimeout(() => callback(null, `Queued as slow-${delivered.length}`), ANSWER_AFTER_MS);
+        });
+      },
+    });
+    smtp.on('error', () => {});
+    await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
+    const smtpPort = (smtp.server.address() as { port: number }).port;
+    const receiver = await startWebhookReceiver();
+    receiver.answer('/slow', () => ({ delayMs: ANSWER_AFTER_MS }));
+    const team = await createTeamWithKey(ctx.app, { smtpPort });
+    const webhook = await dataOf(
+      await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
+        name: 'Slow',
+        url: receiver.url('/slow'),
+        events: ['email.queued'],
+      }),
+      201,
+    );
+    // Queued before the worker starts: the worker takes both, sends one (one connection) and
+    // keeps the other waiting for it; both email.queued deliveries are requested at once.
+    const ids: string[] = [];
+    for (const to of ['first@example.test', 'second@example.test']) {
+      const response = await send(ctx.app, team.key, { templateId: team.templateId, to });
+      expect(response.statusCode, response.body).toBe(202);
+      ids.push(response.json().data.id);
+    }
+    const cli = startCli(['start', '--role', 'worker'], {
+      DATABASE_URL: ctx.app.ctx.database.connectionString,
+      ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
+      DATA_DIR: 'memory://',
+      LOG_LEVEL: 'warn',
+      ADAPTER_MAX_CONNECTIONS: '1',
+      SMTP_ALLOW_PRIVATE: 'true',
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      // Not production, which takes only https webhook URLs: the receiver is plain http.
+      NODE_ENV: 'test',
+    });
+    try {
+      await cli.waitForOutput(/worker started/);
+      await waitFor(
+        async () => (delivered.length === 1 && receiver.to('/slow').length === 2 ? true : undefined),
+        20_000,
+        'one send and two webhook requests in progress',
+      );
+      const started = Date.now();
+      expect(await cli.stop('SIGTERM')).toBe(0);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(ANSWER_AFTER_MS - 2_000);
+    } finally {
+      cli.child.kill('SIGKILL');
+      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+      await receiver.close();
+    }
+    const db = ctx.app.ctx.database.db;
+    const logs = await db.select().from(emailLogs).where(inArray(emailLogs.id, ids));
+    const statusOf = (id: string) => logs.find((log) => log.id === id);
+    // The send in progress finished and was recorded; the waiting one went back unsent.
+    expect(statusOf(ids[0]!)).toMatchObject({ status: 'sent', providerMessageId: expect.any(String) });
+    expect(statusOf(ids[1]!)).toMatchObject({ status: 'queued' });
+    expect(delivered).toEqual([['first@example.test']]);
+    // Both webhook requests were recorded as delivered; nothing is left to send again.
+    const records = await db
+      .select()
+      .from(webhookDeliveries)
+      .where(eq(webhookDeliveries.webhookId, webhook.id));
+    expect(records.map((record) => record.success)).toEqual([true, true]);
+    expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, webhook.id))).toEqual([]);
+  }, 90_000);
 });

@@ -34,6 +34,12 @@ export interface ClaimedJob<T> {
   retryLimit: number;
   /** Aborted when the worker stops and waited long enough, or the job's claim was lost. */
   signal: AbortSignal;
+  /**
+   * Aborted when the worker starts stopping (before `signal`): a handler starts no work it could
+   * not finish within the stop's wait from then on — the send job gives up an email still waiting
+   * for a connection slot (retried later, nothing sent) and lets sends in progress finish.
+   */
+  stopping: AbortSignal;
   /** Settles this job inside a handler's own transaction (see {@link JobSettler}). */
   settler: JobSettler;
 }
@@ -121,6 +127,8 @@ export class ClaimLoop<T> {
   /** Set when a flush starts, cleared in the same step as its last look at `#settled`. */
   #flushActive = false;
   #stopping = false;
+  /** Aborted when {@link stop} begins: each held job's `stopping`. */
+  readonly #stop = new AbortController();
   #running: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   /** A wake-up that came while the loop was not napping (e.g. during a fetch): skip the next nap. */
@@ -154,13 +162,15 @@ export class ClaimLoop<T> {
   }
 
   /**
-   * Stops fetching, then waits up to `timeoutMs` for held jobs to settle. Jobs still running then
+   * Stops fetching and aborts every held job's `stopping` signal, then waits up to `timeoutMs` for
+   * held jobs to settle. Jobs still running then
    * are aborted (their handlers may still record an outcome within a short grace), and the rest are
    * failed — the queue retries them, or dead-letters them on their last attempt (ARCHITECTURE.md:
    * an email whose every attempt was interrupted ends `failed` through the dead letter).
    */
   async stop(timeoutMs: number): Promise<void> {
     this.#stopping = true;
+    this.#stop.abort(new Error('the worker is stopping'));
     this.#wakeUp();
     await this.#running;
     const deadline = Date.now() + timeoutMs;
@@ -277,6 +287,7 @@ export class ClaimLoop<T> {
           retryCount: job.retryCount,
           retryLimit: job.retryLimit,
           signal: abort.signal,
+          stopping: this.#stop.signal,
           settler: this.#options.settler,
         },
         abort,

@@ -87,8 +87,10 @@ async function attempt(
     const { log, adapter, version } = item;
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(deps, adapter);
-    // One slot per pooled connection: the deadline starts when this email's send can start.
-    const release = await slots.acquire(adapter.id, maxConnections, job.signal);
+    // One slot per pooled connection: the deadline starts when this email's send can start. A
+    // worker that starts stopping gives up the wait (nothing sent; the email is retried) and lets
+    // the sends in progress finish (review finding, session 18: a stop cut them after 10 s).
+    const release = await slots.acquire(adapter.id, maxConnections, [job.signal, job.stopping]);
     let deadline: ReturnType<typeof sendDeadline> | undefined;
     // A send given up while its request goes on keeps its connection busy until that request ends:
     // so does its slot (ProviderError.settled), or the next send waited inside the pool past its
