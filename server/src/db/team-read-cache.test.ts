@@ -58,3 +58,28 @@ describe('TeamReadCache bounded in bytes (review finding, session 13)', () => {
     expect(loads).toBe(9);
   });
 });
+
+describe('TeamReadCache lifetime (review finding, session 18)', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('counts an entry’s lifetime from when its load started, and keeps nothing a slower load returned', async () => {
+    const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 1_000 });
+    let loads = 0;
+    const slowLoad = (ms: number) => async () => {
+      loads++;
+      await sleep(ms);
+      return { n: loads };
+    };
+    // A load that took 700 ms of a 1 s lifetime is served for the 300 ms left, not 1 s more.
+    await cache.get('team', 'a', slowLoad(700));
+    await cache.get('team', 'a', slowLoad(0));
+    expect(loads).toBe(1);
+    await sleep(400);
+    await cache.get('team', 'a', slowLoad(0));
+    expect(loads).toBe(2);
+    // A load longer than the lifetime is returned, not kept.
+    await cache.get('team', 'b', slowLoad(1_050));
+    await cache.get('team', 'b', slowLoad(0));
+    expect(loads).toBe(4);
+  });
+});

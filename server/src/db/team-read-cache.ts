@@ -3,7 +3,9 @@ import { LRUCache } from 'lru-cache';
 /**
  * A short-lived, per-process cache of rows the send path reads on every request (issue #9 "Cheap
  * hot path"): a hit costs no database round trip. Entries are per team and expire `ttlMs` after
- * they were loaded. Writers in this process call {@link TeamReadCache.forgetTeam} after their
+ * their load STARTED (what a load returns is as old as its read: counted from when it was stored,
+ * a load slowed by a busy pool or a lock served a row changed meanwhile for longer than `ttlMs`,
+ * review finding, session 18); a load that took `ttlMs` or longer is not stored. Writers in this process call {@link TeamReadCache.forgetTeam} after their
  * transaction commits, so this process sees its own changes at once; another process (a second
  * `--role api`) sees them within `ttlMs`. Misses and errors are not cached.
  * Cached values are shared between callers: treat them as read-only.
@@ -20,8 +22,11 @@ export class TeamReadCache<V extends object> {
    *   not kept at all. Expired entries are dropped only when reached or pushed out, so without
    *   maxBytes the cache may hold `max` entries long after their `ttlMs`.
    */
+  readonly #ttlMs: number;
+
   constructor(options: { max: number; ttlMs: number; maxBytes?: number; weigh?: (value: V) => number }) {
     const { maxBytes, weigh } = options;
+    this.#ttlMs = options.ttlMs;
     this.#cache = new LRUCache<string, V>({
       max: options.max,
       ttl: options.ttlMs,
@@ -42,8 +47,10 @@ export class TeamReadCache<V extends object> {
     const hit = this.#cache.get(cacheKey);
     if (hit !== undefined) return hit;
     const generation = this.#generation;
+    const started = performance.now();
     const value = await load();
-    if (generation === this.#generation) this.#cache.set(cacheKey, value);
+    const ttl = this.#ttlMs - (performance.now() - started);
+    if (generation === this.#generation && ttl >= 1) this.#cache.set(cacheKey, value, { ttl });
     return value;
   }
 
