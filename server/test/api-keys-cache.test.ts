@@ -222,4 +222,25 @@ describe('API key cache', () => {
     // A key without the svc_ prefix costs no read and counts nothing.
     expectError(await from(attacker, 'not-a-key'), 401, 'INVALID_TOKEN');
   });
+
+  it('bounds unknown keys sent concurrently too: at most the budget reaches the database (was all of them)', async () => {
+    // Review finding, session 18: counted after each read, 200 requests at once all read.
+    const at = (i: number) =>
+      here.inject({
+        method: 'GET',
+        url: '/api/v1/eml_none/status',
+        headers: { 'x-api-key': `svc_concurrent_${i}` },
+        remoteAddress: '203.0.113.99',
+      });
+    let responses: Awaited<ReturnType<typeof at>>[] = [];
+    const statements = await statementsDuringHere(async () => {
+      responses = await Promise.all(Array.from({ length: 200 }, (_, i) => at(i)));
+    });
+    const counts = new Map<number, number>();
+    for (const response of responses)
+      counts.set(response.statusCode, (counts.get(response.statusCode) ?? 0) + 1);
+    expect(counts.get(401)).toBe(UNKNOWN_KEYS_PER_MINUTE);
+    expect(counts.get(429)).toBe(200 - UNKNOWN_KEYS_PER_MINUTE);
+    expect(readsApiKeys(statements).length).toBeLessThanOrEqual(UNKNOWN_KEYS_PER_MINUTE);
+  });
 });

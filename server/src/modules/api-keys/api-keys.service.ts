@@ -179,14 +179,19 @@ export async function authenticateApiKey(
   const keyHash = secret.startsWith('svc_') ? hashApiKeySecret(secret) : undefined;
   const row = keyHash
     ? await cache.get(keyHash, async () => {
-        const wait = asker?.throttle.waitSeconds(asker.client) ?? 0;
+        const wait = asker?.throttle.reserve(asker.client) ?? 0;
         if (wait > 0) {
           throw new AppError('RATE_LIMITED', 'Too many requests with unknown API keys from this address', {
             retryAfterSeconds: wait,
           });
         }
-        const found = await apiKeyRepository.findByHash(db, keyHash);
-        if (!found) asker?.throttle.recordUnknown(asker.client);
+        let found: ApiKeyRow | undefined;
+        try {
+          found = await apiKeyRepository.findByHash(db, keyHash);
+        } finally {
+          // A key that exists costs its client nothing (nor does a read that failed).
+          if (found) asker?.throttle.release(asker.client);
+        }
         return found;
       })
     : undefined;

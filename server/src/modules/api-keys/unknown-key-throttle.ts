@@ -17,12 +17,16 @@ const WINDOW_MS = 60_000;
 /** Counts a client's lookups of unknown keys and says when it must wait (per process, in memory). */
 export interface UnknownKeyThrottle {
   /**
-   * Seconds until `client` may look up an uncached key again (≥ 1), or 0 when it may now: it has
-   * caused fewer than {@link UNKNOWN_KEYS_PER_MINUTE} lookups of unknown keys in its current minute.
+   * Takes one lookup of an uncached key from `client`'s budget BEFORE the lookup is made: 0 when it
+   * may look up now (counted; give it back with {@link release} if the key is found), else the
+   * seconds until it may (≥ 1; nothing counted): it has {@link UNKNOWN_KEYS_PER_MINUTE} lookups
+   * of unknown keys, made or under way, in its current minute. Counted only after the read, any
+   * number of concurrent requests passed the check before the first was counted: 200 at once all
+   * reached the database (review finding, session 18).
    */
-  waitSeconds(client: string, now?: number): number;
-  /** Counts one lookup of an unknown key by `client`. */
-  recordUnknown(client: string, now?: number): void;
+  reserve(client: string, now?: number): number;
+  /** Gives back a lookup {@link reserve} took for `client` whose key was found (only unknown keys count). */
+  release(client: string, now?: number): void;
 }
 
 /**
@@ -52,15 +56,21 @@ export function createUnknownKeyThrottle(limit = UNKNOWN_KEYS_PER_MINUTE): Unkno
     return window && now - window.startedAt < WINDOW_MS ? window : undefined;
   };
   return {
-    waitSeconds(client, now = Date.now()) {
+    reserve(client, now = Date.now()) {
       const window = current(client, now);
-      if (!window || window.count < limit) return 0;
+      if (!window) {
+        windows.set(client, { startedAt: now, count: 1 });
+        return 0;
+      }
+      if (window.count < limit) {
+        window.count++;
+        return 0;
+      }
       return Math.max(1, Math.ceil((window.startedAt + WINDOW_MS - now) / 1000));
     },
-    recordUnknown(client, now = Date.now()) {
+    release(client, now = Date.now()) {
       const window = current(client, now);
-      if (window) window.count++;
-      else windows.set(client, { startedAt: now, count: 1 });
+      if (window && window.count > 0) window.count--;
     },
   };
 }
