@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, inArray, like, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { nextRowVersion } from '../../db/row-version.ts';
 import { adapters } from '../../db/schema/index.ts';
 
 export type AdapterRow = typeof adapters.$inferSelect;
@@ -75,7 +76,7 @@ export const adapterRepository = {
   ): Promise<AdapterRow | undefined> {
     const [row] = await db
       .update(adapters)
-      .set({ ...changes, updatedAt: new Date() })
+      .set({ ...changes, updatedAt: nextRowVersion(adapters.updatedAt) })
       .where(and(eq(adapters.teamId, teamId), eq(adapters.id, id)))
       .returning();
     return row;

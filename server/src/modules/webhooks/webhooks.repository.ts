@@ -1,6 +1,7 @@
 import { and, desc, eq, getTableName, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { NamedStatement, poolOf } from '../../db/named-statement.ts';
+import { nextRowVersion } from '../../db/row-version.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
 import { STALE_BACKLOG_MIN_ROWS, statisticsAreStale } from '../../db/stale-statistics.ts';
 
@@ -171,7 +172,7 @@ export const webhookRepository = {
   ): Promise<WebhookRow | undefined> {
     const [row] = await db
       .update(webhooks)
-      .set({ ...changes, updatedAt: new Date() })
+      .set({ ...changes, updatedAt: nextRowVersion(webhooks.updatedAt) })
       .where(and(eq(webhooks.teamId, teamId), eq(webhooks.id, id)))
       .returning();
     return row;
@@ -202,7 +203,7 @@ export const webhookRepository = {
             where (kept ->> 'expiresAt')::timestamptz > now()
             order by position desc limit ${PREVIOUS_SECRETS_KEPT - 1}) k), '[]'::jsonb)
           || jsonb_build_array(jsonb_build_object('secret', ${webhooks.secretEncrypted}, 'expiresAt', ${expiresAt.toISOString()}::text))`,
-        updatedAt: sql`now()`,
+        updatedAt: nextRowVersion(webhooks.updatedAt),
       })
       .where(and(eq(webhooks.teamId, teamId), eq(webhooks.id, id)))
       .returning();
@@ -807,7 +808,7 @@ function recordAttemptsSql(
           is_active = case when ${disable} then false else ${webhooks.isActive} end,
           disabled_reason = case when ${disable} and ${webhooks.isActive} then ${reason}
             else ${webhooks.disabledReason} end,
-          updated_at = case when ${disable} and ${webhooks.isActive} then now()
+          updated_at = case when ${disable} and ${webhooks.isActive} then ${nextRowVersion(webhooks.updatedAt)}
             else ${webhooks.updatedAt} end
         from jsonb_to_recordset(${value('summaries', 'jsonb')}) as v(id text, last_triggered_at timestamptz,
           last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
