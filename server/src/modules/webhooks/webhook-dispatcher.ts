@@ -54,6 +54,15 @@ const REFETCH_AFTER = 30;
 const CLAIM_AHEAD = 2;
 /** Webhook rows kept from earlier lookups, reused while their `updatedAt` is unchanged. */
 const WEBHOOK_ROWS_KEPT = 1_000;
+/**
+ * A claimed row that waited this long for its request slot (ms) reads its webhook again before
+ * the request (at most one read per webhook per this interval): its claim's lookup may predate a
+ * delete, a disabling, or a new URL or secret. With the claim's lookup alone, rows claimed ahead
+ * behind a slow receiver (up to twice the per-webhook cap, each request up to
+ * WEBHOOK_TIMEOUT_SECONDS) still went to a deleted webhook's or the old URL for minutes (review
+ * finding, session 18). README "Webhooks": a change reaches every request started a second after it.
+ */
+export const WEBHOOK_RECHECK_MS = 1_000;
 
 /**
  * Requests to one webhook in flight at once in one worker process (the dispatcher's cap): half its
@@ -64,10 +73,12 @@ export function webhookDeliveriesInFlight(config: Pick<Config, 'WORKER_CONCURREN
   return Math.max(1, Math.floor(config.WORKER_CONCURRENCY / 2));
 }
 
-/** A claimed row waiting for a request slot, with its claim's webhook lookup. */
+/** A claimed row waiting for a request slot, with its claim's webhook lookup and when it was claimed. */
 interface Waiting {
   row: ClaimedAttempt;
   webhooks: Promise<Map<string, WebhookRow | undefined>>;
+  /** performance.now() when the dispatcher took the row (ms). */
+  claimedAt: number;
 }
 
 /** What the dispatcher needs (the worker's context provides it). */
@@ -129,6 +140,11 @@ export class WebhookDispatcher {
   readonly #gone = new LRUCache<string, true>({ max: WEBHOOK_ROWS_KEPT });
   /** The webhooks' rows as last read, reused while a claim saw the same `updatedAt`. */
   readonly #rows = new LRUCache<string, WebhookRow>({ max: WEBHOOK_ROWS_KEPT });
+  /** The latest re-read of each webhook ({@link WEBHOOK_RECHECK_MS}), shared by the rows starting meanwhile. */
+  readonly #rechecks = new LRUCache<string, Promise<WebhookRow | undefined>>({
+    max: WEBHOOK_ROWS_KEPT,
+    ttl: WEBHOOK_RECHECK_MS,
+  });
   #stopping = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
@@ -347,6 +363,7 @@ export class WebhookDispatcher {
       return;
     }
     const webhooks = this.#webhooksOf(rows);
+    const claimedAt = performance.now();
     // Each attempt handles a failed lookup itself; none may start (all rows waiting for slots).
     webhooks.catch(() => {});
     for (const row of rows) {
@@ -355,7 +372,7 @@ export class WebhookDispatcher {
         queue = [];
         this.#waiting.set(row.webhookId, queue);
       }
-      queue.push({ row, webhooks });
+      queue.push({ row, webhooks, claimedAt });
     }
     for (const webhookId of new Set(rows.map((row) => row.webhookId))) this.#pump(webhookId);
   }
@@ -449,14 +466,34 @@ export class WebhookDispatcher {
   }
 
   /**
+   * Webhook `id` as it is now (undefined: deleted), read at most once per {@link WEBHOOK_RECHECK_MS}
+   * for all rows starting meanwhile; the read row is kept for later claims.
+   * @throws the database's error (the attempt is then not made; its row is claimed again later).
+   */
+  #recheck(id: string): Promise<WebhookRow | undefined> {
+    let read = this.#rechecks.get(id);
+    if (!read) {
+      read = webhookRepository.findMany(this.#deps.db, [id]).then(([row]) => {
+        if (row) this.#rows.set(row.id, row);
+        return row;
+      });
+      read.catch(() => this.#rechecks.delete(id));
+      this.#rechecks.set(id, read);
+    }
+    return read;
+  }
+
+  /**
    * Makes (or drops) the attempt of a row, frees its request slot, and records it (the slot's next
    * row does not wait for the recording).
    */
-  async #attempt({ row, webhooks }: Waiting): Promise<void> {
+  async #attempt({ row, webhooks, claimedAt }: Waiting): Promise<void> {
     let attempt: RecordedAttempt;
     let webhook: WebhookRow | undefined;
     try {
       webhook = (await webhooks).get(row.webhookId);
+      if (webhook && performance.now() - claimedAt >= WEBHOOK_RECHECK_MS)
+        webhook = await this.#recheck(webhook.id);
       attempt = await this.#outcomeOf(row, webhook);
     } finally {
       this.#requestDone(row);
