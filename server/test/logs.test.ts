@@ -3,7 +3,7 @@ import { LOG_READS_PER_TEAM, LOG_READS_WAITING_PER_TEAM } from '../src/modules/e
 import { RESENDS_PER_MINUTE_PER_TEAM } from '../src/modules/emails/resend.service.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember, sessionHeaders } from './helpers/auth.ts';
-import { buildApiKey, buildTemplate, expectError, send } from './helpers/factories.ts';
+import { buildApiKey, buildSmtpAdapter, buildTemplate, expectError, send } from './helpers/factories.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -233,5 +233,29 @@ describe('email logs: stats and resend', () => {
     const viewer = await addTeamMember(ctx.app, owner, 'viewer');
     expectError(await resend(failed.id, viewer), 403, 'FORBIDDEN');
     expectError(await resend('eml_unknown', owner), 404, 'NOT_FOUND');
+  });
+
+  it('resends through the team’s sending adapter when the one the email named was deleted or deactivated since', async () => {
+    // Review finding, session 18: refused with UNKNOWN_ADAPTER / ADAPTER_DISABLED at `body.adapterId`,
+    // a field the resend has no body for; such an email could never be resent.
+    const { owner, key, templateId, adapterId: teamAdapterId } = await newTeam();
+    for (const change of ['delete', 'deactivate'] as const) {
+      const named = await buildSmtpAdapter(ctx.app, owner, smtp.port, { name: `Named ${change}` });
+      const failed = (
+        await send(ctx.app, key, { templateId, to: `reject-${change}@example.test`, adapterId: named.id })
+      ).json().data;
+      expect((await settled(failed.id, owner)).status).toBe('failed');
+      const changed = await ctx.app.inject({
+        method: change === 'delete' ? 'DELETE' : 'PUT',
+        url: `/api/adapters/${named.id}`,
+        headers: sessionHeaders(ctx.app, owner),
+        ...(change === 'deactivate' ? { payload: { isActive: false } } : {}),
+      });
+      expect(changed.statusCode, changed.body).toBe(200);
+      const response = await resend(failed.id, owner);
+      expect(response.statusCode, response.body).toBe(202);
+      const log = (await get(`/api/logs/${response.json().data.id}`, owner)).json().data;
+      expect(log).toMatchObject({ toAddresses: [`reject-${change}@example.test`], adapterId: teamAdapterId });
+    }
   });
 });

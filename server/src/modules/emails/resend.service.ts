@@ -1,4 +1,5 @@
 import { AppError } from '../../http/errors.ts';
+import { findAdapter } from '../adapters/index.ts';
 import type { RateLimiter } from '../api-keys/index.ts';
 import { getLog } from './logs.service.ts';
 import { type AcceptedSend, type AcceptSendDeps, acceptSend } from './send.service.ts';
@@ -19,7 +20,8 @@ export const RESENDS_PER_MINUTE_PER_TEAM = 30;
  * `POST /api/logs/:id/resend`: queues a new email (new log, new job) with the original's template,
  * recipients, sender and variables, rendered from the template's current version, and its issue #10
  * fields (cc, bcc, replyTo, subject override, headers, tags, metadata, a copy of its attachments),
- * through the adapter it named (else the team's current sending adapter); sent now, not at the
+ * through the adapter it named while that is still the team's and active (else the team's current
+ * sending adapter); sent now, not at the
  * original schedule. The original log is left as it is.
  * @throws NOT_FOUND (not the team's email); RATE_LIMITED (429) past RESENDS_PER_MINUTE_PER_TEAM;
  *   VALIDATION_ERROR (400) when the email is not `failed`
@@ -60,6 +62,12 @@ export async function resendEmail(
     }
   };
   const fields = await loadSendFields(deps.db, teamId, original.id);
+  // The adapter the original named, when it is still there and active; otherwise the team's
+  // sending adapter now, as for a send that names none: an email failed because its adapter was
+  // deleted or disabled could not be resent at all, refused for a `body.adapterId` the resend has
+  // no body for (review finding, session 18).
+  const named = fields.adapterId ? await findAdapter(deps.db, teamId, fields.adapterId) : undefined;
+  const adapterId = named?.isActive ? named.id : undefined;
   const optional = <T>(value: T | null, keep: boolean) => (keep && value !== null ? value : undefined);
   return acceptSend(
     deps,
@@ -73,7 +81,7 @@ export async function resendEmail(
       bcc: optional(fields.bcc, fields.bcc.length > 0),
       replyTo: optional(fields.replyTo, fields.replyTo.length > 0),
       subject: optional(fields.subjectTemplate, true),
-      adapterId: optional(fields.adapterId, true),
+      adapterId,
       headers: optional(fields.headers, Object.keys(fields.headers).length > 0),
       tags: optional(fields.tags, Object.keys(fields.tags).length > 0),
       metadata: optional(fields.metadata, Object.keys(fields.metadata).length > 0),
