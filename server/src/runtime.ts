@@ -4,6 +4,7 @@ import type { Config, Role } from './config.ts';
 import { type Context, createContext } from './context.ts';
 import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.ts';
 import { resolveEncryptionKey } from './encryption-key.ts';
+import { AppError } from './http/errors.ts';
 import { bindJobHandlers } from './job-handlers.ts';
 import { JobQueue } from './jobs/queue.ts';
 import { declareQueues, startWorkers } from './jobs/registry.ts';
@@ -100,9 +101,19 @@ export function workerStopWaitMs(config: Config): number {
   );
 }
 
-/** Closes `app` (no new connections, requests in progress finish), cutting what is left after `graceMs`. */
-async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
-  const timer = setTimeout(() => app.server.closeAllConnections(), graceMs);
+/**
+ * Closes `app` (no new connections, requests in progress finish), cutting what is left after
+ * `graceMs`; from then on no send is accepted (the accept batcher refuses new items with 503
+ * SERVICE_UNAVAILABLE), so a request whose connection was cut has accepted nothing its client
+ * cannot see — unless its email was already being committed when the grace ended.
+ */
+export async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
+  const timer = setTimeout(() => {
+    app.ctx.acceptBatcher.refuseNew(
+      new AppError('SERVICE_UNAVAILABLE', 'The server is stopping: the email was not accepted'),
+    );
+    app.server.closeAllConnections();
+  }, graceMs);
   try {
     await app.close();
   } finally {

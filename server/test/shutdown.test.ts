@@ -1,9 +1,10 @@
+import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { eq, inArray } from 'drizzle-orm';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs, webhookDeliveries, webhookOutbox } from '../src/db/schema/index.ts';
-import { SHUTDOWN_GRACE_MS } from '../src/runtime.ts';
+import { closeWithin, SHUTDOWN_GRACE_MS } from '../src/runtime.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
 import { startCli } from './helpers/process.ts';
@@ -139,4 +140,48 @@ describe('graceful shutdown', () => {
     expect(records.map((record) => record.success)).toEqual([true, true]);
     expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, webhook.id))).toEqual([]);
   }, 90_000);
+
+  it('accepts no send whose connection the grace period cut (the client saw it drop)', async () => {
+    // Review finding, session 18: a send rendering a slow PDF at the end of the grace had its
+    // connection closed, then committed its email anyway; a client retrying sent it twice.
+    const renderer = createServer((_request, response) => {
+      setTimeout(
+        () => response.writeHead(200, { 'content-type': 'application/pdf' }).end('%PDF-1.4 fake'),
+        1_500,
+      );
+    });
+    await new Promise<void>((resolve) => renderer.listen(0, '127.0.0.1', resolve));
+    const own = await createTestContext('postgres', {
+      PDF_RENDERER_URL: `http://127.0.0.1:${(renderer.address() as { port: number }).port}`,
+    });
+    try {
+      const team = await createTeamWithKey(own.app);
+      const url = await own.app.listen({ port: 0, host: '127.0.0.1' });
+      const answer = fetch(`${url}/api/v1/send`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': team.key },
+        body: JSON.stringify({
+          templateId: team.templateId,
+          to: 'cut@example.test',
+          pdfAttachments: [{ templateId: team.templateId, filename: 'doc.pdf' }],
+        }),
+      }).then(
+        (response) => response.status,
+        () => 'dropped' as const,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await closeWithin(own.app, 200);
+      expect(await answer).toBe('dropped');
+      // The handler went on once the renderer answered; its email was refused, not committed.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      const logs = await own.context.database.db
+        .select()
+        .from(emailLogs)
+        .where(eq(emailLogs.teamId, team.owner.teamId));
+      expect(logs).toEqual([]);
+    } finally {
+      await own.close();
+      await new Promise<void>((resolve) => renderer.close(() => resolve()));
+    }
+  });
 });

@@ -113,4 +113,20 @@ describe('GroupCommit', () => {
     expect(batches).toEqual([[6, -7, 8], [6], [-7], [8]]);
     expect(await group.submitTogether([])).toEqual([]);
   });
+
+  it('refuses items submitted after refuseNew, and still commits those submitted before', async () => {
+    const { db, write, batches } = recordingDatabase(20);
+    const group = new GroupCommit<number>(db, { write, maxBatch: 10, windowMs: 0, maxInFlight: 1 });
+    const before = group.submit(1);
+    const stopping = new Error('stopping');
+    group.refuseNew(stopping);
+    await expect(group.submit(2)).rejects.toBe(stopping);
+    expect(await group.submitTogether([3, 4])).toEqual([
+      { status: 'rejected', reason: stopping },
+      { status: 'rejected', reason: stopping },
+    ]);
+    await expect(before).resolves.toBeUndefined();
+    await group.drain();
+    expect(batches).toEqual([[1]]);
+  });
 });

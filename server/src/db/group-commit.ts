@@ -55,8 +55,23 @@ export class GroupCommit<T> {
     this.#options = options;
   }
 
+  /** Set by {@link refuseNew}: what items submitted from then on reject with. */
+  #refusal: { error: unknown } | undefined;
+
+  /**
+   * From now on every item submitted is refused with `error` (nothing of it written); items already
+   * submitted still commit ({@link drain} waits for them). A stopping server calls it before it
+   * cuts the connections of requests still in progress: such a request's client sees its
+   * connection drop, so its email must not be accepted behind its back (a client retrying then
+   * sent it twice; review finding, session 18).
+   */
+  refuseNew(error: unknown): void {
+    this.#refusal = { error };
+  }
+
   /** Queues `item` for the next batch; resolves when it is committed, rejects with its own error. */
   submit(item: T): Promise<void> {
+    if (this.#refusal) return Promise.reject(this.#refusal.error);
     return new Promise<void>((resolve, reject) => {
       this.#pending.push({ item, resolve, reject });
       this.#schedule();
@@ -72,6 +87,8 @@ export class GroupCommit<T> {
    */
   submitTogether(items: readonly T[]): Promise<PromiseSettledResult<void>[]> {
     if (items.length === 0) return Promise.resolve([]);
+    const refusal = this.#refusal;
+    if (refusal) return Promise.resolve(items.map(() => ({ status: 'rejected', reason: refusal.error })));
     const batch: Waiting<T>[] = [];
     const settled = items.map(
       (item) => new Promise<void>((resolve, reject) => batch.push({ item, resolve, reject })),
