@@ -90,6 +90,18 @@ describe('the log and template lists read only the columns they show', () => {
       400,
       'VALIDATION_ERROR',
     );
+    // Decimal digits, given once (review finding, session 18: `0x3` read as 3, a repeat as NaN).
+    for (const [query, message] of [
+      ['limit=0x3', 'must be an integer from 1 to 1000'],
+      ['limit=3&limit=4', 'must be given once'],
+    ]) {
+      const error = expectError(
+        await dashboardCall(ctx.app, team.owner, 'GET', `${path}?${query}`),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(error.details.issues).toEqual([{ path: 'querystring.limit', message }]);
+    }
   });
 });
 

@@ -151,28 +151,74 @@ export function frameworkErrorHandler(
   sendError(reply, toAppError(error, request));
 }
 
+/** The envelope of a 400 INVALID_INPUT answered outside Fastify, as JSON text. */
+function invalidInputJson(message: string, reason: string): string {
+  return JSON.stringify({ success: false, error: { code: 'INVALID_INPUT', message, details: { reason } } });
+}
+
+/**
+ * A whole HTTP/1.1 response, 400 INVALID_INPUT in the envelope with `Connection: close`, for
+ * writing straight to a socket that Node has taken away from the HTTP server (a parse error, a
+ * CONNECT). `message` is ASCII: it is the status line's reason phrase too.
+ */
+function rawInvalidInputResponse(message: string, reason: string): string {
+  const body = invalidInputJson(message, reason);
+  return `HTTP/1.1 ${ERROR_STATUS.INVALID_INPUT} ${message}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\n\r\n${body}`;
+}
+
 /**
  * Answers requests Node's HTTP parser rejects before Fastify sees them (bad header bytes, header
  * overflow, timeouts) with the spec's envelope instead of Fastify's default body.
  */
 export function clientErrorHandler(error: NodeJS.ErrnoException, socket: import('node:net').Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const status = ERROR_STATUS.INVALID_INPUT;
-  const code = 'INVALID_INPUT';
   const message =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? 'Request timed out'
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? 'Request headers too large'
         : 'Malformed HTTP request';
-  const body = JSON.stringify({
-    success: false,
-    error: { code, message, details: { reason: error.code ?? 'CLIENT_ERROR' } },
-  });
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${message}\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\n\r\n${body}`,
-    );
-  }
+  if (socket.writable) socket.write(rawInvalidInputResponse(message, error.code ?? 'CLIENT_ERROR'));
   socket.destroy(error);
+}
+
+/**
+ * The HTTP server's `checkExpectation` listener: a request whose `Expect` header is anything but
+ * `100-continue` (RFC 9110 §10.1.1) gets 400 INVALID_INPUT with `details.reason`
+ * EXPECTATION_FAILED in the envelope, and the connection is closed (its body is not read). Node's
+ * default was a bare 417 with an empty body (review finding, session 18); 417 has no code in the
+ * spec's table, and the RFC lets a server answer an expectation it does not meet with a 4xx.
+ * Nothing of the app runs for such a request: Node emits this instead of `request`.
+ */
+export function unsupportedExpectationHandler(
+  _request: import('node:http').IncomingMessage,
+  response: import('node:http').ServerResponse,
+): void {
+  const body = invalidInputJson(
+    'Unsupported Expect header: only 100-continue is understood',
+    'EXPECTATION_FAILED',
+  );
+  response
+    .writeHead(ERROR_STATUS.INVALID_INPUT, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+      connection: 'close',
+    })
+    .end(body);
+}
+
+/**
+ * The HTTP server's `connect` listener: a `CONNECT` request (a proxy tunnel, which this server is
+ * not) gets 400 INVALID_INPUT with `details.reason` UNSUPPORTED_METHOD in the envelope, and the
+ * connection is closed. Without a listener Node closed the socket without a response (review
+ * finding, session 18). Node has taken the socket from the HTTP server, error listener included:
+ * one is added so that a client resetting it cannot crash the process.
+ */
+export function connectMethodHandler(
+  _request: import('node:http').IncomingMessage,
+  socket: import('node:stream').Duplex,
+): void {
+  socket.on('error', () => socket.destroy());
+  socket.end(rawInvalidInputResponse('CONNECT is not supported', 'UNSUPPORTED_METHOD'));
 }

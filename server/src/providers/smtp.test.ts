@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { type AddressObject, simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from 'smtp-server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSmtpProvider } from './smtp.ts';
+import { createSmtpProvider, smtpConfigSchema } from './smtp.ts';
 import { type EmailProvider, type OutgoingEmail, ProviderError } from './types.ts';
 
 interface Received {
@@ -288,5 +288,49 @@ describe('smtp provider: verify', () => {
     const result = await provider(await closedPort()).verify();
     expect(result.success).toBe(false);
     expect(result.message).toMatch(/ECONNREFUSED|connect/i);
+  });
+});
+
+describe('smtp config: host', () => {
+  const hostIssue = (host: string) => {
+    const result = smtpConfigSchema.safeParse({ host, port: 25 });
+    return result.success
+      ? undefined
+      : result.error.issues.find((issue) => issue.path[0] === 'host')?.message;
+  };
+
+  // Review finding, session 18: NUL, control and bidi characters were accepted as a host.
+  it.each([
+    ['NUL', '\u0000'],
+    ['a control character', 'smtp\u0007.example.test'],
+    ['a right-to-left override', '\u202Eevil.test'],
+    ['a space inside', 'smtp example.test'],
+    ['a port', 'smtp.example.test:25'],
+    ['a URL', 'smtp://smtp.example.test'],
+    ['an empty label', 'smtp..example.test'],
+    ['a label over 63 characters', `${'a'.repeat(64)}.example.test`],
+    ['a name over 253 characters', `${'a.'.repeat(127)}ab`],
+    ['a name outside ASCII', 'bücher.example'],
+    ['an IPv6 address in brackets', '[::1]'],
+    ['nothing', '  '],
+  ])('refuses %s', (_, host) => {
+    expect(hostIssue(host)).toBeDefined();
+  });
+
+  it.each([
+    'smtp.example.test',
+    'localhost',
+    'mail_relay',
+    'smtp.example.test.',
+    'xn--bcher-kva.example',
+    '127.0.0.1',
+    '::1',
+    '2001:db8::25',
+  ])('accepts %s', (host) => {
+    expect(hostIssue(host)).toBeUndefined();
+  });
+
+  it('trims surrounding spaces', () => {
+    expect(smtpConfigSchema.parse({ host: ' smtp.example.test ', port: 25 }).host).toBe('smtp.example.test');
   });
 });

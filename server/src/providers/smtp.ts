@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { SMTPPoolOptions } from 'nodemailer';
 import { z } from 'zod';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
@@ -24,14 +25,34 @@ export { classifySmtpError } from './smtp-errors.ts';
  */
 export const SMTP_TLS_MODES = ['auto', 'none'] as const;
 
+/** A host name's labels (1-63 ASCII letters, digits, hyphens, underscores) joined by dots, maybe ending in one. */
+const HOST_NAME = /^[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?$/;
+
 /**
- * `smtp`: host, port 1-65535, optional secure (TLS from the first byte), optional credentials
+ * An SMTP server's address: a host name of at most 253 characters ({@link HOST_NAME}; RFC 1123
+ * §2.1, plus the underscore, which Docker's service names may hold) or an IP address, IPv6
+ * without brackets; surrounding spaces are trimmed. A name outside ASCII is refused: neither the
+ * system resolver nor the TLS name check converts it, so it must be given in its `xn--` form.
+ * Review finding, session 18: NUL, control and bidi characters were accepted and only failed at
+ * the first send.
+ */
+const smtpHost = z
+  .string()
+  .trim()
+  .min(1)
+  .refine(
+    (host) => isIP(host) !== 0 || (host.length <= 253 && HOST_NAME.test(host)),
+    'must be a host name (letters, digits, hyphens and dots; an internationalised name in its xn-- form) or an IP address',
+  );
+
+/**
+ * `smtp`: host ({@link smtpHost}), port 1-65535, optional secure (TLS from the first byte), optional credentials
  * (spec, "Adapter"), and the optional `tls` mode ({@link SMTP_TLS_MODES}; not in the spec's list,
  * added by issue #8). `secure: true` with `tls: "none"` contradicts itself and is refused.
  */
 export const smtpConfigSchema = z
   .strictObject({
-    host: z.string().min(1),
+    host: smtpHost,
     port: z.number().int().min(1).max(65535),
     secure: z.boolean().optional(),
     username: z.string().optional(),

@@ -449,17 +449,23 @@ export const emailRepository = {
 /** A date alone (`2026-11-27`), as a range bound may be given. */
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
+/** The first instant after 9999-12-31 (10000-01-01T00:00Z), past the last day a bound may name. */
+const END_OF_YEAR_9999_MS = 253_402_300_800_000;
 
 /**
  * The conditions of a log range on createdAt: from `from` on, up to and including `to`; a `to`
  * given as a date alone takes in that whole day (UTC), up to the next midnight (review finding,
- * session 15: `from=D&to=D` found nothing, `to` read as 00:00 that day).
+ * session 15: `from=D&to=D` found nothing, `to` read as 00:00 that day). `to=9999-12-31`, the
+ * last day the schema allows, sets no upper bound: its next midnight is in year 10000, whose ISO
+ * form (`+010000-…`) PostgreSQL cannot parse, and the request failed as unsupported data
+ * (review finding, session 18).
  */
 function createdWithin(range: { from?: string | undefined; to?: string | undefined }): SQL[] {
   const conditions: SQL[] = [];
   if (range.from) conditions.push(gte(emailLogs.createdAt, new Date(range.from)));
   if (range.to && DATE_ONLY.test(range.to)) {
-    conditions.push(lt(emailLogs.createdAt, new Date(Date.parse(range.to) + DAY_MS)));
+    const end = Date.parse(range.to) + DAY_MS;
+    if (end < END_OF_YEAR_9999_MS) conditions.push(lt(emailLogs.createdAt, new Date(end)));
   } else if (range.to) conditions.push(lte(emailLogs.createdAt, new Date(range.to)));
   return conditions;
 }

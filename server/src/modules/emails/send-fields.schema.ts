@@ -220,9 +220,11 @@ export function asList(value: string | string[] | undefined): string[] {
 }
 
 /**
- * The path of a string (value or object key) in `value` that PostgreSQL cannot store, and why: one
- * that is not well-formed UTF-16 (an unpaired surrogate such as "\ud800", which JSON allows but
- * PostgreSQL text and jsonb refuse, and UTF-8 cannot carry), or one holding U+0000 (jsonb and text
+ * The path of a string (value or object key) in `value` that PostgreSQL cannot store as sent, and
+ * why: one that is not well-formed UTF-16 (an unpaired surrogate such as "\ud800", which JSON
+ * allows but UTF-8 cannot carry: for a text column node-postgres sends U+FFFD in its place, so the
+ * stored text would silently differ, and a jsonb column refuses the `\ud800` escape JSON.stringify
+ * writes; review finding, session 18), or one holding U+0000 (jsonb and text
  * refuse it: review finding, session 16, a NUL in `variables` or `metadata` failed the shared accept
  * transaction of every team's sends in it, which were then written again one at a time). Undefined
  * when there is none. For a bad key, the path of its object. Iterative, so JSON nested thousands

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
-import { deleted, deletedEnvelope, envelopeOf, ok, pageOf } from '../../http/envelope.ts';
+import { deleted, deletedEnvelope, envelopeOf, ok, pageOf, queryInteger } from '../../http/envelope.ts';
 import { actingUserIdOf, teamIdOf } from '../../http/principal.ts';
 import { variablesLimitsOf } from '../rendering/index.ts';
 import { duplicateTemplate } from './templates.duplicate.service.ts';
@@ -148,13 +148,11 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
         tags,
         params: templateIdParams,
         querystring: z.object({
-          limit: z.coerce
-            .number()
-            .int()
-            .min(1)
-            .max(versions.MAX_VERSIONS_LIMIT)
-            .default(versions.DEFAULT_VERSIONS_LIMIT)
-            .describe('The newest this many versions (default 100, at most 1,000)'),
+          limit: queryInteger({
+            min: 1,
+            max: versions.MAX_VERSIONS_LIMIT,
+            fallback: versions.DEFAULT_VERSIONS_LIMIT,
+          }).describe('The newest this many versions (default 100, at most 1,000)'),
         }),
         response: { 200: envelopeOf(templateVersionList) },
       },

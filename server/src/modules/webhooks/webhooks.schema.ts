@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { queryInteger } from '../../http/envelope.ts';
 import { WEBHOOK_EVENTS } from './webhook-events.ts';
 
 const name = z.string().trim().min(1).max(100);
@@ -32,7 +33,7 @@ export const listDeliveriesQuery = z.object({
     .enum(['true', 'false'])
     .transform((v) => v === 'true')
     .optional(),
-  limit: z.coerce.number().int().min(1).max(MAX_DELIVERIES_LIMIT).default(100),
+  limit: queryInteger({ min: 1, max: MAX_DELIVERIES_LIMIT, fallback: 100 }),
 });
 export type ListDeliveriesQuery = z.infer<typeof listDeliveriesQuery>;
 
