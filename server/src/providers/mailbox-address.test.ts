@@ -44,6 +44,16 @@ describe('isMailbox', () => {
     expect(isMailbox(`"${name}" <ada@example.test>`)).toBe(true);
   });
 
+  it('refuses an address past SMTP’s size limits: local part 64 octets, address 254 (RFC 5321 §4.5.3.1)', () => {
+    const domain = 'example.test';
+    expect(isMailbox(`${'a'.repeat(64)}@${domain}`)).toBe(true);
+    expect(isMailbox(`${'a'.repeat(65)}@${domain}`)).toBe(false);
+    expect(isMailbox(`Ada <${'a'.repeat(300)}@${domain}>`)).toBe(false);
+    const longDomain = `${Array.from({ length: 4 }, () => 'd'.repeat(60)).join('.')}.test`; // 248
+    expect(isMailbox(`abcde@${longDomain}`)).toBe(true); // 254
+    expect(isMailbox(`abcdef@${longDomain}`)).toBe(false); // 255
+  });
+
   it('gives control characters their own message in the schema', () => {
     const result = mailboxSchema.safeParse('Ada\u0085 <ada@example.test>');
     expect(result.success).toBe(false);

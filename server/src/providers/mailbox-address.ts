@@ -44,7 +44,23 @@ export function isMailbox(value: string): boolean {
   if (parsed.length !== 1) return false;
   const [entry] = parsed;
   if (!entry || 'group' in entry) return false;
-  return plainAddress.safeParse(entry.address).success;
+  return plainAddress.safeParse(entry.address).success && withinSmtpLimits(entry.address);
+}
+
+/**
+ * True when `address` (`local@domain`) fits SMTP's size limits (RFC 5321 §4.5.3.1): a local part
+ * of at most 64 octets, a domain of at most 255 and a path (the address in its angle brackets) of
+ * at most 256, so the address itself at most 254. zod's email rule checks none of them: a
+ * 300-character local part was accepted and refused by every server and provider at send (review
+ * finding, session 18).
+ */
+function withinSmtpLimits(address: string): boolean {
+  const at = address.lastIndexOf('@');
+  return (
+    Buffer.byteLength(address) <= 254 &&
+    Buffer.byteLength(address.slice(0, at)) <= 64 &&
+    Buffer.byteLength(address.slice(at + 1)) <= 255
+  );
 }
 
 /** The bare address of a mailbox (`user@example.com` from `Name <user@example.com>`), lower-cased domain. */
