@@ -243,4 +243,16 @@ describe('API key cache', () => {
     expect(counts.get(429)).toBe(200 - UNKNOWN_KEYS_PER_MINUTE);
     expect(readsApiKeys(statements).length).toBeLessThanOrEqual(UNKNOWN_KEYS_PER_MINUTE);
   });
+
+  it('serves many first requests at once with a real key from one read, none refused', async () => {
+    // With lookups counted when they start, each concurrent read of the same uncached key took the
+    // client's budget: the 31st request with a real key was refused 429 (session 18).
+    const created = await buildApiKey(here, owner);
+    let responses: Awaited<ReturnType<typeof statusOf>>[] = [];
+    const statements = await statementsDuringHere(async () => {
+      responses = await Promise.all(Array.from({ length: 100 }, () => statusOf(here, created.key)));
+    });
+    expect(new Set(responses.map((response) => response.statusCode))).toEqual(new Set([404]));
+    expect(readsApiKeys(statements).filter((sql) => sql.includes('select'))).toHaveLength(1);
+  });
 });

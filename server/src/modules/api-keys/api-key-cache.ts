@@ -26,7 +26,9 @@ export interface ApiKeyCache {
 
 /**
  * A bounded LRU (lru-cache) of key rows, each kept until {@link API_KEY_CACHE_TTL_MS} after the
- * start of the database read that produced it. A load that started before an
+ * start of the database read that produced it; concurrent requests with the same uncached key wait
+ * for one read (each read of an uncached key takes its client's unknown-key budget until the key
+ * is found: 200 first requests at once with a real key were otherwise refused 429 past the 30th). A load that started before an
  * {@link ApiKeyCache.evict} is returned but not kept, so a row read just before a change made by
  * this process cannot be cached after it.
  */
@@ -39,17 +41,34 @@ export function createApiKeyCache(options: { ttlMs?: number; maxKeys?: number } 
     updateAgeOnGet: false,
   });
   let evictions = 0;
+  /** Loads under way, by key hash: concurrent requests with one uncached key share one read. */
+  const loading = new Map<string, Promise<ApiKeyRow | undefined>>();
+  const loadAndKeep = async (keyHash: string, load: () => Promise<ApiKeyRow | undefined>) => {
+    const evictionsBefore = evictions;
+    const loadStartedAt = Date.now();
+    const row = await load();
+    // The row is as old as the read's start: it may be served until ttlMs after that, no later.
+    const ttl = ttlMs - (Date.now() - loadStartedAt);
+    if (row && evictions === evictionsBefore && ttl > 0) rows.set(keyHash, row, { ttl });
+    return row;
+  };
   return {
     async get(keyHash, load) {
       const cached = rows.get(keyHash);
       if (cached) return cached;
-      const evictionsBefore = evictions;
-      const loadStartedAt = Date.now();
-      const row = await load();
-      // The row is as old as the read's start: it may be served until ttlMs after that, no later.
-      const ttl = ttlMs - (Date.now() - loadStartedAt);
-      if (row && evictions === evictionsBefore && ttl > 0) rows.set(keyHash, row, { ttl });
-      return row;
+      const shared = loading.get(keyHash);
+      if (shared) {
+        // A load that failed failed for its own caller (e.g. that client's unknown-key budget,
+        // unknown-key-throttle.ts): this caller reads for itself.
+        try {
+          return await shared;
+        } catch {
+          return loadAndKeep(keyHash, load);
+        }
+      }
+      const read = loadAndKeep(keyHash, load).finally(() => loading.delete(keyHash));
+      loading.set(keyHash, read);
+      return read;
     },
     evict(id) {
       evictions++;
