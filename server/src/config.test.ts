@@ -91,6 +91,68 @@ describe('loadConfig with PORT=0', () => {
   });
 });
 
+describe('loadConfig refuses an unusable BASE_URL, HOST or PORT before start-up (review finding, session 18)', () => {
+  // BASE_URL without http(s):// started, then every sign-in answered 500; a bad HOST failed in
+  // listen with a stack trace; PORT=' ' became 0 (the error named BASE_URL) and PORT=0x50 port 80.
+  const messageOf = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      return (error as Error).message;
+    }
+    return 'accepted';
+  };
+
+  it.each([
+    ['postwright.example.com:3000', /^Invalid BASE_URL: must be an http:\/\/ or https:\/\/ URL/],
+    ['ftp://postwright.example.com', /^Invalid BASE_URL: must be an http:\/\/ or https:\/\/ URL/],
+    ['javascript:alert(1)', /^Invalid BASE_URL: must be an http:\/\/ or https:\/\/ URL/],
+    ['https://postwright.example.com/?tenant=1', /^Invalid BASE_URL: must not have a query/],
+    ['https://postwright.example.com/#top', /^Invalid BASE_URL: must not have a query/],
+  ])('BASE_URL=%s', (value, message) => {
+    expect(messageOf({ BASE_URL: value })).toMatch(message);
+  });
+
+  it('accepts http(s) BASE_URLs with a port or a path', () => {
+    expect(loadConfig({ BASE_URL: 'https://mail.example.com:8443/postwright/' }).BASE_URL).toBe(
+      'https://mail.example.com:8443/postwright',
+    );
+    expect(loadConfig({ BASE_URL: 'http://127.0.0.1:3000' }).BASE_URL).toBe('http://127.0.0.1:3000');
+  });
+
+  it.each(['not a host', 'a..b', '-leading.example', '[::1]', 'http://example.com', 'host:3000'])(
+    'HOST=%s',
+    (value) => {
+      expect(messageOf({ HOST: value })).toMatch(/^Invalid HOST: must be an IP address/);
+    },
+  );
+
+  it.each([
+    '0.0.0.0',
+    '127.0.0.1',
+    '::',
+    '::1',
+    'localhost',
+    'postwright-1.internal.example.com',
+    'compose_app',
+  ])('accepts HOST=%s', (value) => {
+    expect(loadConfig({ HOST: value }).HOST).toBe(value);
+  });
+
+  it.each([' ', '0x50', '1e3', '-1', '80.0', '+80', '65536'])('PORT=%j', (value) => {
+    expect(messageOf({ PORT: value, BASE_URL: 'http://localhost:3000' })).toMatch(
+      /^Invalid PORT: must be a whole number from 0 to 65535$/,
+    );
+  });
+
+  it('reads PORT as a decimal number', () => {
+    expect(loadConfig({ PORT: '8080' }).PORT).toBe(8080);
+    expect(loadConfig({ PORT: '65535' }).PORT).toBe(65535);
+    expect(loadConfig({}).PORT).toBe(3000);
+  });
+});
+
 describe('resolveEncryptionKey', () => {
   it('generates a key once in DATA_DIR and reads the same key afterwards', () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-'));

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { trustProxySchema } from './http/trust-proxy.ts';
 
@@ -36,15 +37,53 @@ function hasDecodableCredentials(value: string): boolean {
   }
 }
 
+/**
+ * A host name as RFC 1123 §2.1 allows it: dot-separated labels of letters, digits and inner
+ * hyphens, each 1-63 characters, 253 in all, an optional final dot. Underscores are taken too:
+ * container and service names (Docker Compose) may have them and resolve.
+ */
+const HOST_NAME =
+  /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
+
+/**
+ * HOST: an IPv4 or IPv6 literal (without brackets) or a host name. Anything else reached `listen`
+ * and failed there with a stack trace (review finding, session 18).
+ */
+const hostSchema = z
+  .string()
+  .refine(
+    (value) => isIP(value) !== 0 || HOST_NAME.test(value),
+    'must be an IP address (e.g. 0.0.0.0, ::) or a host name',
+  );
+
+/**
+ * PORT: decimal digits only, 0-65535. Number() took ' ' for 0 (any free port, the error then
+ * named BASE_URL) and '0x50' for 80 (review finding, session 18).
+ */
+const portSchema = z
+  .string()
+  .regex(/^\d{1,5}$/, 'must be a whole number from 0 to 65535')
+  .transform(Number)
+  .pipe(z.number().max(65535, 'must be a whole number from 0 to 65535'));
+
+/**
+ * BASE_URL: an http(s) URL without query or fragment (links are made as `${BASE_URL}/setup?token=…`).
+ * `z.url()` alone took any scheme: `postwright.example.com:3000` (scheme `postwright.example.com:`)
+ * started, then every sign-in answered 500 (review finding, session 18).
+ */
+const baseUrlSchema = z
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL (e.g. https://mail.example.com)' })
+  .refine((value) => !/[?#]/.test(value), 'must not have a query (?) or a fragment (#)');
+
 /** A PROVIDER_ENDPOINT_* base URL: http(s) only (issue #10). */
 const providerEndpoint = z
   .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   .optional();
 
 const envSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default('0.0.0.0'),
-  BASE_URL: z.url().optional(),
+  PORT: portSchema.default(3000),
+  HOST: hostSchema.default('0.0.0.0'),
+  BASE_URL: baseUrlSchema.optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z
     .string()

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import ipaddr from 'ipaddr.js';
+import pg from 'pg';
 import { type Config, ConfigError, loadConfig, type Role } from './config.ts';
-import { migrateDatabase, openDatabase } from './db/client.ts';
+import { migrateDatabase, openDatabase, POOL_CONNECTION_TIMEOUT_MS } from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { trimHeapAfterStart } from './heap-trim.ts';
 import { reexecWithStartEnvironment } from './start-environment.ts';
@@ -34,6 +35,16 @@ async function main(argv: string[]): Promise<number> {
   // Idle memory (issue #9): the compile cache and malloc settings need a restart of node to apply.
   if (command === 'start') reexecWithStartEnvironment();
   const config = loadConfig();
+  try {
+    return await runCommand(command, values.role ?? 'all', positionals, config);
+  } catch (error) {
+    const message = startupFailureMessage(error, config);
+    throw message === undefined ? error : new StartupError(message, { cause: error });
+  }
+}
+
+/** Runs `command` once the configuration is loaded; returns the exit code. */
+async function runCommand(command: string, role: string, positionals: string[], config: Config) {
   if (command === 'migrate') {
     const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
     await migrateDatabase(database);
@@ -47,11 +58,34 @@ async function main(argv: string[]): Promise<number> {
     console.error(`Unknown command "${command}".\n\n${USAGE}`);
     return 2;
   }
-  const role = values.role as Role;
   if (!['all', 'api', 'worker'].includes(role)) {
     console.error(`Invalid --role "${role}": expected all, api or worker.`);
     return 2;
   }
+  return serve(config, role as Role);
+}
+
+/**
+ * `postwright start`: runs the role until SIGINT/SIGTERM, then stops the workers, the API, the
+ * pools and last the embedded PostgreSQL (it runs in its own session, so a terminal's Ctrl-C
+ * reached only us). The signals are caught before start-up: one that arrives while the embedded
+ * PostgreSQL starts or migrations run lets start-up finish (or fail), then stops everything and
+ * exits 0. Before, Node's default action killed the process at once and left the embedded
+ * PostgreSQL running (review finding, session 18). A second signal exits at once (130); the
+ * embedded server is still told to stop on exit.
+ * @returns 0 after a stop; a start-up failure without a stop signal is thrown.
+ */
+async function serve(config: Config, role: Role): Promise<number> {
+  let stopRequested = false;
+  const stopSignal = new Promise<void>((resolve) => {
+    const onSignal = () => {
+      if (stopRequested) process.exit(130);
+      stopRequested = true;
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
   if (role !== 'all' && !config.DATABASE_URL) {
     console.warn('Running one role on the embedded database: only one process can open DATA_DIR at a time.');
   }
@@ -59,31 +93,138 @@ async function main(argv: string[]): Promise<number> {
   // as the development build). React reads NODE_ENV when first loaded, hence the late import.
   process.env.NODE_ENV ??= 'production';
   const { startPostwright } = await import('./runtime.ts');
-  const running = await startPostwright(config, role);
-  if (running.url)
-    console.log(
-      `Postwright (${role}) listening on ${running.url} — dashboard at ${config.BASE_URL}/, API docs at ${config.BASE_URL}/docs`,
-    );
-  else console.log(`Postwright worker started.`);
-  // Start-up's garbage and grown young generation stay committed while idle otherwise (issue #9).
-  trimHeapAfterStart();
-  await new Promise<void>((resolve) => {
-    const shutdown = () => {
-      process.off('SIGINT', shutdown);
-      process.off('SIGTERM', shutdown);
-      resolve();
-    };
-    process.on('SIGINT', shutdown);
-    process.on('SIGTERM', shutdown);
-  });
-  // Stops workers, then the API, the pools and last the embedded PostgreSQL (it runs in its own
-  // session, so a terminal's Ctrl-C reached only us). A second signal exits at once; the embedded
-  // server is still told to stop on exit.
-  const force = () => process.exit(130);
-  process.on('SIGINT', force);
-  process.on('SIGTERM', force);
+  let running: Awaited<ReturnType<typeof startPostwright>>;
+  try {
+    running = await startPostwright(config, role);
+  } catch (error) {
+    if (!stopRequested) throw error;
+    // Asked to stop anyway. startPostwright closes what it opened when migrations or the context
+    // fail; after a failed listen, the embedded server is told to stop as this process exits.
+    console.error(`Start-up failed while stopping: ${startupFailureMessage(error, config) ?? String(error)}`);
+    return 0;
+  }
+  if (stopRequested) console.log('Stopping: a stop signal arrived during start-up.');
+  else {
+    if (running.url)
+      console.log(
+        `Postwright (${role}) listening on ${running.url} — dashboard at ${config.BASE_URL}/, API docs at ${config.BASE_URL}/docs`,
+      );
+    else console.log(`Postwright worker started.`);
+    // Start-up's garbage and grown young generation stay committed while idle otherwise (issue #9).
+    trimHeapAfterStart();
+  }
+  await stopSignal;
   await running.stop();
   return 0;
+}
+
+/** A start-up failure told in one line (its cause kept), printed without a stack trace. */
+class StartupError extends Error {}
+
+/** What Node's `net` and `dns` errors carry besides their message. */
+type SystemError = Error & {
+  code?: unknown;
+  syscall?: unknown;
+  hostname?: unknown;
+  port?: unknown;
+};
+
+/** SQLSTATEs of a PostgreSQL that refuses the connection itself (PostgreSQL docs, Appendix A). */
+function isConnectionRefusal(code: string): boolean {
+  // 28: invalid authorization (password, pg_hba, unknown role); 3D000: no such database; 08:
+  // connection exception; 53300: too many connections; 57P03: cannot connect now (starting up).
+  return code.startsWith('28') || code.startsWith('08') || ['3D000', '53300', '57P03'].includes(code);
+}
+
+/** System error codes of a connection that could not be made or was cut (Node.js `net`, `dns`). */
+const CONNECTION_ERROR_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'ENOENT',
+  'EPIPE',
+]);
+
+/** Where a connection's system error comes from (a file's ENOENT is not one). */
+const SOCKET_SYSCALLS = new Set(['connect', 'getaddrinfo', 'read', 'write']);
+
+/** pg's own messages for a connection cut while it came up, or refused TLS. */
+const PG_CONNECTION_MESSAGES = /^(Connection terminated|The server does not support SSL)/;
+
+/**
+ * A one-line message for a failure operators cause and can fix, or undefined: printed instead of
+ * a stack trace or a pg error object (review finding, session 18). Never includes the password.
+ * - `listen` failed: "Invalid PORT: …" (in use, needs privileges) or "Invalid HOST: …" (not an
+ *   address of this machine, or not resolvable).
+ * - The connection to DATABASE_URL failed (refused, unresolvable, timed out, TLS, authentication,
+ *   no such database): "Cannot reach DATABASE_URL (host:port): <reason>".
+ */
+function startupFailureMessage(error: unknown, config: Config): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const failure = error as SystemError;
+  if (failure.syscall === 'listen') {
+    if (failure.code === 'EADDRINUSE')
+      return `Invalid PORT: ${config.PORT} is already in use on HOST ${config.HOST} (another process listens there)`;
+    if (failure.code === 'EACCES')
+      return `Invalid PORT: this process may not listen on ${config.PORT} (ports below 1024 need privileges)`;
+    if (failure.code === 'EADDRNOTAVAIL')
+      return `Invalid HOST: ${config.HOST} is not an address of this machine`;
+    return `Invalid HOST/PORT: cannot listen on HOST ${config.HOST}, PORT ${config.PORT} (${failure.code ?? failure.message})`;
+  }
+  if (config.DATABASE_URL) {
+    const message = databaseFailureMessage(error, config.DATABASE_URL);
+    if (message) return message;
+  }
+  if (failure.syscall === 'getaddrinfo' && failure.hostname === config.HOST)
+    return `Invalid HOST: ${config.HOST} cannot be resolved to an address (${failure.code})`;
+  return undefined;
+}
+
+/** `value` percent-decoded, or as it is when it is not valid percent-encoding. */
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/** "Cannot reach DATABASE_URL (host:port): <reason>" when `error` is a failure to connect to it. */
+function databaseFailureMessage(error: Error, databaseUrl: string): string | undefined {
+  const url = new URL(databaseUrl);
+  // A Unix socket is named by ?host=<directory> (libpq's convention, which pg follows).
+  const host = url.hostname || url.searchParams.get('host') || 'localhost';
+  const port = url.port || '5432';
+  let reason: string | undefined;
+  // Drizzle and pg-boss wrap the driver's error; its cause is the one that says why.
+  for (let e: unknown = error; e instanceof Error && reason === undefined; e = e.cause) {
+    const failure = e as SystemError;
+    if (e instanceof pg.DatabaseError && e.code && isConnectionRefusal(e.code)) reason = e.message;
+    else if (
+      typeof failure.code === 'string' &&
+      CONNECTION_ERROR_CODES.has(failure.code) &&
+      (e instanceof AggregateError || SOCKET_SYSCALLS.has(String(failure.syscall)))
+    ) {
+      const foreignHost = failure.syscall === 'getaddrinfo' && failure.hostname !== host;
+      const foreignPort = typeof failure.port === 'number' && String(failure.port) !== port;
+      if (!foreignHost && !foreignPort) reason = e.message || failure.code;
+    } else if (typeof failure.code === 'string' && /CERT|TLS|SSL/.test(failure.code)) reason = e.message;
+    else if (/connection timeout|timeout exceeded when trying to connect/.test(e.message))
+      reason = `no answer within ${POOL_CONNECTION_TIMEOUT_MS / 1000} s`;
+    else if (PG_CONNECTION_MESSAGES.test(e.message)) reason = e.message;
+  }
+  if (reason === undefined) return undefined;
+  const firstLine = reason.split('\n')[0]!;
+  // pg never puts the password in a message; this keeps it so should one ever do.
+  let safe = firstLine;
+  for (const password of [url.password, safeDecode(url.password)])
+    if (password) safe = safe.replaceAll(password, '***');
+  return `Cannot reach DATABASE_URL (${host}:${port}): ${safe}`;
 }
 
 /** True when `host` (HOST) is `localhost` or a loopback address (127.0.0.0/8, ::1, ::ffff:127.x). */
@@ -143,7 +284,12 @@ async function servePdfRenderer(config: Config): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof ConfigError || error instanceof EmbeddedPostgresError) console.error(error.message);
+    if (
+      error instanceof ConfigError ||
+      error instanceof EmbeddedPostgresError ||
+      error instanceof StartupError
+    )
+      console.error(error.message);
     else console.error(error);
     process.exit(1);
   },

@@ -41,6 +41,29 @@ const EMBEDDED_POOL_SIZE = 5;
 export const POOL_IDLE_TIMEOUT_MS = 5_000;
 
 /**
+ * How long a request waits for a pooled connection (ms): for a free one when all are busy, or for
+ * a new one to be ready (TCP, TLS, authentication). The job queue's pool waits as long
+ * (jobs/queue.ts). Without it, a server that accepts connections but never answers (frozen, or
+ * behind a network partition) held every request, and start-up, for ever (review finding,
+ * session 18).
+ */
+export const POOL_CONNECTION_TIMEOUT_MS = 10_000;
+
+/**
+ * How long `/readyz`'s check waits for the database's answer (ms) before calling it unreachable:
+ * a load balancer's probe must get its 503 while the database stalls, not hang with it (review
+ * finding, session 18).
+ */
+export const READY_CHECK_TIMEOUT_MS = 2_000;
+
+/**
+ * How long `close()` waits for connections still checked out of the pool (ms) before it cuts them:
+ * a query stuck on a stalled server kept `pool.end()`, and so a SIGTERM'd process, waiting for ever
+ * (review finding, session 18). By then the API and the workers have stopped: what is left is stuck.
+ */
+export const POOL_CLOSE_TIMEOUT_MS = 5_000;
+
+/**
  * Opens the system of record: the PostgreSQL at `databaseUrl` when set, otherwise an embedded
  * PostgreSQL on `<dataDir>/pgdata`, started now and stopped by `close()` (ARCHITECTURE.md
  * "Runtime shape"). One SQL engine everywhere.
@@ -61,14 +84,19 @@ export async function openDatabase(options: {
     connectionString,
     max: options.poolSize ?? (embedded ? EMBEDDED_POOL_SIZE : EXTERNAL_POOL_SIZE),
     idleTimeoutMillis: POOL_IDLE_TIMEOUT_MS,
+    connectionTimeoutMillis: POOL_CONNECTION_TIMEOUT_MS,
   });
   // An idle client's error (e.g. the server restarting) must not kill the process.
   pool.on('error', () => {});
+  // The pool's connections, for close() to cut those stuck in a query.
+  const connections = new Set<pg.Client>();
+  pool.on('connect', (client) => connections.add(client));
+  pool.on('remove', (client) => connections.delete(client));
   const db = drizzle({ client: pool, schema }) as unknown as Database;
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
-      await pool.end().catch(() => {});
+      await endPool(pool, connections, POOL_CLOSE_TIMEOUT_MS);
       await embedded?.stop();
     })();
     return closing;
@@ -91,12 +119,53 @@ export async function migrateDatabase(handle: DatabaseHandle): Promise<void> {
   }
 }
 
-/** True when a trivial query succeeds (used by `/readyz`). */
+/**
+ * Ends `pool`: idle connections close at once, checked-out ones when released. Those of
+ * `connections` still open after `timeoutMs` are cut (their queries fail), and after one more
+ * second the pool is left as it is, so this always resolves within `timeoutMs` + 1 s.
+ */
+async function endPool(pool: pg.Pool, connections: Set<pg.Client>, timeoutMs: number): Promise<void> {
+  const ended = pool.end().then(
+    () => true,
+    () => true,
+  );
+  if (await settlesWithin(ended, timeoutMs)) return;
+  // A client with a query in progress is destroyed by end() (pg: "a hung query could block end
+  // forever"); the query fails, its holder releases it, and the pool finishes ending.
+  for (const client of connections) void client.end().catch(() => {});
+  await settlesWithin(ended, 1_000);
+}
+
+/** Whether `promise` settles within `ms` milliseconds (the timer does not keep the process alive). */
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  return Promise.race([promise.then(() => true), timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * True when `select 1` answers within {@link READY_CHECK_TIMEOUT_MS} (used by `/readyz`, which
+ * answers 503 SERVICE_UNAVAILABLE otherwise). On the application pool the query also carries that
+ * deadline (pg's `query_timeout`), so a connection stuck on a stalled server is dropped rather than
+ * kept checked out: without a bound each probe during a stall left one more request hanging, and
+ * the pool's close waited for them (review finding, session 18).
+ */
 export async function isDatabaseReachable(db: Database): Promise<boolean> {
+  // Drizzle's node-postgres database exposes its pool as `$client` (drizzle docs, "Accessing the driver").
+  const pool = (db as { $client?: unknown }).$client;
+  // `query_timeout` per query is read by pg's Client.query but missing from @types/pg's QueryConfig.
+  const query = { text: 'select 1', query_timeout: READY_CHECK_TIMEOUT_MS } as pg.QueryConfig;
+  const check: Promise<unknown> =
+    pool instanceof pg.Pool ? pool.query(query) : Promise.resolve(db.execute(sql`select 1`));
   try {
-    await db.execute(sql`select 1`);
-    return true;
+    return await settlesWithin(check, READY_CHECK_TIMEOUT_MS);
   } catch {
     return false;
+  } finally {
+    // A check that lost the race fails later (its deadline): nobody awaits it any more.
+    check.catch(() => {});
   }
 }

@@ -114,12 +114,22 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     } finally {
       closeSync(logFd);
     }
+    // Stops the server should this process exit before it is ready (a second stop signal during
+    // start-up exits at once: review finding, session 18); running() keeps it for the server's life.
+    const stopOnExit = stopOnProcessExit(child);
     const failure = await waitUntilReady(child, layout, logOffset);
     if (!failure) {
       const host = listen === 'socket' ? `localhost:${port}` : `127.0.0.1:${port}`;
       const query = listen === 'socket' ? `?host=${encodeURIComponent(layout.pgdata)}` : '';
-      return running(child, layout, `postgres://postgres:${password}@${host}/postgres${query}`, log);
+      return running(
+        child,
+        layout,
+        `postgres://postgres:${password}@${host}/postgres${query}`,
+        log,
+        stopOnExit,
+      );
     }
+    process.off('exit', stopOnExit);
     // Another program took the free port between our probe and the server's bind: pick another.
     if (listen === 'tcp' && attempt < 3 && /could not bind|address already in use/i.test(failure)) continue;
     await removeOwnFile(layout.ownerFile);
@@ -134,18 +144,26 @@ function defaultListen(pgdata: string): 'socket' | 'tcp' {
     : 'tcp';
 }
 
+/**
+ * Last resort when the process exits without stop() (an uncaught error, process.exit): the signal
+ * is sent synchronously, the server shuts down on its own after we are gone. Returns the listener,
+ * for `process.off('exit', …)`.
+ */
+function stopOnProcessExit(child: ChildProcess): () => void {
+  const onExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+  };
+  process.on('exit', onExit);
+  return onExit;
+}
+
 function running(
   child: ChildProcess,
   layout: EmbeddedLayout,
   connectionString: string,
   log: (line: string) => void,
+  onExit: () => void,
 ): EmbeddedPostgres {
-  // Last resort when the process exits without stop() (an uncaught error, process.exit): the signal
-  // is sent synchronously, the server shuts down on its own after we are gone.
-  const onExit = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
-  };
-  process.on('exit', onExit);
   let stopping: Promise<void> | undefined;
   child.once('exit', (code, signal) => {
     if (!stopping)
