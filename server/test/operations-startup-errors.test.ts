@@ -1,4 +1,7 @@
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POOL_CONNECTION_TIMEOUT_MS } from '../src/db/client.ts';
 import { createTestDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
@@ -73,6 +76,28 @@ describe('start-up failures an operator can fix print one line naming the variab
       taken.server.close();
     }
   }, 60_000);
+
+  it('a PORT already in use on the embedded database: the embedded PostgreSQL is stopped before the exit', async () => {
+    // Review finding, session 18: a failed listen closed nothing; the embedded server only got the
+    // exit-time signal and its owner file stayed for the next start to clear.
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-port-in-use-'));
+    chmodSync(dataDir, 0o755); // its PostgreSQL runs as "postgres" when the tests run as root
+    const taken = await listen((socket) => socket.destroy());
+    try {
+      const result = await run(['start'], {
+        DATA_DIR: dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(taken.port),
+        BASE_URL: 'http://127.0.0.1:3999',
+      });
+      expectOneLine(result, /^Invalid PORT: /);
+      expect(existsSync(path.join(dataDir, 'pgdata'))).toBe(true);
+      expect(existsSync(path.join(dataDir, 'postgres.owner'))).toBe(false);
+    } finally {
+      taken.server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it('a HOST that is not an address of this machine', async () => {
     const result = await run(['start', '--role', 'api'], {
