@@ -59,6 +59,22 @@ describe('API key cache', () => {
     expect(fresh.calls()).toBe(1);
   });
 
+  it('shares a read with requests that came while it ran, but not with those after an eviction', async () => {
+    const cache = createApiKeyCache();
+    const read = controlledLoad(row('key_c'));
+    const first = cache.get('hash-c', read.load);
+    const joined = cache.get('hash-c', async () => row('not-read'));
+    // This process deleted the key meanwhile: a request after that reads for itself (review
+    // finding, session 18: it shared the earlier read and got the deleted key back).
+    cache.evict('key_c');
+    const after = cache.get('hash-c', async () => undefined);
+    read.release();
+    expect(await first).toEqual({ id: 'key_c' });
+    expect(await joined).toEqual({ id: 'key_c' });
+    expect(await after).toBeUndefined();
+    expect(read.calls()).toBe(1);
+  });
+
   it('forgets a row after the TTL and holds at most maxKeys rows', async () => {
     const cache = createApiKeyCache({ ttlMs: 50, maxKeys: 2 });
     let loads = 0;

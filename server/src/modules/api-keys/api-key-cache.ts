@@ -72,6 +72,9 @@ export function createApiKeyCache(options: { ttlMs?: number; maxKeys?: number } 
     },
     evict(id) {
       evictions++;
+      // A request after the change must read for itself, not share a read that began before it
+      // (review finding, session 18: it got the deleted key's row back).
+      loading.clear();
       for (const [keyHash, row] of rows.entries()) {
         if (row.id === id) rows.delete(keyHash);
       }

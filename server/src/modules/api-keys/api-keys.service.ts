@@ -179,20 +179,21 @@ export async function authenticateApiKey(
   const keyHash = secret.startsWith('svc_') ? hashApiKeySecret(secret) : undefined;
   const row = keyHash
     ? await cache.get(keyHash, async () => {
-        const wait = asker?.throttle.reserve(asker.client) ?? 0;
-        if (wait > 0) {
+        const lookup = asker ? await asker.throttle.begin(asker.client) : undefined;
+        if (typeof lookup === 'number') {
           throw new AppError('RATE_LIMITED', 'Too many requests with unknown API keys from this address', {
-            retryAfterSeconds: wait,
+            retryAfterSeconds: lookup,
           });
         }
-        let found: ApiKeyRow | undefined;
+        let unknown = false;
         try {
-          found = await apiKeyRepository.findByHash(db, keyHash);
+          const found = await apiKeyRepository.findByHash(db, keyHash);
+          unknown = !found;
+          return found;
         } finally {
-          // A key that exists costs its client nothing (nor does a read that failed).
-          if (found) asker?.throttle.release(asker.client);
+          // Only a key that does not exist counts (not one found, nor a read that failed).
+          lookup?.(unknown);
         }
-        return found;
       })
     : undefined;
   if (!row?.isActive) throw new AppError('INVALID_TOKEN', 'Invalid API key');

@@ -1,29 +1,47 @@
-import { describe, expect, it } from 'vitest';
-import { createUnknownKeyThrottle, throttleClientOf } from './unknown-key-throttle.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { createUnknownKeyThrottle, type LookupDone, throttleClientOf } from './unknown-key-throttle.ts';
 
 describe('unknown API key throttle', () => {
-  it('allows `limit` unknown keys per client and minute, then says how long to wait', () => {
-    const throttle = createUnknownKeyThrottle(3);
+  it('allows `limit` unknown keys per client and minute, then says how long to wait', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
     const start = 1_000_000;
-    for (let i = 0; i < 3; i++) expect(throttle.reserve('a', start + i)).toBe(0);
-    expect(throttle.reserve('a', start + 10)).toBe(60);
-    expect(throttle.reserve('a', start + 59_500)).toBe(1);
-    expect(throttle.reserve('b', start + 10)).toBe(0);
-    // The window ends a minute after its first unknown key; a new one starts from zero.
-    expect(throttle.reserve('a', start + 60_000)).toBe(0);
-    expect(throttle.reserve('a', start + 60_001)).toBe(0);
+    vi.setSystemTime(start);
+    const throttle = createUnknownKeyThrottle(3);
+    for (let i = 0; i < 3; i++) {
+      const done = await throttle.begin('a');
+      expect(typeof done).toBe('function');
+      (done as LookupDone)(true);
+    }
+    vi.setSystemTime(start + 10);
+    expect(await throttle.begin('a')).toBe(60);
+    vi.setSystemTime(start + 59_500);
+    expect(await throttle.begin('a')).toBe(1);
+    expect(typeof (await throttle.begin('b'))).toBe('function');
+    // The window ends a minute after it started; a new one starts from zero.
+    vi.setSystemTime(start + 60_000);
+    expect(typeof (await throttle.begin('a'))).toBe('function');
+    vi.useRealTimers();
   });
 
-  it('counts lookups when they start, and gives back those whose key was found', () => {
-    // Review finding, session 18: counted after the read, concurrent lookups all passed.
+  it('lets at most `limit` lookups run at once, judges waiting ones again, and counts only unknown keys', async () => {
+    // Review findings, session 18: counted after each read, concurrent lookups all passed; counted
+    // at the start, real keys were refused for other real keys' lookups.
     const throttle = createUnknownKeyThrottle(2);
-    const start = 1_000_000;
-    expect(throttle.reserve('a', start)).toBe(0);
-    expect(throttle.reserve('a', start)).toBe(0);
-    expect(throttle.reserve('a', start)).toBe(60); // two under way: the third waits
-    throttle.release('a', start + 1); // the first one's key existed
-    expect(throttle.reserve('a', start + 2)).toBe(0);
-    expect(throttle.reserve('a', start + 3)).toBeGreaterThan(0);
+    const first = (await throttle.begin('a')) as LookupDone;
+    const second = (await throttle.begin('a')) as LookupDone;
+    let third: LookupDone | number | undefined;
+    void throttle.begin('a').then((result) => {
+      third = result;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(third).toBeUndefined(); // two under way: the third waits
+    first(false); // a real key: counts nothing, the third may start
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(typeof third).toBe('function');
+    second(true);
+    (third as LookupDone)(true); // two unknown keys: the budget is spent
+    expect(await throttle.begin('a')).toBeGreaterThan(0);
+    expect(typeof (await throttle.begin('b'))).toBe('function');
   });
 
   it('counts IPv4 addresses alone, IPv6 by /64, mapped IPv4 as IPv4', () => {

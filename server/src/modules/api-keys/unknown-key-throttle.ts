@@ -14,19 +14,21 @@ export const UNKNOWN_KEYS_PER_MINUTE = 30;
 const CLIENTS_KEPT = 50_000;
 const WINDOW_MS = 60_000;
 
+/** Ends a lookup {@link UnknownKeyThrottle.begin} let start: `unknown` when no key had that secret. */
+export type LookupDone = (unknown: boolean) => void;
+
 /** Counts a client's lookups of unknown keys and says when it must wait (per process, in memory). */
 export interface UnknownKeyThrottle {
   /**
-   * Takes one lookup of an uncached key from `client`'s budget BEFORE the lookup is made: 0 when it
-   * may look up now (counted; give it back with {@link release} if the key is found), else the
-   * seconds until it may (≥ 1; nothing counted): it has {@link UNKNOWN_KEYS_PER_MINUTE} lookups
-   * of unknown keys, made or under way, in its current minute. Counted only after the read, any
-   * number of concurrent requests passed the check before the first was counted: 200 at once all
-   * reached the database (review finding, session 18).
+   * Lets `client` look up an uncached key: resolves with the function to call when the read ends,
+   * or with the seconds until it may (≥ 1) once it has caused {@link UNKNOWN_KEYS_PER_MINUTE}
+   * lookups of unknown keys in its current minute. At most that many of its lookups run at once
+   * minus the unknown ones counted: a lookup beyond waits for one under way to end, then is judged
+   * again. So the bound holds for concurrent requests (counted only after each read, 200 at once
+   * all reached the database), while real keys are never refused for lookups of real keys (counted
+   * at the start, 70 of 100 real keys sent at once were refused; review findings, session 18).
    */
-  reserve(client: string, now?: number): number;
-  /** Gives back a lookup {@link reserve} took for `client` whose key was found (only unknown keys count). */
-  release(client: string, now?: number): void;
+  begin(client: string): Promise<LookupDone | number>;
 }
 
 /**
@@ -46,31 +48,53 @@ export function throttleClientOf(ip: string): string {
 }
 
 /**
- * A fixed one-minute window per client, started by its first unknown key, in a bounded LRU
- * (lru-cache). Per process: with several API processes a client gets this budget in each.
+ * A fixed one-minute window per client, started by its first lookup, in a bounded LRU (lru-cache).
+ * Per process: with several API processes a client gets this budget in each.
  */
 export function createUnknownKeyThrottle(limit = UNKNOWN_KEYS_PER_MINUTE): UnknownKeyThrottle {
-  const windows = new LRUCache<string, { startedAt: number; count: number }>({ max: CLIENTS_KEPT });
-  const current = (client: string, now: number) => {
-    const window = windows.get(client);
-    return window && now - window.startedAt < WINDOW_MS ? window : undefined;
+  interface Window {
+    startedAt: number;
+    /** Lookups in this window that found no key. */
+    unknown: number;
+    /** Lookups under way (across windows). */
+    inFlight: number;
+    /** Lookups waiting for one under way to end. */
+    waiting: (() => void)[];
+  }
+  const windows = new LRUCache<string, Window>({ max: CLIENTS_KEPT });
+  const windowOf = (client: string, now: number): Window => {
+    let window = windows.get(client);
+    if (!window) {
+      window = { startedAt: now, unknown: 0, inFlight: 0, waiting: [] };
+      windows.set(client, window);
+    } else if (now - window.startedAt >= WINDOW_MS) {
+      window.startedAt = now;
+      window.unknown = 0;
+    }
+    return window;
   };
   return {
-    reserve(client, now = Date.now()) {
-      const window = current(client, now);
-      if (!window) {
-        windows.set(client, { startedAt: now, count: 1 });
-        return 0;
+    async begin(client) {
+      for (;;) {
+        const now = Date.now();
+        const window = windowOf(client, now);
+        if (window.unknown >= limit) {
+          return Math.max(1, Math.ceil((window.startedAt + WINDOW_MS - now) / 1000));
+        }
+        if (window.unknown + window.inFlight < limit) {
+          window.inFlight++;
+          let ended = false;
+          return (unknown) => {
+            if (ended) return;
+            ended = true;
+            window.inFlight--;
+            if (unknown) windowOf(client, Date.now()).unknown++;
+            // Each waiter is judged again (the bound may now refuse them all).
+            for (const wake of window.waiting.splice(0)) wake();
+          };
+        }
+        await new Promise<void>((resolve) => window.waiting.push(resolve));
       }
-      if (window.count < limit) {
-        window.count++;
-        return 0;
-      }
-      return Math.max(1, Math.ceil((window.startedAt + WINDOW_MS - now) / 1000));
-    },
-    release(client, now = Date.now()) {
-      const window = current(client, now);
-      if (window && window.count > 0) window.count--;
     },
   };
 }
