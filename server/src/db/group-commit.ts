@@ -83,12 +83,15 @@ export class GroupCommit<T> {
    * with the same fallback as {@link submit}: when the transaction fails, each item is written in
    * its own savepoint of one transaction, so an item that cannot be written fails alone. Does not
    * wait for a free slot (one caller's items never share a transaction with others').
-   * Returns each item's outcome, in order.
+   * Returns each item's outcome, in order; rejects with {@link refuseNew}'s error, nothing written,
+   * once new items are refused.
    */
   submitTogether(items: readonly T[]): Promise<PromiseSettledResult<void>[]> {
     if (items.length === 0) return Promise.resolve([]);
-    const refusal = this.#refusal;
-    if (refusal) return Promise.resolve(items.map(() => ({ status: 'rejected', reason: refusal.error })));
+    // Refused whole, not item by item: a batch whose items all came back refused inside its 202
+    // was stored under its Idempotency-Key and replayed to the client's retry (review finding,
+    // session 18); a rejection fails the request, which releases the key.
+    if (this.#refusal) return Promise.reject(this.#refusal.error);
     const batch: Waiting<T>[] = [];
     const settled = items.map(
       (item) => new Promise<void>((resolve, reject) => batch.push({ item, resolve, reject })),
