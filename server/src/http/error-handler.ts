@@ -75,6 +75,36 @@ function sendError(reply: FastifyReply, error: AppError): FastifyReply {
     .send({ success: false, error: { code: error.code, message: error.message, details: error.details } });
 }
 
+/**
+ * True when the request got no database connection: node-postgres's pool gave up after
+ * `connectionTimeoutMillis` (db/client.ts POOL_CONNECTION_TIMEOUT_MS: every connection busy, or
+ * the server not answering), or the server refused or cut the connection. The server's state, not
+ * the request's fault, and not a bug: 503 SERVICE_UNAVAILABLE, as the spec has it for a dependency
+ * that is down (review finding, session 18: a 500 INTERNAL_ERROR logged as unhandled).
+ */
+function isPoolConnectionTimeout(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (DATABASE_UNAVAILABLE_MESSAGES.has(e.message)) return true;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && DATABASE_UNREACHABLE_CODES.has(code) && isSocketError(e)) return true;
+  }
+  return false;
+}
+
+/**
+ * node-postgres's messages when no connection could be had: the pool's wait ended (pg-pool), a new
+ * connection did not come up in time or was cut (pg Client).
+ */
+const DATABASE_UNAVAILABLE_MESSAGES = new Set([
+  'timeout exceeded when trying to connect',
+  'Connection terminated due to connection timeout',
+  'Connection terminated unexpectedly',
+]);
+/** Node's system error codes of a connection refused, reset or unreachable. */
+const DATABASE_UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH']);
+/** A system error of a socket (Node sets `syscall`), not a PostgreSQL error that carries a code. */
+const isSocketError = (error: Error) => typeof (error as { syscall?: unknown }).syscall === 'string';
+
 /** Converts anything thrown in a route into the spec's error envelope. Never leaks stacks or SQL. */
 export function toAppError(error: unknown, request: FastifyRequest): AppError {
   if (error instanceof AppError) return error;
@@ -99,6 +129,12 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
   if (isClientDataError(error)) {
     return new AppError('INVALID_INPUT', 'The request contains text or data the database cannot store', {
       reason: 'UNSUPPORTED_DATA',
+    });
+  }
+  if (isPoolConnectionTimeout(error)) {
+    request.log.warn({ reqId: request.id }, 'no database connection within the pool wait');
+    return new AppError('SERVICE_UNAVAILABLE', 'The database is busy or unreachable: try again shortly', {
+      reason: 'DATABASE_UNAVAILABLE',
     });
   }
   const status = fastifyError.statusCode ?? 500;
