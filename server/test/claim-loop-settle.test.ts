@@ -8,6 +8,7 @@ import { startTestJobQueue, type TestJobQueue } from './helpers/job-queue.ts';
 const unusedSettler: JobSettler = {
   complete: () => Promise.reject(new Error('not expected')),
   fail: () => Promise.reject(new Error('not expected')),
+  giveBack: () => Promise.reject(new Error('not expected')),
   completionSql: () => undefined,
 };
 

@@ -4,6 +4,7 @@ import { eq, inArray } from 'drizzle-orm';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs, webhookDeliveries, webhookOutbox } from '../src/db/schema/index.ts';
+import { declareQueues } from '../src/jobs/registry.ts';
 import { closeWithin, SHUTDOWN_GRACE_MS } from '../src/runtime.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
@@ -20,7 +21,9 @@ describe('graceful shutdown', () => {
   let ctx: TestContext;
   beforeAll(async () => {
     // The webhook receiver of the worker case listens on 127.0.0.1.
-    ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true' });
+    // Jobs queued here get no retry (SEND_RETRY_LIMIT is the queuing process's): every attempt of
+    // the worker case's emails is their last.
+    ctx = await createTestContext('postgres', { WEBHOOKS_ALLOW_PRIVATE: 'true', SEND_RETRY_LIMIT: '0' });
   });
   afterAll(() => ctx?.close());
 
@@ -82,6 +85,9 @@ describe('graceful shutdown', () => {
     const smtpPort = (smtp.server.address() as { port: number }).port;
     const receiver = await startWebhookReceiver();
     receiver.answer('/slow', () => ({ delayMs: ANSWER_AFTER_MS }));
+    // The queues' retry policy as this file's context declares it (another case's CLI declared
+    // its own defaults on the same database).
+    await declareQueues(ctx.queue, ctx.config);
     const team = await createTeamWithKey(ctx.app, { smtpPort });
     const webhook = await dataOf(
       await dashboardCall(ctx.app, team.owner, 'POST', '/api/webhooks', {
@@ -130,7 +136,14 @@ describe('graceful shutdown', () => {
     const statusOf = (id: string) => logs.find((log) => log.id === id);
     // The send in progress finished and was recorded; the waiting one went back unsent.
     expect(statusOf(ids[0]!)).toMatchObject({ status: 'sent', providerMessageId: expect.any(String) });
-    expect(statusOf(ids[1]!)).toMatchObject({ status: 'queued' });
+    expect(statusOf(ids[1]!)).toMatchObject({ status: 'queued', attemptCount: 0 });
+    // Its job waits for a retry without the attempt counted (review finding, session 18: on its
+    // last attempt it was failed).
+    const { rows: jobs } = await ctx.app.ctx.database.pool.query(
+      `select state, retry_count, retry_limit from pgboss.job where name = 'email.send' and data->>'emailId' = $1`,
+      [ids[1]],
+    );
+    expect(jobs).toEqual([{ state: 'retry', retry_count: 0, retry_limit: 1 }]);
     expect(delivered).toEqual([['first@example.test']]);
     // Both webhook requests were recorded as delivered; nothing is left to send again.
     const records = await db

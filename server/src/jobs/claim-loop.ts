@@ -17,6 +17,12 @@ export interface JobSettler {
   /** Fails `jobs` in `tx` with `message`: the queue retries them per its policy, or dead-letters them. */
   fail(tx: Executor, jobs: readonly ClaimedJob<unknown>[], message: string): Promise<void>;
   /**
+   * Gives `jobs` back in `tx` unattempted (a stopping worker never started them): retried later
+   * like a failure, with `message`, but the attempt is not counted, so a job on its last attempt
+   * is not dead-lettered for it.
+   */
+  giveBack(tx: Executor, jobs: readonly ClaimedJob<unknown>[], message: string): Promise<void>;
+  /**
    * The completion of `jobs` as an `update … returning id` to run as a data-modifying CTE of the
    * caller's own statement (see JobQueue.completionSql), completing them only where `onlyIf` (an
    * SQL condition; default true) holds; undefined when this queue cannot give one (use `complete`).

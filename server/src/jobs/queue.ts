@@ -261,6 +261,18 @@ export class JobQueue {
       fail: async (tx, jobs, message) => {
         if (jobs.length > 0) await this.boss.fail(name, attempts(jobs), { message }, db(tx));
       },
+      giveBack: async (tx, jobs, message) => {
+        if (jobs.length === 0) return;
+        // The failure below counts an attempt (retry_count + 1): the limit moves with it.
+        const table = this.#tables.get(name) ?? (await this.#tableOf(name));
+        if (table) {
+          const ids = `{${jobs.map((job) => job.id).join(',')}}`;
+          await tx.execute(sql`update ${sql.raw(`pgboss.${table}`)}
+            set retry_limit = retry_limit + 1
+            where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'`);
+        }
+        await this.boss.fail(name, attempts(jobs), { message }, db(tx));
+      },
       completionSql: (jobs, onlyIf) => this.completionSql(name, jobs, onlyIf),
     };
   }

@@ -154,6 +154,17 @@ async function attempt(
     }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
+    // Given up waiting for a connection because the worker is stopping: nothing was sent, and the
+    // email goes back without the attempt counted, also on its last attempt (review finding,
+    // session 18: it ended failed, with SEND_RETRY_LIMIT=0 every waiting email did).
+    if (
+      job.stopping.aborted &&
+      error instanceof ProviderError &&
+      error.providerCode === 'EABORT' &&
+      !error.ambiguous
+    ) {
+      return { kind: 'retry', message, attempt: attemptNumber, unattempted: true };
+    }
     if (error instanceof ProviderError && error.ambiguous) {
       return {
         kind: 'failed',

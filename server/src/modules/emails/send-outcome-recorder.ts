@@ -14,7 +14,13 @@ export type SendOutcome =
   /** The email ends `failed` (permanent error, last attempt, or a possibly delivered one). */
   | { kind: 'failed'; message: string; attempt: number; detail: Record<string, unknown> }
   /** A transient error; the job goes back to the queue for a retry. */
-  | { kind: 'retry'; message: string; attempt: number };
+  | {
+      kind: 'retry';
+      message: string;
+      attempt: number;
+      /** Never started (a stopping worker gave up its wait for a connection): no attempt counted. */
+      unattempted?: true;
+    };
 
 interface Pending {
   log: Pick<EmailLogRow, 'id' | 'teamId'>;
@@ -141,7 +147,7 @@ export class SendOutcomeRecorder {
           await emailRepository.recordAttempts(
             tx,
             group.flatMap(({ log, outcome }) =>
-              outcome.kind === 'retry'
+              outcome.kind === 'retry' && !outcome.unattempted
                 ? [
                     {
                       id: log.id,
@@ -274,11 +280,14 @@ async function settleJobs(tx: Executor, group: readonly Pending[]): Promise<void
     withJob.filter((item) => item.outcome.kind !== 'retry').map((item) => item.job!),
   );
   const retried = new Map<string, ClaimedJob<unknown>[]>();
+  const givenBack = new Map<string, ClaimedJob<unknown>[]>();
   for (const { outcome, job } of withJob) {
-    if (outcome.kind === 'retry')
-      retried.set(outcome.message, [...(retried.get(outcome.message) ?? []), job!]);
+    if (outcome.kind !== 'retry') continue;
+    const byMessage = outcome.unattempted ? givenBack : retried;
+    byMessage.set(outcome.message, [...(byMessage.get(outcome.message) ?? []), job!]);
   }
   for (const [message, jobs] of retried) await settler.fail(tx, jobs, message);
+  for (const [message, jobs] of givenBack) await settler.giveBack(tx, jobs, message);
 }
 
 /** The status event an outcome records (a retry records none: the email stays `queued`). */
