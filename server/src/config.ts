@@ -1,5 +1,5 @@
-import { isIP } from 'node:net';
 import { z } from 'zod';
+import { isHostOrAddress } from './host-name.ts';
 import { trustProxySchema } from './http/trust-proxy.ts';
 
 /**
@@ -38,23 +38,12 @@ function hasDecodableCredentials(value: string): boolean {
 }
 
 /**
- * A host name as RFC 1123 §2.1 allows it: dot-separated labels of letters, digits and inner
- * hyphens, each 1-63 characters, 253 in all, an optional final dot. Underscores are taken too:
- * container and service names (Docker Compose) may have them and resolve.
- */
-const HOST_NAME =
-  /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i;
-
-/**
  * HOST: an IPv4 or IPv6 literal (without brackets) or a host name. Anything else reached `listen`
  * and failed there with a stack trace (review finding, session 18).
  */
 const hostSchema = z
   .string()
-  .refine(
-    (value) => isIP(value) !== 0 || HOST_NAME.test(value),
-    'must be an IP address (e.g. 0.0.0.0, ::) or a host name',
-  );
+  .refine(isHostOrAddress, 'must be an IP address (e.g. 0.0.0.0, ::) or a host name');
 
 /**
  * PORT: decimal digits only, 0-65535. Number() took ' ' for 0 (any free port, the error then

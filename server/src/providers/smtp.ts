@@ -1,6 +1,6 @@
-import { isIP } from 'node:net';
 import type { SMTPPoolOptions } from 'nodemailer';
 import { z } from 'zod';
+import { isHostOrAddress } from '../host-name.ts';
 import { connectOutbound, DEFAULT_OUTBOUND_POLICY, type OutboundPolicy } from '../outbound/index.ts';
 import type { ProviderDefinition } from './definition.ts';
 import { lazyModule } from './lazy-module.ts';
@@ -25,14 +25,11 @@ export { classifySmtpError } from './smtp-errors.ts';
  */
 export const SMTP_TLS_MODES = ['auto', 'none'] as const;
 
-/** A host name's labels (1-63 ASCII letters, digits, hyphens, underscores) joined by dots, maybe ending in one. */
-const HOST_NAME = /^[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?$/;
-
 /**
- * An SMTP server's address: a host name of at most 253 characters ({@link HOST_NAME}; RFC 1123
- * §2.1, plus the underscore, which Docker's service names may hold) or an IP address, IPv6
- * without brackets; surrounding spaces are trimmed. A name outside ASCII is refused: neither the
- * system resolver nor the TLS name check converts it, so it must be given in its `xn--` form.
+ * An SMTP server's address: a host name or an IP address, IPv6 without brackets
+ * ({@link isHostOrAddress}); surrounding spaces are trimmed. A name outside ASCII is refused:
+ * neither the system resolver nor the TLS name check converts it, so it must be given in its
+ * `xn--` form.
  * Review finding, session 18: NUL, control and bidi characters were accepted and only failed at
  * the first send.
  */
@@ -41,7 +38,7 @@ const smtpHost = z
   .trim()
   .min(1)
   .refine(
-    (host) => isIP(host) !== 0 || (host.length <= 253 && HOST_NAME.test(host)),
+    isHostOrAddress,
     'must be a host name (letters, digits, hyphens and dots; an internationalised name in its xn-- form) or an IP address',
   );
 
