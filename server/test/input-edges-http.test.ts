@@ -98,6 +98,8 @@ describe('input edges: bodies, queries and raw requests', () => {
         'body.events.0',
       ],
       ['POST', '/api/auth/setup', '{"name":"\\ud800","teamName":"t"}', 'body.name'],
+      // better-auth's own endpoints, which read the raw body (auth.mount.ts).
+      ['POST', '/api/auth/update-user', '{"name":"ab\\ud800"}', 'body.name'],
     ];
     for (const [method, url, body, path] of cases) {
       const error = expectError(await call(method, url, body), 400, 'VALIDATION_ERROR');
@@ -117,6 +119,8 @@ describe('input edges: bodies, queries and raw requests', () => {
     // Nothing was stored; a surrogate pair written as escapes is a character like any other.
     const stored = await call('GET', `/api/templates/${template.id}`);
     expect(stored.json().data.subject).toBe('Hi {{ first_name }}');
+    const me = await call('GET', '/api/auth/get-session');
+    expect(me.json().user.name).not.toContain('\ufffd');
     const pair = await call('POST', '/api/api-keys', '{"name":"key \\ud83d\\ude00"}');
     expect(pair.statusCode, pair.body).toBe(201);
     expect(pair.json().data.name).toBe('key 😀');
