@@ -80,14 +80,6 @@ export const BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 export const REQUEST_TIMEOUT_MS = 120_000;
 
 /**
- * Routes whose body is not refused whole for an ill-formed string: a send batch validates each
- * item on its own with the send body's schema, which refuses such strings itself
- * (send-fields.schema.ts `refuseUnstorableStrings`), so that one bad item fails alone and the
- * others are accepted (emails.routes.ts); its other fields are not stored.
- */
-const ROUTES_CHECKING_STRINGS_PER_ITEM: ReadonlySet<string> = new Set(['/api/v1/send/batch']);
-
-/**
  * Builds the Fastify app over `context` (see createContext): envelope and error handling, OpenAPI
  * at `/docs` (JSON at `/docs/json`), health endpoints, better-auth, every module's routes and the
  * dashboard at `/` (http/dashboard.ts). Logs
@@ -139,7 +131,7 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
     }
     parseJson(request, body as string, (error, value) => {
       if (error) return done(forbiddenKeyError(body as string) ?? error);
-      const illFormed = ROUTES_CHECKING_STRINGS_PER_ITEM.has(request.routeOptions.url ?? '')
+      const illFormed = request.routeOptions.config?.stringsCheckedPerItem
         ? undefined
         : illFormedStringError(body as string, value);
       if (illFormed) return done(illFormed);

@@ -1,6 +1,18 @@
 import { AppError, validationError } from './errors.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './json-depth.ts';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's body is not refused whole for an ill-formed string (see
+     * {@link illFormedStringError}): a send batch checks each item with the send body's schema,
+     * which refuses such strings itself (send-fields.schema.ts `refuseUnstorableStrings`), so one
+     * bad item fails alone and the others are accepted.
+     */
+    stringsCheckedPerItem?: boolean;
+  }
+}
+
 /**
  * A `\uD800`-`\uDFFF` escape. A body is decoded from UTF-8 (which cannot encode a surrogate), so
  * an escape is the only way a parsed JSON string or key can hold an unpaired one; a body without
@@ -38,7 +50,7 @@ const bodyPath = (path: string[]) => ['body', ...path].join('.');
  * well-formed UTF-16 (an unpaired surrogate, which JSON's `\ud800` escape allows), or undefined when
  * there is none. For a key, the path of its object. Review finding, session 18: node-postgres
  * stores such a string as U+FFFD, so names, subjects, reasons, … were changed without an error;
- * checked once for every route behind the app's JSON parser (app.ts; but the send batch's, whose items are checked one by one) and for better-auth's bodies (auth.mount.ts),
+ * checked once for every route behind the app's JSON parser (app.ts; but those whose config sets `stringsCheckedPerItem`) and for better-auth's bodies (auth.mount.ts),
  * as the send body's own check does (emails/send-fields.schema.ts `refuseUnstorableStrings`).
  */
 export function illFormedStringError(body: string, value: unknown): AppError | undefined {

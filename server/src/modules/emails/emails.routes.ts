@@ -121,10 +121,13 @@ export async function sendRoutes(fastify: FastifyInstance): Promise<void> {
     },
   );
 
+  const batchAccess = access({ kind: 'apiKey', scopes: ['send'] });
   app.post(
     '/api/v1/send/batch',
     {
-      ...access({ kind: 'apiKey', scopes: ['send'] }),
+      ...batchAccess,
+      // Each item's strings are checked by the send body's schema: one bad item fails alone.
+      config: { ...batchAccess.config, stringsCheckedPerItem: true },
       bodyLimit: BATCH_BODY_LIMIT_BYTES,
       schema: {
         tags,
