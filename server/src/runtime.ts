@@ -104,7 +104,7 @@ const WORKER_STOP_MARGIN_SECONDS = 5;
  * (review finding, session 18). README "Command line": a service manager's stop timeout should
  * exceed it.
  */
-export function workerStopWaitMs(config: Config): number {
+function workerStopWaitMs(config: Config): number {
   return (
     (Math.max(config.SEND_TIMEOUT_SECONDS, config.WEBHOOK_TIMEOUT_SECONDS) + WORKER_STOP_MARGIN_SECONDS) *
     1000

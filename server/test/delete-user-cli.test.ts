@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteUserByEmail } from '../src/modules/teams/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { addTeamMember, setupOwner } from './helpers/auth.ts';
-import { startCli } from './helpers/process.ts';
+import { cliEnvOn, startCli } from './helpers/process.ts';
 import {
   acceptInvitation,
   asUser,
@@ -25,11 +25,7 @@ describe('postwright delete-user', () => {
   afterAll(() => ctx?.close());
 
   const run = async (email: string) => {
-    const cli = startCli(['delete-user', email], {
-      DATABASE_URL: ctx.app.ctx.database.connectionString,
-      DATA_DIR: 'memory://',
-      ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
-    });
+    const cli = startCli(['delete-user', email], cliEnvOn(ctx.app.ctx.database.connectionString));
     const code = await new Promise<number | null>((resolve) => cli.child.once('exit', resolve));
     return { code, output: cli.output() };
   };

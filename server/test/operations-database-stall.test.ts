@@ -8,7 +8,7 @@ import {
   READY_CHECK_TIMEOUT_MS,
 } from '../src/db/client.ts';
 import { createTestDatabase } from './helpers/database.ts';
-import { startCli } from './helpers/process.ts';
+import { cliEnvOn, startCli } from './helpers/process.ts';
 
 /**
  * A TCP proxy to PostgreSQL that can stall: from `stall()` on it accepts connections and swallows
@@ -89,15 +89,14 @@ describe('a stalled database', () => {
   });
 
   it('makes /readyz answer 503 within a few seconds, and a SIGTERM still stops the process', async () => {
-    const cli = startCli(['start', '--role', 'api'], {
-      DATABASE_URL: proxy.through(database.url),
-      ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
-      PORT: '0',
-      HOST: '127.0.0.1',
-      BASE_URL: 'http://127.0.0.1:3999',
-      DATA_DIR: 'memory://',
-      LOG_LEVEL: 'warn',
-    });
+    const cli = startCli(
+      ['start', '--role', 'api'],
+      cliEnvOn(proxy.through(database.url), {
+        PORT: '0',
+        HOST: '127.0.0.1',
+        BASE_URL: 'http://127.0.0.1:3999',
+      }),
+    );
     try {
       const url = (await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!;
       expect(await probe(`${url}/readyz`, 5_000)).toBe(200);

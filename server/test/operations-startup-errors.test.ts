@@ -5,9 +5,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POOL_CONNECTION_TIMEOUT_MS } from '../src/db/client.ts';
 import { createTestDatabase, TEST_DATABASE_URL } from './helpers/database.ts';
+import { TEST_ENCRYPTION_KEY } from './helpers/encryption-key.ts';
 import { startCli } from './helpers/process.ts';
 
-const ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+const ENCRYPTION_KEY = TEST_ENCRYPTION_KEY.toString('base64');
 const PASSWORD = 's3cret-pw-never-printed';
 
 /** Runs the CLI to its exit; returns the exit code and everything it printed. */

@@ -8,7 +8,7 @@ import { declareQueues } from '../src/jobs/registry.ts';
 import { closeWithin, SHUTDOWN_GRACE_MS } from '../src/runtime.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
-import { startCli } from './helpers/process.ts';
+import { cliEnvOn, startCli } from './helpers/process.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startWebhookReceiver } from './helpers/webhook-receiver.ts';
 
@@ -28,15 +28,14 @@ describe('graceful shutdown', () => {
   afterAll(() => ctx?.close());
 
   it('stops within its grace period while a client holds a request open', async () => {
-    const cli = startCli(['start', '--role', 'api'], {
-      DATABASE_URL: ctx.app.ctx.database.connectionString,
-      ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
-      PORT: '0',
-      HOST: '127.0.0.1',
-      BASE_URL: 'http://127.0.0.1:3999',
-      DATA_DIR: 'memory://',
-      LOG_LEVEL: 'warn',
-    });
+    const cli = startCli(
+      ['start', '--role', 'api'],
+      cliEnvOn(ctx.app.ctx.database.connectionString, {
+        PORT: '0',
+        HOST: '127.0.0.1',
+        BASE_URL: 'http://127.0.0.1:3999',
+      }),
+    );
     try {
       const url = new URL((await cli.waitForOutput(/listening on (http:\/\/[^\s]+)/))[1]!);
       const socket = connect(Number(url.port), url.hostname);
@@ -105,17 +104,16 @@ describe('graceful shutdown', () => {
       expect(response.statusCode, response.body).toBe(202);
       ids.push(response.json().data.id);
     }
-    const cli = startCli(['start', '--role', 'worker'], {
-      DATABASE_URL: ctx.app.ctx.database.connectionString,
-      ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64'),
-      DATA_DIR: 'memory://',
-      LOG_LEVEL: 'warn',
-      ADAPTER_MAX_CONNECTIONS: '1',
-      SMTP_ALLOW_PRIVATE: 'true',
-      WEBHOOKS_ALLOW_PRIVATE: 'true',
-      // Not production, which takes only https webhook URLs: the receiver is plain http.
-      NODE_ENV: 'test',
-    });
+    const cli = startCli(
+      ['start', '--role', 'worker'],
+      cliEnvOn(ctx.app.ctx.database.connectionString, {
+        ADAPTER_MAX_CONNECTIONS: '1',
+        SMTP_ALLOW_PRIVATE: 'true',
+        WEBHOOKS_ALLOW_PRIVATE: 'true',
+        // Not production, which takes only https webhook URLs: the receiver is plain http.
+        NODE_ENV: 'test',
+      }),
+    );
     try {
       await cli.waitForOutput(/worker started/);
       await waitFor(

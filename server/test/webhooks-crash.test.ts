@@ -4,13 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookDeliveries, webhookOutbox } from '../src/db/schema/index.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall, dataOf, send } from './helpers/factories.ts';
-import { type CliProcess, startCli } from './helpers/process.ts';
+import { type CliProcess, cliEnvOn, startCli } from './helpers/process.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, verifyWebhook, type WebhookReceiver } from './helpers/webhook-receiver.ts';
 
-/** The key createTestContext encrypts with, for the CLI worker to decrypt webhook secrets. */
-const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
 const EMAILS = 20;
 
 describe('webhook deliveries pending when the worker is killed (-9) are delivered after a restart', () => {
@@ -46,16 +44,16 @@ describe('webhook deliveries pending when the worker is killed (-9) are delivere
   });
 
   const startWorker = async () => {
-    const worker = startCli(['start', '--role', 'worker'], {
-      DATABASE_URL: ctx.app.ctx.database.connectionString,
-      ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-      LOG_LEVEL: 'warn',
-      // http receivers on 127.0.0.1: not production, private allowed.
-      NODE_ENV: 'development',
-      SMTP_ALLOW_PRIVATE: 'true',
-      WEBHOOKS_ALLOW_PRIVATE: 'true',
-      WEBHOOK_RETRY_SCHEDULE: '2,2,2,2,2,2',
-    });
+    const worker = startCli(
+      ['start', '--role', 'worker'],
+      cliEnvOn(ctx.app.ctx.database.connectionString, {
+        // http receivers on 127.0.0.1: not production, private allowed.
+        NODE_ENV: 'development',
+        SMTP_ALLOW_PRIVATE: 'true',
+        WEBHOOKS_ALLOW_PRIVATE: 'true',
+        WEBHOOK_RETRY_SCHEDULE: '2,2,2,2,2,2',
+      }),
+    );
     processes.push(worker);
     await worker.waitForOutput(/Postwright worker started/);
     return worker;

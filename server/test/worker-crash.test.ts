@@ -8,10 +8,7 @@ import { EMAIL_SEND_FAILED_JOB, EMAIL_SEND_JOB } from '../src/jobs/definitions.t
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { sessionHeaders, setupOwner, type TeamOwner } from './helpers/auth.ts';
 import { buildApiKey, buildSmtpAdapter, buildTemplate, send } from './helpers/factories.ts';
-import { type CliProcess, startCli } from './helpers/process.ts';
-
-/** The key createTestContext encrypts adapter configs with, for the CLI workers to decrypt them. */
-const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+import { type CliProcess, cliEnvOn, startCli } from './helpers/process.ts';
 
 /**
  * A real SMTP server that counts, per X-Postwright-Email-Id, the messages it accepted (no MIME
@@ -70,16 +67,12 @@ async function startSupervisor(connectionString: string): Promise<PgBoss> {
 }
 
 function workerEnv(ctx: TestContext, extra: Record<string, string> = {}): Record<string, string> {
-  const database = ctx.app.ctx.database;
-  return {
-    DATABASE_URL: database.connectionString,
-    ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    LOG_LEVEL: 'warn',
+  return cliEnvOn(ctx.app.ctx.database.connectionString, {
     SEND_RETRY_DELAY_SECONDS: '1',
     // The test SMTP server listens on 127.0.0.1.
     SMTP_ALLOW_PRIVATE: 'true',
     ...extra,
-  };
+  });
 }
 
 async function startWorker(env: Record<string, string>, processes: CliProcess[]): Promise<CliProcess> {

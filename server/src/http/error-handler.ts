@@ -82,7 +82,7 @@ function sendError(reply: FastifyReply, error: AppError): FastifyReply {
  * the request's fault, and not a bug: 503 SERVICE_UNAVAILABLE, as the spec has it for a dependency
  * that is down (review finding, session 18: a 500 INTERNAL_ERROR logged as unhandled).
  */
-function isPoolConnectionTimeout(error: unknown): boolean {
+function isDatabaseUnavailable(error: unknown): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {
     if (DATABASE_UNAVAILABLE_MESSAGES.has(e.message)) return true;
     const code = (e as { code?: unknown }).code;
@@ -131,7 +131,7 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
       reason: 'UNSUPPORTED_DATA',
     });
   }
-  if (isPoolConnectionTimeout(error)) {
+  if (isDatabaseUnavailable(error)) {
     request.log.warn({ reqId: request.id }, 'no database connection within the pool wait');
     return new AppError('SERVICE_UNAVAILABLE', 'The database is busy or unreachable: try again shortly', {
       reason: 'DATABASE_UNAVAILABLE',

@@ -8,6 +8,7 @@ import { bindJobHandlers } from '../../src/job-handlers.ts';
 import { JobQueue } from '../../src/jobs/queue.ts';
 import { declareQueues, startWorkers } from '../../src/jobs/registry.ts';
 import { createTestDatabase, type DatabaseKind } from './database.ts';
+import { TEST_ENCRYPTION_KEY } from './encryption-key.ts';
 
 /** The origin tests send on cookie requests that change state (BASE_URL of the test config). */
 export const TEST_BASE_URL = 'http://localhost:3000';
@@ -45,7 +46,7 @@ export async function createTestContext(
     SMTP_ALLOW_PRIVATE: 'true',
     ...env,
   });
-  const encryptionKey = Buffer.alloc(32, 7);
+  const encryptionKey = TEST_ENCRYPTION_KEY;
   const queue = new JobQueue(handle);
   await queue.start();
   await declareQueues(queue, config);

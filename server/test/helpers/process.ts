@@ -1,8 +1,24 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TEST_ENCRYPTION_KEY } from './encryption-key.ts';
 
 const MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/main.ts');
+
+/**
+ * The environment of a CLI process on the database at `databaseUrl` (a test context's), with that
+ * context's encryption key (it decrypts what the context's app stored), no file storage and
+ * warnings only; `extra` adds to or overrides it.
+ */
+export function cliEnvOn(databaseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('base64'),
+    DATA_DIR: 'memory://',
+    LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
 
 /** A `postwright` CLI process started by a test, with what it printed so far. */
 export interface CliProcess {
