@@ -87,6 +87,8 @@ export class JobQueue {
   /** pg-boss's own connections (not the application's pool: its polls must not wait behind requests). */
   readonly #pool: pg.Pool;
   readonly #loops: { stop(timeoutMs: number): Promise<void> }[] = [];
+  /** The queues with a pg-boss worker ({@link work}): {@link stop} takes them off at its start. */
+  readonly #workedQueues = new Set<string>();
   #started = false;
   /** When refreshStatistics last checked each queue. */
   readonly #statisticsChecks = new StatisticsChecks();
@@ -398,6 +400,7 @@ export class JobQueue {
     options: { batchSize: number; pollingIntervalSeconds: number },
     handler: (job: QueuedJob<T>) => Promise<void>,
   ): Promise<void> {
+    this.#workedQueues.add(name);
     await this.boss.work<T>(
       name,
       {
@@ -433,12 +436,22 @@ export class JobQueue {
     this.#loops.push(loop);
   }
 
-  /** Stops workers (waiting for running handlers up to `timeoutMs`) and maintenance, then closes pg-boss's pool. */
+  /**
+   * Stops the claim loops, the attached loops and pg-boss's workers together, waiting for their
+   * running handlers up to `timeoutMs` in all (ms), then maintenance, then closes pg-boss's pool.
+   * pg-boss's workers stop fetching at once: stopped only after the loops, they went on taking new
+   * jobs (an invitation's send, a thumbnail) while the loops drained, and then had `timeoutMs` of
+   * their own, so a stop could last twice the wait the README tells service managers to allow
+   * (review finding, session 19). A handler still running at the deadline has its job failed by
+   * pg-boss (retried per its queue's policy).
+   */
   async stop(timeoutMs = 10_000): Promise<void> {
     if (this.#started) {
+      const deadline = Date.now() + timeoutMs;
+      for (const name of this.#workedQueues) await this.boss.offWork(name, { wait: false });
       await Promise.all(this.#loops.map((loop) => loop.stop(timeoutMs)));
       this.#started = false;
-      await this.boss.stop({ graceful: true, timeout: timeoutMs, close: true });
+      await this.boss.stop({ graceful: true, timeout: Math.max(0, deadline - Date.now()), close: true });
     }
     if (!this.#pool.ending) await this.#pool.end();
   }
