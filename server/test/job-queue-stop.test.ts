@@ -17,10 +17,14 @@ describe('job queue stop', () => {
     testQueue = await startTestJobQueue(['test.stop-slow']);
     const { queue, database } = testQueue;
     const started: string[] = [];
-    await queue.work<{ n: number }>('test.stop-slow', { batchSize: 1, pollingIntervalSeconds: 0.5 }, async (job) => {
-      started.push(job.id);
-      await sleep(500);
-    });
+    await queue.work<{ n: number }>(
+      'test.stop-slow',
+      { batchSize: 1, pollingIntervalSeconds: 0.5 },
+      async (job) => {
+        started.push(job.id);
+        await sleep(500);
+      },
+    );
     // A loop that takes 3 s to drain, e.g. the send claim loop finishing its sends.
     queue.attach({ stop: () => sleep(3_000) });
 
