@@ -34,12 +34,28 @@ const sendJobPayload = emailJobPayload.extend({
 const invitationJobPayload = z.object({ invitationId: z.string(), teamId: z.string() });
 /** A template whose thumbnail to (re)take (issue #12). */
 const thumbnailJobPayload = z.object({ templateId: z.string(), teamId: z.string() });
-/** Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff. */
+/**
+ * Retry policy of a queue: attempts after the first, delay in seconds, exponential backoff and,
+ * with backoff, the longest delay between two attempts in seconds (none when unset).
+ */
 export interface RetryPolicy {
   retryLimit: number;
   retryDelaySeconds: number;
   retryBackoff: boolean;
+  retryDelayMaxSeconds?: number | undefined;
 }
+
+/**
+ * The longest wait (s) between two attempts of a send (`email.send`, `invitation.send`): 6 h.
+ * pg-boss deletes a job still waiting past its `keep_until` (its retention: 14 days by default,
+ * `start_after` + 31 days for a scheduled email, accept-batcher.ts), and a retry does not move
+ * `keep_until`; uncapped, pg-boss's backoff (`retryDelay * 2^min(16, n) / 2 * (1 + random)`)
+ * adds up past 14 days from the 9th retry with SEND_RETRY_DELAY_SECONDS=3600, from the 16th with
+ * 30 s, and the email, deleted with its job, stayed `queued` for ever (review finding, time 1).
+ * Capped, the most config.ts allows (SEND_RETRY_LIMIT 20) waits at most 20 × 6 h = 5 days in all;
+ * pg-boss applies the cap after its jitter (plans.js failJobs: `LEAST(retry_delay_max, …)`).
+ */
+export const SEND_RETRY_DELAY_MAX_SECONDS = 6 * 3600;
 
 /** pg-boss fails a job still active after this long (its worker is presumed gone). */
 const DEFAULT_EXPIRE_SECONDS = 300;
@@ -58,11 +74,15 @@ export const JOB_DEFINITIONS = {
   'email.send': {
     payload: sendJobPayload,
     deadLetter: 'email.send.failed',
-    /** Transient provider errors retry with exponential backoff (30 s, 60 s, 120 s, … by default). */
+    /**
+     * Transient provider errors retry with exponential backoff (30 s, 60 s, 120 s, … by default),
+     * at most {@link SEND_RETRY_DELAY_MAX_SECONDS} apart.
+     */
     retry: (config: Config): RetryPolicy => ({
       retryLimit: config.SEND_RETRY_LIMIT,
       retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
       retryBackoff: true,
+      retryDelayMaxSeconds: SEND_RETRY_DELAY_MAX_SECONDS,
     }),
     /**
      * One team's emails form one concurrency group: the worker keeps at most
@@ -92,6 +112,7 @@ export const JOB_DEFINITIONS = {
       retryLimit: config.SEND_RETRY_LIMIT,
       retryDelaySeconds: config.SEND_RETRY_DELAY_SECONDS,
       retryBackoff: true,
+      retryDelayMaxSeconds: SEND_RETRY_DELAY_MAX_SECONDS,
     }),
     expireInSeconds: (): number => DEFAULT_EXPIRE_SECONDS,
   },

@@ -137,7 +137,12 @@ export class JobQueue {
     return closeIdleConnections(this.#pool);
   }
 
-  /** Creates (or updates) a queue with its retry policy, expiry and heartbeat; idempotent. */
+  /**
+   * Creates (or updates) a queue with its retry policy, expiry and heartbeat; idempotent. An
+   * existing queue gets the declaration's settings too, a retry-delay cap included (or loses one no
+   * longer declared): pg-boss copies the queue's settings into each job it inserts afterwards, so
+   * an installation whose queues predate a setting has it for every job enqueued after its next start.
+   */
   async declareQueue(name: string, declaration: QueueDeclaration): Promise<void> {
     const { retry, deadLetter } = declaration;
     const options = {
@@ -145,14 +150,19 @@ export class JobQueue {
       retryLimit: retry.retryLimit,
       retryDelay: retry.retryDelaySeconds,
       retryBackoff: retry.retryBackoff,
+      retryDelayMax: retry.retryDelayMaxSeconds ?? null,
       expireInSeconds: declaration.expireInSeconds,
       heartbeatSeconds: declaration.heartbeatSeconds ?? null,
     };
     const existing = await this.boss.getQueue(name);
     if (existing) await this.boss.updateQueue(name, options);
     else {
-      const { heartbeatSeconds, ...rest } = options;
-      await this.boss.createQueue(name, { ...rest, ...(heartbeatSeconds ? { heartbeatSeconds } : {}) });
+      const { heartbeatSeconds, retryDelayMax, ...rest } = options;
+      await this.boss.createQueue(name, {
+        ...rest,
+        ...(heartbeatSeconds ? { heartbeatSeconds } : {}),
+        ...(retryDelayMax !== null ? { retryDelayMax } : {}),
+      });
     }
   }
 

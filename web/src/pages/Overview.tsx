@@ -7,17 +7,10 @@ import { api, unwrap } from '../api/client';
 import { useCan } from '../session';
 import { ErrorAlert, formatDate, Loading, PageTitle } from '../ui';
 import { STATUS_COLORS, STATUSES, StatusBadge } from './Logs';
+import { dayStart, dayWindows } from './overview-days';
 
 const PERIODS = { '1': 'Today', '7': '7 days', '30': '30 days' } as const;
 type Period = keyof typeof PERIODS;
-
-/** Midnight (local) `daysAgo` days before today. */
-function dayStart(daysAgo: number): Date {
-  const d = new Date();
-  d.setHours(0, 0, 0, 0);
-  d.setDate(d.getDate() - daysAgo);
-  return d;
-}
 
 function rate(part: number, whole: number): string {
   return whole === 0 ? '—' : `${((100 * part) / whole).toFixed(1)} %`;
@@ -40,9 +33,7 @@ export function OverviewPage() {
     enabled: can('logs:view'),
     queryFn: () =>
       Promise.all(
-        Array.from({ length: days }, async (_, i) => {
-          const start = dayStart(days - 1 - i);
-          const end = new Date(start.getTime() + 86_400_000 - 1);
+        dayWindows(days).map(async ({ start, end }) => {
           const s = await unwrap(
             api.GET('/api/logs/stats', {
               params: { query: { from: start.toISOString(), to: end.toISOString() } },

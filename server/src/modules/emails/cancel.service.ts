@@ -18,9 +18,10 @@ export const CANCELLED_MESSAGE = 'cancelled';
  * recorded against a failed email.
  * Returns {id, status: "failed"}.
  * @throws NOT_FOUND (not the team's email); VALIDATION_ERROR (400, details.reason NOT_CANCELLABLE)
- *   when the email is no longer queued, or its send is in progress (details.status "sending") or
- *   over while its status could not be recorded (details.status "processed": its job completed,
- *   failed or is gone).
+ *   when the email is no longer queued (details.status: its status, also when its send ended
+ *   while this ran), or its send is in progress (details.status "sending") or over while its
+ *   status could not be recorded (details.status "processed": its job completed, failed or is
+ *   gone and the email is still `queued`).
  */
 export async function cancelEmail(
   deps: { db: Database; queue: JobQueue },
@@ -44,7 +45,12 @@ export async function cancelEmail(
     // job that has not run is kept until it does (accept-batcher.ts), a completed one only 24 h
     // (review finding, session 15: after those 24 h cancel reported the delivered email cancelled).
     if (job === 'active') throw notCancellable('sending');
-    if (job !== 'cancelled') throw notCancellable('processed');
+    if (job !== 'cancelled') {
+      // The job may have completed since the log was read, its outcome committed with it: answer
+      // the status it recorded (review finding, time 2: a just-sent email was called "processed").
+      const now = await getLog(tx, teamId, emailId);
+      throw notCancellable(now.status === 'queued' ? 'processed' : now.status);
+    }
     return transition(tx, log, {
       status: 'failed',
       detail: { error: CANCELLED_MESSAGE, cancelled: true },
