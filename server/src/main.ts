@@ -3,9 +3,15 @@ import { parseArgs } from 'node:util';
 import ipaddr from 'ipaddr.js';
 import pg from 'pg';
 import { type Config, ConfigError, loadConfig, type Role } from './config.ts';
-import { migrateDatabase, openDatabase, POOL_CONNECTION_TIMEOUT_MS } from './db/client.ts';
+import {
+  migrateDatabase,
+  openDatabase,
+  POOL_CONNECTION_TIMEOUT_MS,
+  SchemaNewerThanReleaseError,
+} from './db/client.ts';
 import { EmbeddedPostgresError } from './db/embedded-postgres.ts';
 import { trimHeapAfterStart } from './heap-trim.ts';
+import type { DeletedTeam } from './modules/teams/index.ts';
 import { reexecWithStartEnvironment } from './start-environment.ts';
 
 const USAGE = `Usage: postwright <command> [options]
@@ -13,8 +19,10 @@ const USAGE = `Usage: postwright <command> [options]
 Commands:
   start [--role all|api|worker]   Serve the dashboard, the API, /docs and the workers (default role: all)
   migrate                         Apply database migrations and exit
-  delete-user <email>             Delete that account (sessions, memberships, invitations it sent);
-                                  refused for a team's only owner. Stop an embedded-database server first
+  delete-user <email>             Delete that account (sessions, memberships, invitations it sent)
+                                  and the teams it is the only member of, with all they hold; refused
+                                  for the only owner of a team with other members. Run it with the
+                                  server's storage settings; stop an embedded-database server first
   pdf-renderer                    Serve the bundled Gotenberg-compatible PDF renderer on HOST:PORT
                                   (Chromium at CHROMIUM_PATH; no database needed)
   help                            Show this help
@@ -47,8 +55,12 @@ async function main(argv: string[]): Promise<number> {
 async function runCommand(command: string, role: string, positionals: string[], config: Config) {
   if (command === 'migrate') {
     const database = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
-    await migrateDatabase(database);
-    await database.close();
+    try {
+      // A database newer than this release throws (one line, exit code 1; see startupFailureMessage).
+      await migrateDatabase(database);
+    } finally {
+      await database.close();
+    }
     console.log('Migrations applied.');
     return 0;
   }
@@ -163,9 +175,12 @@ const PG_CONNECTION_MESSAGES = /^(Connection terminated|The server does not supp
  *   address of this machine, or not resolvable).
  * - The connection to DATABASE_URL failed (refused, unresolvable, timed out, TLS, authentication,
  *   no such database): "Cannot reach DATABASE_URL (host:port): <reason>".
+ * - The database was migrated by a newer release (`migrate`, `start`, `delete-user`): "The database
+ *   schema is newer than this release (N migrations it does not know): …" (review finding).
  */
 function startupFailureMessage(error: unknown, config: Config): string | undefined {
   if (!(error instanceof Error)) return undefined;
+  if (error instanceof SchemaNewerThanReleaseError) return error.message;
   const failure = error as SystemError;
   if (failure.syscall === 'listen') {
     if (failure.code === 'EADDRINUSE')
@@ -295,7 +310,12 @@ main(process.argv.slice(2)).then(
   },
 );
 
-/** `postwright delete-user <email>`: see deleteUserByEmail (teams module). Exit code 1 when refused. */
+/**
+ * `postwright delete-user <email>`: see deleteUserByEmail (teams module). Prints the account, the
+ * teams it left and each team deleted with it; then removes the deleted teams' files from the
+ * configured storage (after the commit) and says how many, and which could not be.
+ * @returns 0 when deleted (even if files were left in storage), 1 when refused, 2 without an email.
+ */
 async function deleteUser(config: Config, email: string | undefined): Promise<number> {
   if (!email) {
     console.error(`delete-user needs the account's email.\n\n${USAGE}`);
@@ -305,8 +325,13 @@ async function deleteUser(config: Config, email: string | undefined): Promise<nu
   try {
     await migrateDatabase(database);
     const { deleteUserByEmail } = await import('./modules/teams/index.ts');
-    const { userId, teamIds } = await deleteUserByEmail(database.db, email);
+    const { userId, teamIds, deletedTeams } = await deleteUserByEmail(database.db, email);
     console.log(`Deleted ${email} (${userId}); removed from ${teamIds.length} team(s).`);
+    for (const team of deletedTeams)
+      console.log(
+        `Deleted team "${team.name}" (${team.id}) with everything in it: ${email} was its only member.`,
+      );
+    if (deletedTeams.length > 0) await removeTeamFiles(config, deletedTeams);
     return 0;
   } catch (error) {
     const { AppError } = await import('./http/errors.ts');
@@ -315,5 +340,30 @@ async function deleteUser(config: Config, email: string | undefined): Promise<nu
     return 1;
   } finally {
     await database.close();
+  }
+}
+
+/** Removes the deleted teams' stored files (uploads, thumbnails) and prints what became of them. */
+async function removeTeamFiles(config: Config, deletedTeams: DeletedTeam[]): Promise<void> {
+  const { removeDeletedTeamFiles } = await import('./modules/teams/index.ts');
+  const { createFileStorage } = await import('./modules/storage/index.ts');
+  // The deletion has committed: a storage that cannot be opened leaves the files, said so, exit 0.
+  const storage = await createFileStorage(config).catch((error: unknown) => {
+    console.error(`Files of the deleted team(s) left in storage: cannot open it (${String(error)}).`);
+    return undefined;
+  });
+  if (!storage) return;
+  try {
+    const { removed, absent, left } = await removeDeletedTeamFiles(storage, deletedTeams);
+    if (removed.length + absent.length + left.length === 0) return;
+    console.log(
+      `Storage: removed ${removed.length} file(s) of the deleted team(s)${absent.length > 0 ? `; ${absent.length} not found (is this the server's storage?)` : ''}.`,
+    );
+    if (left.length > 0) {
+      console.error(`Left in storage (${left.length}), remove them by hand:`);
+      for (const { key, reason } of left) console.error(`  ${key}: ${reason}`);
+    }
+  } finally {
+    await storage.close();
   }
 }

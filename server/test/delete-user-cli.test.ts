@@ -64,7 +64,9 @@ describe('postwright delete-user', () => {
     });
     expect(accepted.statusCode, accepted.body).toBe(201);
 
-    // A team's only owner is refused, and so is an unknown address.
+    // The only owner of a team with other members is refused (one who is its only member goes with
+    // the team: delete-user-own-teams.test.ts), and so is an unknown address.
+    const member = await addTeamMember(ctx.app, owner, 'admin');
     const ownerRefused = await run(owner.email);
     expect(ownerRefused.code).toBe(1);
     expect(ownerRefused.output).toContain('only owner');
@@ -73,7 +75,6 @@ describe('postwright delete-user', () => {
     expect(unknown.code).toBe(1);
     expect(unknown.output).toContain('No account');
     // A member who is not an owner goes, and the team keeps its owner.
-    const member = await addTeamMember(ctx.app, owner, 'admin');
     expect((await run(member.email)).code).toBe(0);
     expect((await listMembers(ctx.app, owner)).map((m) => m.userId)).not.toContain(member.userId);
   });
@@ -90,6 +91,9 @@ describe('postwright delete-user', () => {
     expect(joined.statusCode, joined.body).toBeLessThan(300);
     // The command locks teams in id order: hold the first one's lock.
     const [first, second] = [ownerA, ownerB].sort((a, b) => (a.teamId < b.teamId ? -1 : 1));
+    // The second team keeps a member besides the user: a team the user is the only member of would
+    // be deleted with them.
+    await addTeamMember(ctx.app, second!, 'member');
     const blocker = await ctx.app.ctx.database.pool.connect();
     try {
       await blocker.query('begin');

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
@@ -105,18 +106,62 @@ export async function openDatabase(options: {
 }
 
 /**
- * Applies the Drizzle migrations in `db/migrations`. An advisory lock serialises concurrent
- * start-ups of several processes.
+ * The database holds migrations this build's journal does not know: a newer release migrated it
+ * (a rollback, or an older process still rolling). This build's code would run on a schema it was
+ * not written for, so `migrate` and `start` refuse (review finding: "Migrations applied." was
+ * printed and the server served on it).
+ */
+export class SchemaNewerThanReleaseError extends Error {
+  /** How many of the database's migrations this build does not know. */
+  readonly unknownMigrations: number;
+
+  constructor(unknownMigrations: number) {
+    super(
+      `The database schema is newer than this release (${unknownMigrations} migration${unknownMigrations === 1 ? '' : 's'} it does not know): run the release that migrated it.`,
+    );
+    this.name = 'SchemaNewerThanReleaseError';
+    this.unknownMigrations = unknownMigrations;
+  }
+}
+
+/**
+ * Applies the Drizzle migrations in `db/migrations`, then checks that the database holds none this
+ * build does not know. An advisory lock serialises concurrent start-ups of several processes.
+ * @throws SchemaNewerThanReleaseError when the database is newer than this build (see
+ *   {@link unknownMigrationCount}); nothing is applied then, since drizzle applies only migrations
+ *   later than the database's newest.
  */
 export async function migrateDatabase(handle: DatabaseHandle): Promise<void> {
   const client = await handle.pool.connect();
   try {
     await client.query('SELECT pg_advisory_lock(724001)');
     await migrate(handle.db as never, { migrationsFolder });
+    const unknown = await unknownMigrationCount(client);
+    if (unknown > 0) throw new SchemaNewerThanReleaseError(unknown);
   } finally {
     await client.query('SELECT pg_advisory_unlock(724001)').catch(() => {});
     client.release();
   }
+}
+
+/**
+ * How many migrations recorded in `drizzle.__drizzle_migrations` (drizzle's default table; one row
+ * per applied migration, `created_at` = the journal entry's `when` in ms) this build's journal
+ * (`migrations/meta/_journal.json`, read now, so a build's own new migrations count as known) does
+ * not have: those later than its newest entry, or the rows beyond its entry count, whichever is
+ * more. Drizzle's migrator compares only the newest `created_at`, so it applies nothing to such a
+ * database and says nothing.
+ */
+async function unknownMigrationCount(client: pg.PoolClient): Promise<number> {
+  const journal = readMigrationFiles({ migrationsFolder });
+  const newest = Math.max(0, ...journal.map((migration) => migration.folderMillis));
+  const { rows } = await client.query<{ total: number; later: number }>(
+    `select count(*)::int as total, count(*) filter (where created_at > $1)::int as later
+     from drizzle.__drizzle_migrations`,
+    [newest],
+  );
+  const { total, later } = rows[0] ?? { total: 0, later: 0 };
+  return Math.max(later, total - journal.length);
 }
 
 /**

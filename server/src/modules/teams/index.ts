@@ -4,5 +4,10 @@
  */
 export { createSendInvitationHandler, teamJobHandlers } from './send-invitation.job.ts';
 export { joinInvitedTeams } from './teams.accept-invitation.service.ts';
-export { deleteUserByEmail } from './teams.delete-user.service.ts';
+export {
+  type DeletedTeam,
+  type DeletedUser,
+  deleteUserByEmail,
+  removeDeletedTeamFiles,
+} from './teams.delete-user.service.ts';
 export { teamRoutes } from './teams.routes.ts';

@@ -1,8 +1,32 @@
 import { and, eq, inArray, ne, sql } from 'drizzle-orm';
-import type { Database } from '../../db/client.ts';
-import { members, teams, users } from '../../db/schema/index.ts';
+import type { Database, Executor } from '../../db/client.ts';
+import { members, teams, templates, uploads, users } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
+import { type FileStorage, isValidStorageKey } from '../storage/index.ts';
 import { teamRepository } from './teams.repository.ts';
+
+/**
+ * A team deleted with its only member (see {@link deleteUserByEmail}), and the files of it that
+ * storage still holds: they are not rows, so the caller removes them once the deletion committed
+ * ({@link removeDeletedTeamFiles}).
+ */
+export interface DeletedTeam {
+  id: string;
+  name: string;
+  /** Storage keys of its uploaded images (`<teamId>/img_….<ext>`, the `uploads` rows). */
+  uploadKeys: string[];
+  /** Its templates' thumbnail URLs (non-empty ones). */
+  thumbnailUrls: string[];
+}
+
+/** What {@link deleteUserByEmail} did. */
+export interface DeletedUser {
+  userId: string;
+  /** Teams the user left; they keep their other members. */
+  teamIds: string[];
+  /** Teams the user was the only member of, deleted with the user. */
+  deletedTeams: DeletedTeam[];
+}
 
 /**
  * `postwright delete-user <email>` (operator only; no HTTP route): deletes the account with this
@@ -12,16 +36,20 @@ import { teamRepository } from './teams.repository.ts';
  * lets whoever holds it create the invited address's account with a password of their choice,
  * and with password sign-in only, the address's real owner then has no way in (review finding,
  * session 15); deleting that account frees the address.
+ * Teams whose only member is this user are deleted with it, in the same transaction, with all they
+ * hold (the team foreign keys cascade: adapters, API keys, templates and versions, email logs with
+ * their history, recipients, send options and attachments, webhooks with their deliveries and
+ * outbox, uploads rows, suppressions, invitations): any signed-in user can create a team of their
+ * own, and nobody else could ever delete it or take it over, so the account could never be
+ * deleted (review finding, integrity 1). Their queued jobs stay in the queue and end without work
+ * when they run (the rows they name are gone). Their stored files are returned to be removed.
  * Each of the user's teams is locked (the members' lock) while the last-owner rule is checked:
- * a team always keeps an owner.
- * @returns the deleted user's id and the ids of the teams they left.
+ * a team with other members always keeps an owner.
+ * @returns the deleted user's id, the teams they left and the teams deleted with them.
  * @throws NOT_FOUND (no such account); CONFLICT (details.teams) when the user is the only owner of
- *   a team (make someone else owner first).
+ *   a team that has other members (make someone else owner first); nothing is deleted then.
  */
-export async function deleteUserByEmail(
-  db: Database,
-  email: string,
-): Promise<{ userId: string; teamIds: string[] }> {
+export async function deleteUserByEmail(db: Database, email: string): Promise<DeletedUser> {
   return db.transaction(async (tx) => {
     const [user] = await tx
       .select({ id: users.id })
@@ -48,9 +76,21 @@ export async function deleteUserByEmail(
       memberships = await readMemberships();
       if (memberships.every(({ teamId }) => locked.has(teamId))) break;
     }
+    // Under the locks no one joins or leaves these teams (joining takes the same lock).
+    const teamIds = memberships.map((membership) => membership.teamId);
+    const shared = new Set(
+      teamIds.length === 0
+        ? []
+        : (
+            await tx
+              .selectDistinct({ teamId: members.organizationId })
+              .from(members)
+              .where(and(inArray(members.organizationId, teamIds), ne(members.userId, user.id)))
+          ).map((row) => row.teamId),
+    );
     const soleOwnerOf: string[] = [];
     for (const { teamId, role } of memberships) {
-      if (role !== 'owner') continue;
+      if (role !== 'owner' || !shared.has(teamId)) continue;
       const [other] = await tx
         .select({ id: members.id })
         .from(members)
@@ -73,7 +113,100 @@ export async function deleteUserByEmail(
         },
       );
     }
+    const deletedTeams = await deleteTeams(
+      tx,
+      teamIds.filter((teamId) => !shared.has(teamId)),
+    );
     await tx.delete(users).where(eq(users.id, user.id));
-    return { userId: user.id, teamIds: memberships.map((membership) => membership.teamId) };
+    return { userId: user.id, teamIds: teamIds.filter((teamId) => shared.has(teamId)), deletedTeams };
   });
+}
+
+/**
+ * Deletes teams `teamIds` in `tx` (their rows cascade) and returns each with its stored files'
+ * references, as deleted: the uploads and templates are deleted first, returning what they held
+ * at that moment. A concurrent upload of the team waits for the upload lock (uploads.service.ts
+ * storeImage), then fails on the team's foreign key; a thumbnail job finishing later finds its
+ * template gone and deletes the file it stored (templates.thumbnail.ts).
+ */
+async function deleteTeams(tx: Executor, teamIds: string[]): Promise<DeletedTeam[]> {
+  if (teamIds.length === 0) return [];
+  for (const teamId of teamIds)
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`uploads:${teamId}`}))`);
+  const uploadRows = await tx
+    .delete(uploads)
+    .where(inArray(uploads.teamId, teamIds))
+    .returning({ teamId: uploads.teamId, key: uploads.key });
+  const templateRows = await tx
+    .delete(templates)
+    .where(inArray(templates.teamId, teamIds))
+    .returning({ teamId: templates.teamId, thumbnailUrl: templates.thumbnailUrl });
+  const teamRows = await tx
+    .delete(teams)
+    .where(inArray(teams.id, teamIds))
+    .returning({ id: teams.id, name: teams.name });
+  return teamRows
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map(({ id, name }) => ({
+      id,
+      name,
+      uploadKeys: uploadRows.filter((row) => row.teamId === id).map((row) => row.key),
+      thumbnailUrls: [
+        ...new Set(
+          templateRows.filter((row) => row.teamId === id && row.thumbnailUrl).map((row) => row.thumbnailUrl),
+        ),
+      ],
+    }));
+}
+
+/**
+ * Removes from `storage` the files of teams deleted by {@link deleteUserByEmail}, once that has
+ * committed (a storage call never runs inside a transaction): their uploaded images and their
+ * templates' thumbnails. A thumbnail URL counts only when it is this storage's public URL of a key
+ * under the team's own `<teamId>/` prefix (keys are per team, so no other team's template shows
+ * it); a URL set some other way is left alone. Images uploaded before the `uploads` table existed
+ * (migration 0015) have no row and are not found.
+ * @returns the keys removed, those storage did not hold (absent: removed before, or this storage is
+ *   not the one the server uses), and those left, each with why (a storage error, e.g.
+ *   S3_NOT_CONFIGURED); never throws.
+ */
+export async function removeDeletedTeamFiles(
+  storage: FileStorage,
+  deletedTeams: readonly DeletedTeam[],
+): Promise<{ removed: string[]; absent: string[]; left: { key: string; reason: string }[] }> {
+  const removed: string[] = [];
+  const absent: string[] = [];
+  const left: { key: string; reason: string }[] = [];
+  for (const team of deletedTeams) {
+    const keys = new Set(team.uploadKeys);
+    for (const url of team.thumbnailUrls) {
+      const key = teamFileKeyOf(storage, team.id, url);
+      if (key) keys.add(key);
+      // S3 chosen without its settings maps no URL to a key: the thumbnail is left, by its URL.
+      else if (storage.kind === 'unconfigured')
+        left.push({ key: url, reason: 'S3 storage is not configured' });
+    }
+    for (const key of keys) {
+      try {
+        ((await storage.delete(key)) ? removed : absent).push(key);
+      } catch (error) {
+        left.push({ key, reason: error instanceof Error ? error.message : String(error) });
+      }
+    }
+  }
+  return { removed, absent, left };
+}
+
+/** The key under `<teamId>/` whose public URL in `storage` is exactly `url`, else undefined. */
+function teamFileKeyOf(storage: FileStorage, teamId: string, url: string): string | undefined {
+  const at = url.lastIndexOf(`/${teamId}/`);
+  if (at < 0) return undefined;
+  const key = url.slice(at + 1);
+  if (!isValidStorageKey(key)) return undefined;
+  try {
+    return storage.publicUrl(key) === url ? key : undefined;
+  } catch {
+    // S3 chosen without its settings: no URL is its own.
+    return undefined;
+  }
 }
