@@ -112,4 +112,35 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
     );
     expect(refused.details.reason).toBe('NO_ACTIVE_ADAPTER');
   });
+
+  it('answers 401, not 500, for a team deleted elsewhere while its key and template are cached', async () => {
+    // `postwright delete-user` deletes a user's own teams from another process (review finding,
+    // session 19): the log's team foreign key refused the write, answered 500 until the caches forgot.
+    const { key, template, owner } = await createTeamWithKey(ctx.app, { template: { name: 'Team gone' } });
+    const secondTeam = await createTeamWithKey(ctx.app, { template: { name: 'Team gone too' } });
+    const warm = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
+    expect(warm.statusCode, warm.body).toBe(202);
+    const warmBatch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': secondTeam.key },
+      payload: { emails: [{ templateId: secondTeam.template.id, to: 'b@example.test' }] },
+    });
+    expect(warmBatch.statusCode, warmBatch.body).toBe(202);
+    const db = ctx.app.ctx.database.db;
+    await db.execute(sql`delete from teams where id in (${owner.teamId}, ${secondTeam.owner.teamId})`);
+
+    expectError(
+      await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' }),
+      401,
+      'INVALID_TOKEN',
+    );
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': secondTeam.key },
+      payload: { emails: [{ templateId: secondTeam.template.id, to: 'b@example.test' }] },
+    });
+    expectError(batch, 401, 'INVALID_TOKEN');
+  });
 });

@@ -108,6 +108,9 @@ export async function acceptSendBatch(
       return;
     }
     const error = templateGoneError(deps, outcome.reason, caller.teamId, item.templateId);
+    // The team is gone (and with it the caller's key): the whole request is refused, as the key's
+    // next request will be; no item of a deleted team can have been written.
+    if (error instanceof AppError && error.code === 'INVALID_TOKEN') throw error;
     if (error instanceof AppError) results[item.index] = errorItem(error, item.index);
     else if (isClientDataError(error)) results[item.index] = unsupportedDataItem();
     else {
