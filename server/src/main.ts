@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import ipaddr from 'ipaddr.js';
 import pg from 'pg';
@@ -89,11 +90,11 @@ async function runCommand(command: string, role: string, positionals: string[], 
  */
 async function serve(config: Config, role: Role): Promise<number> {
   let stopRequested = false;
-  const stopSignal = new Promise<void>((resolve) => {
-    const onSignal = () => {
+  const stopSignal = new Promise<NodeJS.Signals>((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
       if (stopRequested) process.exit(130);
       stopRequested = true;
-      resolve();
+      resolve(signal);
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
@@ -125,8 +126,12 @@ async function serve(config: Config, role: Role): Promise<number> {
     // Start-up's garbage and grown young generation stay committed while idle otherwise (issue #9).
     trimHeapAfterStart();
   }
-  await stopSignal;
+  const stoppedDuringStartup = stopRequested;
+  const signal = await stopSignal;
+  // A stop is told in the log, so one the operator did not ask for shows (review finding, session 19).
+  if (!stoppedDuringStartup) console.log(`Stopping (${signal}): finishing the work in progress.`);
   await running.stop();
+  console.log('Stopped.');
   return 0;
 }
 
@@ -136,6 +141,7 @@ class StartupError extends Error {}
 /** What Node's `net` and `dns` errors carry besides their message. */
 type SystemError = Error & {
   code?: unknown;
+  path?: unknown;
   syscall?: unknown;
   hostname?: unknown;
   port?: unknown;
@@ -197,7 +203,26 @@ function startupFailureMessage(error: unknown, config: Config): string | undefin
   }
   if (failure.syscall === 'getaddrinfo' && failure.hostname === config.HOST)
     return `Invalid HOST: ${config.HOST} cannot be resolved to an address (${failure.code})`;
+  const dataDirMessage = dataDirFailureMessage(failure, config.DATA_DIR);
+  if (dataDirMessage) return dataDirMessage;
   return undefined;
+}
+
+/** File-system error codes that mean DATA_DIR cannot be used as Postwright's directory. */
+const DATA_DIR_ERROR_CODES = new Set(['ENOTDIR', 'EACCES', 'EPERM', 'EROFS', 'EEXIST', 'ENOSPC', 'EISDIR']);
+
+/**
+ * "Invalid DATA_DIR: …" when `failure` is a file-system error on a path inside `dataDir` (a file
+ * given as DATA_DIR, a read-only or full disk, no permission); it printed a stack trace (review
+ * finding, session 19). Undefined for other errors and for `memory://`.
+ */
+function dataDirFailureMessage(failure: SystemError, dataDir: string): string | undefined {
+  if (dataDir.startsWith('memory://') || typeof failure.code !== 'string') return undefined;
+  if (!DATA_DIR_ERROR_CODES.has(failure.code) || typeof failure.path !== 'string') return undefined;
+  const directory = path.resolve(dataDir);
+  const failed = path.resolve(failure.path);
+  if (failed !== directory && !failed.startsWith(directory + path.sep)) return undefined;
+  return `Invalid DATA_DIR: ${directory} cannot be used as a writable directory (${failure.code} at ${failed})`;
 }
 
 /** `value` percent-decoded, or as it is when it is not valid percent-encoding. */

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -99,6 +99,21 @@ describe('start-up failures an operator can fix print one line naming the variab
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 120_000);
+
+  it('a DATA_DIR that is a file (review finding, session 19: a stack trace)', async () => {
+    const directory = mkdtempSync(path.join(tmpdir(), 'pw-datadir-'));
+    const file = path.join(directory, 'not-a-directory');
+    writeFileSync(file, '');
+    try {
+      const result = await run(['start'], { DATA_DIR: file, PORT: '0', BASE_URL: 'http://localhost:3000' });
+      expectOneLine(
+        result,
+        new RegExp(`^Invalid DATA_DIR: ${file} cannot be used as a writable directory \\(ENOTDIR at `),
+      );
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
 
   it('a HOST that is not an address of this machine', async () => {
     const result = await run(['start', '--role', 'api'], {

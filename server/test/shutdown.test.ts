@@ -56,6 +56,10 @@ describe('graceful shutdown', () => {
       socket.destroy();
       expect(code).toBe(0);
       expect(Date.now() - started).toBeLessThan(SHUTDOWN_GRACE_MS + 10_000);
+      // The stop is told in the log (review finding, session 19: a stop left no trace).
+      expect(cli.output()).toMatch(
+        /Stopping \(SIGTERM\): finishing the work in progress\.\n[\s\S]*Stopped\./,
+      );
     } finally {
       cli.child.kill('SIGKILL');
     }
