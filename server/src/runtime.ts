@@ -3,7 +3,7 @@ import { buildApp } from './app.ts';
 import type { Config, Role } from './config.ts';
 import { type Context, createContext } from './context.ts';
 import { type DatabaseHandle, migrateDatabase, openDatabase } from './db/client.ts';
-import { resolveEncryptionKey } from './encryption-key.ts';
+import { checkEncryptionKeyReadsDatabase, resolveEncryptionKey } from './encryption-key.ts';
 import { AppError } from './http/errors.ts';
 import { bindJobHandlers } from './job-handlers.ts';
 import { JobQueue } from './jobs/queue.ts';
@@ -25,8 +25,10 @@ export interface Running {
 
 /**
  * Opens the database (starting the embedded PostgreSQL when DATABASE_URL is unset), applies
- * migrations, starts the queue, builds the one context (context.ts) then the API over it (roles all,
- * api) and the workers over it (roles all, worker).
+ * migrations, checks that the encryption key reads the stored adapter configs and webhook secrets
+ * (checkEncryptionKeyReadsDatabase: none read throws ConfigError), starts the queue, builds the one
+ * context (context.ts) then the API over it (roles all, api) and the workers over it (roles all,
+ * worker).
  * `stop()` undoes it in reverse order, the embedded server last.
  */
 export async function startPostwright(config: Config, role: Role = 'all'): Promise<Running> {
@@ -36,6 +38,9 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   let context: Context;
   try {
     await migrateDatabase(database);
+    // Before anything is served or sent: a key that reads none of the stored configs and secrets
+    // refuses to start (review finding, integrity 3).
+    await checkEncryptionKeyReadsDatabase(database.db, encryptionKey, config);
     // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
     await upgradeLegacyAdapterConfigs(database.db, encryptionKey);
     await queue.start();

@@ -54,8 +54,9 @@ describe('adapter configs bound to their row', () => {
     await storeText(target.id, await storedText(source.id));
 
     const read = await getOne(bob, target.id);
-    expect(read.statusCode).toBe(500);
-    expect(read.json().error.code).toBe('INTERNAL_ERROR');
+    expect(read.statusCode).toBe(409);
+    expect(read.json().error.code).toBe('CONFLICT');
+    expect(read.json().error.details.reason).toBe('CONFIG_UNREADABLE');
     expect(read.body).not.toContain(secret.password);
     const tested = await testOne(bob, target.id);
     expect(tested.json().data.success).toBe(false);
@@ -68,7 +69,7 @@ describe('adapter configs bound to their row', () => {
     const source = await withSecret(alice, 'Primary');
     const target = await buildSmtpAdapter(ctx.app, alice, port, { name: 'Secondary' });
     await storeText(target.id, await storedText(source.id));
-    expect((await getOne(alice, target.id)).statusCode).toBe(500);
+    expect((await getOne(alice, target.id)).statusCode).toBe(409);
   });
 
   it('reads a config written in the v1 format and re-encrypts it bound to its row at start-up', async () => {
@@ -93,6 +94,6 @@ describe('adapter configs bound to their row', () => {
 
     const target = await buildSmtpAdapter(ctx.app, bob, port, { name: 'Bob again' });
     await storeText(target.id, upgraded);
-    expect((await getOne(bob, target.id)).statusCode).toBe(500);
+    expect((await getOne(bob, target.id)).statusCode).toBe(409);
   });
 });

@@ -146,7 +146,13 @@ export async function getAdapter(db: Executor, teamId: string, id: string): Prom
   return row;
 }
 
-/** One adapter with its decrypted config (spec: only the single-adapter read returns it). @throws NOT_FOUND. */
+/**
+ * One adapter with its decrypted config (spec: only the single-adapter read returns it).
+ * @throws NOT_FOUND; CONFLICT (409) with `details.reason = "CONFIG_UNREADABLE"` when the stored
+ *   config does not decrypt with the ENCRYPTION_KEY in use (the key changed since it was written):
+ *   the caller re-enters it with `PUT /api/adapters/:id`, which needs no decryption. It was a bare
+ *   500 (review finding, integrity 3).
+ */
 export async function getAdapterWithConfig(
   db: Executor,
   encryptionKey: Buffer,
@@ -155,9 +161,20 @@ export async function getAdapterWithConfig(
   id: string,
 ) {
   const row = await getAdapter(db, teamId, id);
+  let config: Record<string, unknown>;
+  try {
+    config = adapterConfig(row, encryptionKey);
+  } catch (error) {
+    if (!(error instanceof ConfigDecryptionError)) throw error;
+    throw new AppError(
+      'CONFLICT',
+      "This adapter's configuration cannot be read with the server's current ENCRYPTION_KEY (saved under another key, or damaged): enter the configuration again to replace it",
+      { reason: 'CONFIG_UNREADABLE' },
+    );
+  }
   return {
     ...presentAdapter(row),
-    config: adapterConfig(row, encryptionKey),
+    config,
     // Issue #11: the provider-events URL (with its token); SMTP servers post no events.
     eventsUrl: row.type === 'smtp' ? null : adapterEventsUrl(baseUrl, encryptionKey, row.id),
   };

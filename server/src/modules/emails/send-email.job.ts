@@ -6,7 +6,7 @@ import { type BatchHandler, type ClaimedJob, type QueuedJob, SETTLED } from '../
 import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { type ProviderCache, ProviderError, SendSlots } from '../../providers/index.ts';
 import { trackEmailHtml } from '../../tracking/track-html.ts';
-import { providerFor } from '../adapters/index.ts';
+import { ConfigDecryptionError, providerFor } from '../adapters/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
@@ -18,6 +18,10 @@ import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.t
 
 /** An error that retrying cannot fix: the email ends `failed` at once. */
 class PermanentSendError extends Error {}
+
+/** The `errorMessage` of an email whose adapter config does not decrypt with ENCRYPTION_KEY. */
+const UNREADABLE_CONFIG_MESSAGE =
+  "The adapter's configuration cannot be read with the server's current ENCRYPTION_KEY (saved under another key, or damaged): enter the adapter's configuration again, then resend";
 
 /** What the `email.send` handler needs; SMTP_ALLOW_PRIVATE sets the providers' outbound policy. */
 export interface SendEmailDeps {
@@ -43,9 +47,10 @@ export interface SendEmailDeps {
  * Rules (unchanged from the one-job handler):
  * - success: `sent` with `sentAt` and `providerMessageId`; the job completes even if recording
  *   fails, so a handed-off email is never sent twice;
- * - permanent error (5xx, bad config, disabled or deleted adapter, template that no longer
- *   renders), or a transient one on the last attempt: `failed` with `errorMessage`; a render that
- *   hit a rendering limit counts as transient (see isRenderBudgetExceeded);
+ * - permanent error (5xx, bad config, a config that does not decrypt with ENCRYPTION_KEY, disabled
+ *   or deleted adapter, template that no longer renders), or a transient one on the last attempt:
+ *   `failed` with `errorMessage`; a render that hit a rendering limit counts as transient (see
+ *   isRenderBudgetExceeded);
  * - transient error (4xx, network, deadline passed before the message was transmitted): the attempt
  *   count and error are recorded and the job is thrown back to the queue, which retries with backoff;
  * - deadline passed (or worker stopping) AFTER the whole message was transmitted, before the server
@@ -171,6 +176,17 @@ async function attempt(
         message,
         attempt: attemptNumber,
         detail: { permanent: false, ambiguous: true },
+      };
+    }
+    // The adapter's config does not decrypt (ENCRYPTION_KEY changed since it was saved): no retry
+    // can read it, so it fails now, saying what to do; it was retried as transient (review
+    // finding, integrity 3).
+    if (error instanceof ConfigDecryptionError) {
+      return {
+        kind: 'failed',
+        message: UNREADABLE_CONFIG_MESSAGE,
+        attempt: attemptNumber,
+        detail: { permanent: true },
       };
     }
     const permanent =

@@ -1,6 +1,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { newId } from '../../ids.ts';
+import { ConfigDecryptionError } from '../adapters/index.ts';
 import type { AttemptResult, WebhookClient } from './webhook-client.ts';
 import { decryptWebhookSecret } from './webhook-secret-store.ts';
 import { signatureHeader, signingKey } from './webhook-signature.ts';
@@ -62,19 +63,47 @@ function cachedSigningKey(encryptionKey: Buffer, webhook: WebhookRow, ciphertext
 }
 
 /**
+ * Webhooks whose rotated-out secret did not decrypt, already logged (per ENCRYPTION_KEY): logged
+ * once per webhook, not once per delivery.
+ */
+const unreadableLogged = new WeakMap<Buffer, LRUCache<string, true>>();
+
+/**
  * The signing keys of `webhook` at `now`: its secret, then each secret rotated out within the last
  * 24 h (`previousSecrets` before their `expiresAt`; issue #11), so receivers holding any of them
  * verify. Decrypted keys are cached per ENCRYPTION_KEY, webhook and ciphertext (see
- * cachedSigningKey).
- * @throws ConfigDecryptionError when a stored secret does not decrypt (wrong ENCRYPTION_KEY).
+ * cachedSigningKey). A rotated-out secret that does not decrypt (written under another
+ * ENCRYPTION_KEY) is left out, logged once per webhook (never the secret): rotating the secret was
+ * the fix for a changed key, and one unreadable old secret failed every delivery for its 24 h
+ * (review finding, integrity 2).
+ * @throws ConfigDecryptionError when the webhook's current secret does not decrypt (wrong
+ *   ENCRYPTION_KEY; rotating the secret writes one under the key in use).
  */
 export function signingKeysOf(webhook: WebhookRow, encryptionKey: Buffer, now: Date): KeyObject[] {
   const keys = [cachedSigningKey(encryptionKey, webhook, webhook.secretEncrypted)];
   for (const previous of webhook.previousSecrets) {
-    if (Date.parse(previous.expiresAt) > now.getTime())
+    if (Date.parse(previous.expiresAt) <= now.getTime()) continue;
+    try {
       keys.push(cachedSigningKey(encryptionKey, webhook, previous.secret));
+    } catch (error) {
+      if (!(error instanceof ConfigDecryptionError)) throw error;
+      logUnreadablePrevious(encryptionKey, webhook);
+    }
   }
   return keys;
+}
+
+function logUnreadablePrevious(encryptionKey: Buffer, webhook: WebhookRow): void {
+  let logged = unreadableLogged.get(encryptionKey);
+  if (!logged) {
+    logged = new LRUCache<string, true>({ max: SIGNING_KEYS_CACHED });
+    unreadableLogged.set(encryptionKey, logged);
+  }
+  if (logged.has(webhook.id)) return;
+  logged.set(webhook.id, true);
+  console.warn(
+    `[webhooks] webhook ${webhook.id}: a rotated-out secret does not decrypt with this ENCRYPTION_KEY; deliveries are signed without it`,
+  );
 }
 
 /**

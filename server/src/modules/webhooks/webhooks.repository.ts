@@ -183,7 +183,9 @@ export const webhookRepository = {
    * take effect, each keeping the other's secret): `secretEncrypted` becomes the webhook's secret,
    * the one it replaces joins `previousSecrets` until `expiresAt`, and previous secrets past their
    * own expiry leave, as do all but the newest {@link PREVIOUS_SECRETS_KEPT}; `updatedAt` moves
-   * (the delivery worker's kept rows are keyed by it).
+   * (the delivery worker's kept rows are keyed by it). Ciphertexts listed in `unreadable` (ones the
+   * caller found not to decrypt with the ENCRYPTION_KEY in use) leave too, the replaced one
+   * included: they could not sign during the overlap.
    * @returns the updated row, undefined when there is no such webhook.
    */
   async rotateSecret(
@@ -192,7 +194,9 @@ export const webhookRepository = {
     id: string,
     secretEncrypted: string,
     expiresAt: Date,
+    unreadable: readonly string[] = [],
   ): Promise<WebhookRow | undefined> {
+    const dropped = sql`${sql.param([...unreadable])}::text[]`;
     const [row] = await db
       .update(webhooks)
       .set({
@@ -201,8 +205,10 @@ export const webhookRepository = {
             select kept, position from jsonb_array_elements(${webhooks.previousSecrets})
               with ordinality as e(kept, position)
             where (kept ->> 'expiresAt')::timestamptz > now()
+              and not ((kept ->> 'secret') = any(${dropped}))
             order by position desc limit ${PREVIOUS_SECRETS_KEPT - 1}) k), '[]'::jsonb)
-          || jsonb_build_array(jsonb_build_object('secret', ${webhooks.secretEncrypted}, 'expiresAt', ${expiresAt.toISOString()}::text))`,
+          || case when ${webhooks.secretEncrypted} = any(${dropped}) then '[]'::jsonb
+             else jsonb_build_array(jsonb_build_object('secret', ${webhooks.secretEncrypted}, 'expiresAt', ${expiresAt.toISOString()}::text)) end`,
         updatedAt: nextRowVersion(webhooks.updatedAt),
       })
       .where(and(eq(webhooks.teamId, teamId), eq(webhooks.id, id)))

@@ -5,12 +5,13 @@ import { isForeignKeyViolation } from '../../db/errors.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
+import { ConfigDecryptionError } from '../adapters/index.ts';
 import { type AttemptOutcome, attemptDelivery } from './webhook-attempt.ts';
 import { webhookClientFor } from './webhook-client.ts';
 import { httpsRequired, resolveWebhookHost, webhookUrlProblem } from './webhook-destination.ts';
 import { sampleEventPayload, type WebhookEvent } from './webhook-events.ts';
 import { writeAttempts } from './webhook-recorder.ts';
-import { encryptWebhookSecret } from './webhook-secret-store.ts';
+import { decryptWebhookSecret, encryptWebhookSecret } from './webhook-secret-store.ts';
 import { generateWebhookSecret } from './webhook-signature.ts';
 import {
   type WebhookChanges,
@@ -188,7 +189,9 @@ export async function deleteWebhook(db: Database, teamId: string, id: string): P
  * one keeps signing beside it for 24 h (one more `v1,` signature in `webhook-signature`), so
  * receivers can switch without losing a delivery. Rotated again within those 24 h, every secret
  * rotated out keeps its own 24 h (webhookRepository.rotateSecret: one statement, so two rotations
- * at once both hold).
+ * at once both hold). Secrets that no longer decrypt (ENCRYPTION_KEY changed since they were
+ * written) are dropped instead of kept: rotating is the fix for a changed key, and kept, they
+ * could not sign for those 24 h (review finding, integrity 2).
  * @returns the new secret (shown only here) and when the one it replaced stops signing.
  * @throws NOT_FOUND (404).
  */
@@ -197,6 +200,8 @@ export async function rotateWebhookSecret(
   teamId: string,
   id: string,
 ): Promise<{ id: string; secret: string; previousSecretExpiresAt: string }> {
+  const current = await webhookRepository.find(deps.db, teamId, id);
+  if (!current) throw notFound('Webhook');
   const secret = generateWebhookSecret();
   const expiresAt = new Date(Date.now() + PREVIOUS_SECRET_OVERLAP_MS);
   const row = await webhookRepository.rotateSecret(
@@ -205,9 +210,24 @@ export async function rotateWebhookSecret(
     id,
     encryptWebhookSecret(deps.encryptionKey, secret, teamId, id),
     expiresAt,
+    unreadableSecretsOf(deps.encryptionKey, current),
   );
   if (!row) throw notFound('Webhook');
   return { id, secret, previousSecretExpiresAt: expiresAt.toISOString() };
+}
+
+/** The stored secrets of `row` (current and rotated out) that do not decrypt with `encryptionKey`. */
+function unreadableSecretsOf(encryptionKey: Buffer, row: WebhookRow): string[] {
+  const stored = [row.secretEncrypted, ...row.previousSecrets.map((previous) => previous.secret)];
+  return stored.filter((ciphertext) => {
+    try {
+      decryptWebhookSecret(encryptionKey, ciphertext, row.teamId, row.id);
+      return false;
+    } catch (error) {
+      if (error instanceof ConfigDecryptionError) return true;
+      throw error;
+    }
+  });
 }
 
 /**
