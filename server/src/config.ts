@@ -69,6 +69,21 @@ const providerEndpoint = z
   .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   .optional();
 
+/**
+ * LOG_RETENTION_DAYS: whole days, 1-36500 (100 years). Unset (or empty) keeps email logs and webhook
+ * delivery records for ever, the default (review finding "growth": nothing ever removed them).
+ */
+const retentionDaysSchema = z
+  .string()
+  .regex(/^\d{1,5}$/, 'must be a whole number of days from 1 to 36500')
+  .transform(Number)
+  .pipe(
+    z
+      .number()
+      .min(1, 'must be a whole number of days from 1 to 36500')
+      .max(36500, 'must be a whole number of days from 1 to 36500'),
+  );
+
 const envSchema = z.object({
   PORT: portSchema.default(3000),
   HOST: hostSchema.default('0.0.0.0'),
@@ -203,6 +218,9 @@ const envSchema = z.object({
     .max(Number.MAX_SAFE_INTEGER)
     .default(1024 * 1024 * 1024),
   UPLOAD_TEAM_MAX_FILES: z.coerce.number().int().min(1).max(10_000_000).default(10_000),
+  // Data retention (modules/maintenance): email logs (not `queued`) and webhook delivery records
+  // older than this many days are deleted by the workers' maintenance loop. Unset = kept for ever.
+  LOG_RETENTION_DAYS: retentionDaysSchema.optional(),
 });
 
 /** The parsed configuration: env values with defaults applied and BASE_URL resolved. */

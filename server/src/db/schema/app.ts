@@ -101,7 +101,10 @@ export const templates = pgTable(
   (t) => [uniqueIndex('templates_team_slug_idx').on(t.teamId, t.slug)],
 );
 
-/** Immutable snapshots; kept after their template is deleted so logs can be re-rendered. */
+/**
+ * Immutable snapshots. Deleting a template deletes its versions that no email log names; the ones a
+ * log names are kept (template_id set null) so the log can be re-rendered (templates.repository.ts).
+ */
 export const templateVersions = pgTable(
   'template_versions',
   {
@@ -171,6 +174,9 @@ export const emailLogs = pgTable(
   (t) => [
     index('email_logs_team_created_idx').on(t.teamId, t.createdAt),
     index('email_logs_team_status_idx').on(t.teamId, t.status),
+    // A template's delete: its foreign key's ON DELETE SET NULL finds the template's logs, and the
+    // delete keeps the versions they name (templates.repository.ts).
+    index('email_logs_template_id_idx').on(t.templateId),
     // Provider events (bounces, deliveries) name the email by the provider's message id.
     index('email_logs_provider_message_id_idx').on(t.providerMessageId),
   ],
@@ -429,8 +435,9 @@ export const suppressions = pgTable(
 
 /**
  * Signature tokens a provider's events were accepted with, per adapter (issue #11: Mailgun signs
- * timestamp + token, not the event, so a token is accepted once). Rows older than the signature's
- * freshness window are deleted by the next claim for the adapter; all processes share them.
+ * timestamp + token, not the event, so a token is accepted once); all processes share them. A claim
+ * counts only rows seen within its window; the workers' maintenance loop deletes older ones
+ * (modules/maintenance, by `seen_at`).
  */
 export const providerEventTokens = pgTable(
   'provider_event_tokens',
@@ -441,7 +448,10 @@ export const providerEventTokens = pgTable(
     token: text('token').notNull(),
     seenAt: ts('seen_at').notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.adapterId, t.token] })],
+  (t) => [
+    primaryKey({ columns: [t.adapterId, t.token] }),
+    index('provider_event_tokens_seen_at_idx').on(t.seenAt),
+  ],
 );
 
 /**

@@ -32,7 +32,11 @@ export const sessions = pgTable(
       .references(() => users.id, { onDelete: 'cascade' }),
     activeOrganizationId: text('active_team_id'),
   },
-  (t) => [index('sessions_user_id_idx').on(t.userId)],
+  (t) => [
+    index('sessions_user_id_idx').on(t.userId),
+    // The maintenance loop's delete of sessions expired over a day ago (modules/maintenance).
+    index('sessions_expires_at_idx').on(t.expiresAt),
+  ],
 );
 
 export const accounts = pgTable(

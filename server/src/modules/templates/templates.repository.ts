@@ -1,7 +1,7 @@
 import { and, count, desc, eq, ilike, inArray, like, max, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
-import { templates, templateVersions } from '../../db/schema/index.ts';
+import { emailLogs, templates, templateVersions } from '../../db/schema/index.ts';
 import { hasIdPrefix } from '../../ids.ts';
 
 export type TemplateRow = typeof templates.$inferSelect;
@@ -142,11 +142,27 @@ export const templateRepository = {
     return row;
   },
 
-  async delete(db: Executor, teamId: string, id: string): Promise<boolean> {
-    const rows = await db
-      .delete(templates)
-      .where(and(eq(templates.teamId, teamId), eq(templates.id, id)))
-      .returning({ id: templates.id });
+  /**
+   * Deletes template `id` of the team with its versions that no email log names; the versions a log
+   * names stay (their template_id set null) so the log still re-renders (review finding "growth":
+   * every version of a deleted template stayed, unreachable, up to 2 MB of design each). Run it in
+   * a transaction: the template row is locked first (FOR UPDATE), which waits for the sends whose
+   * log names the template and is not committed yet (their foreign key check holds a KEY SHARE
+   * lock on it), and makes later ones wait, then fail that check once the template is gone. So the
+   * versions' check below sees every log that will ever name the template's versions. The check
+   * reads the template's logs by email_logs_template_id_idx.
+   * @returns whether the template existed (and is now deleted).
+   */
+  async delete(tx: Executor, teamId: string, id: string): Promise<boolean> {
+    const where = and(eq(templates.teamId, teamId), eq(templates.id, id));
+    const [locked] = await tx.select({ id: templates.id }).from(templates).where(where).for('update');
+    if (!locked) return false;
+    await tx.execute(sql`
+      delete from ${templateVersions} v
+      where v.team_id = ${teamId} and v.template_id = ${id}
+        and not exists (
+          select 1 from ${emailLogs} l where l.template_id = ${id} and l.template_version_id = v.id)`);
+    const rows = await tx.delete(templates).where(where).returning({ id: templates.id });
     return rows.length > 0;
   },
 

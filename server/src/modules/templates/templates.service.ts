@@ -299,9 +299,10 @@ export async function updateTemplate(
 }
 
 /**
- * Permanent delete; email logs keep templateName and get templateId null. Returns the deleted
- * template's `thumbnailUrl` ('' when it had none) so the caller can release the file
- * (`releaseThumbnail`). @throws NOT_FOUND.
+ * Permanent delete; email logs keep templateName and get templateId null. The template's versions
+ * go too, except those an email log names, which stay so the log can be re-rendered (one transaction,
+ * see templateRepository.delete). Returns the deleted template's `thumbnailUrl` ('' when it had
+ * none) so the caller can release the file (`releaseThumbnail`). @throws NOT_FOUND.
  */
 export async function deleteTemplate(
   db: Executor,
@@ -310,7 +311,7 @@ export async function deleteTemplate(
   idOrSlug: string,
 ): Promise<{ thumbnailUrl: string }> {
   const current = await getTemplate(db, teamId, idOrSlug);
-  await templateRepository.delete(db, teamId, current.id);
+  await db.transaction((tx) => templateRepository.delete(tx, teamId, current.id));
   sendCache.forgetTeam(teamId);
   return { thumbnailUrl: current.thumbnailUrl ?? '' };
 }
