@@ -83,7 +83,14 @@ export const templates = pgTable(
     designJson: jsonb('design_json').notNull(),
     compiledHtml: text('compiled_html').notNull(),
     variables: text('variables').array().notNull(),
-    thumbnailUrl: text('thumbnail_url').notNull().default(''),
+    /**
+     * The template's thumbnail as a storage key (`<teamId>/thumbnails/<templateId>-<hash>.png`), ''
+     * for none; the API's `thumbnailUrl` is built from it when read (templates.thumbnail.ts). The
+     * column keeps its old name: it held the absolute URL until migration 0018, which was broken by
+     * a change of BASE_URL or S3_PUBLIC_URL (review finding newuser 2); a process of an older
+     * release may still write such a URL during an upgrade, and readers map it back to its key.
+     */
+    thumbnailKey: text('thumbnail_url').notNull().default(''),
     currentVersionId: text('current_version_id'),
     /** True when content changed since currentVersionId was snapshotted. */
     hasUnversionedChanges: boolean('has_unversioned_changes').notNull().default(false),

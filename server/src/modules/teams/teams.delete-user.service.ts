@@ -15,8 +15,11 @@ export interface DeletedTeam {
   name: string;
   /** Storage keys of its uploaded images (`<teamId>/img_….<ext>`, the `uploads` rows). */
   uploadKeys: string[];
-  /** Its templates' thumbnail URLs (non-empty ones). */
-  thumbnailUrls: string[];
+  /**
+   * Storage keys of its templates' thumbnails (`<teamId>/thumbnails/….png`; a URL from before
+   * migration 0018 mapped to its key, {@link teamFileKeyOf}).
+   */
+  thumbnailKeys: string[];
 }
 
 /** What {@link deleteUserByEmail} did. */
@@ -140,7 +143,7 @@ async function deleteTeams(tx: Executor, teamIds: string[]): Promise<DeletedTeam
   const templateRows = await tx
     .delete(templates)
     .where(inArray(templates.teamId, teamIds))
-    .returning({ teamId: templates.teamId, thumbnailUrl: templates.thumbnailUrl });
+    .returning({ teamId: templates.teamId, thumbnail: templates.thumbnailKey });
   const teamRows = await tx
     .delete(teams)
     .where(inArray(teams.id, teamIds))
@@ -151,9 +154,12 @@ async function deleteTeams(tx: Executor, teamIds: string[]): Promise<DeletedTeam
       id,
       name,
       uploadKeys: uploadRows.filter((row) => row.teamId === id).map((row) => row.key),
-      thumbnailUrls: [
+      thumbnailKeys: [
         ...new Set(
-          templateRows.filter((row) => row.teamId === id && row.thumbnailUrl).map((row) => row.thumbnailUrl),
+          templateRows.flatMap((row) => {
+            const key = row.teamId === id ? teamFileKeyOf(id, row.thumbnail) : undefined;
+            return key ? [key] : [];
+          }),
         ),
       ],
     }));
@@ -162,10 +168,9 @@ async function deleteTeams(tx: Executor, teamIds: string[]): Promise<DeletedTeam
 /**
  * Removes from `storage` the files of teams deleted by {@link deleteUserByEmail}, once that has
  * committed (a storage call never runs inside a transaction): their uploaded images and their
- * templates' thumbnails. A thumbnail URL counts only when it is this storage's public URL of a key
- * under the team's own `<teamId>/` prefix (keys are per team, so no other team's template shows
- * it); a URL set some other way is left alone. Images uploaded before the `uploads` table existed
- * (migration 0015) have no row and are not found.
+ * templates' thumbnails, by key (every one under the team's own `<teamId>/` prefix, so no other
+ * team's template shows it). Images uploaded before the `uploads` table existed (migration 0015)
+ * have no row and are not found.
  * @returns the keys removed, those storage did not hold (absent: removed before, or this storage is
  *   not the one the server uses), and those left, each with why (a storage error, e.g.
  *   S3_NOT_CONFIGURED); never throws.
@@ -178,15 +183,7 @@ export async function removeDeletedTeamFiles(
   const absent: string[] = [];
   const left: { key: string; reason: string }[] = [];
   for (const team of deletedTeams) {
-    const keys = new Set(team.uploadKeys);
-    for (const url of team.thumbnailUrls) {
-      const key = teamFileKeyOf(storage, team.id, url);
-      if (key) keys.add(key);
-      // S3 chosen without its settings maps no URL to a key: the thumbnail is left, by its URL.
-      else if (storage.kind === 'unconfigured')
-        left.push({ key: url, reason: 'S3 storage is not configured' });
-    }
-    for (const key of keys) {
+    for (const key of new Set([...team.uploadKeys, ...team.thumbnailKeys])) {
       try {
         ((await storage.delete(key)) ? removed : absent).push(key);
       } catch (error) {
@@ -197,16 +194,23 @@ export async function removeDeletedTeamFiles(
   return { removed, absent, left };
 }
 
-/** The key under `<teamId>/` whose public URL in `storage` is exactly `url`, else undefined. */
-function teamFileKeyOf(storage: FileStorage, teamId: string, url: string): string | undefined {
-  const at = url.lastIndexOf(`/${teamId}/`);
-  if (at < 0) return undefined;
-  const key = url.slice(at + 1);
-  if (!isValidStorageKey(key)) return undefined;
-  try {
-    return storage.publicUrl(key) === url ? key : undefined;
-  } catch {
-    // S3 chosen without its settings: no URL is its own.
-    return undefined;
+/**
+ * The storage key under team `teamId`'s `<teamId>/` prefix that a template's stored thumbnail
+ * (`thumbnail_url` column) names, else undefined ('' included): the value itself when it is such a
+ * key, as stored since migration 0018; for a URL stored before (or by a process of an older release
+ * during an upgrade), the key its path ends with, whatever BASE_URL or S3_PUBLIC_URL it was made
+ * under (review finding newuser 2: only a URL equal to the current public URL counted, so a change
+ * of either left every thumbnail file behind). The whole prefix is the deleted team's, so any file
+ * there may go.
+ */
+function teamFileKeyOf(teamId: string, stored: string): string | undefined {
+  let key = stored;
+  if (/^https?:\/\//i.test(stored)) {
+    if (!URL.canParse(stored)) return undefined;
+    const { pathname } = new URL(stored);
+    const at = pathname.lastIndexOf(`/${teamId}/`);
+    if (at < 0) return undefined;
+    key = pathname.slice(at + 1);
   }
+  return key.startsWith(`${teamId}/`) && isValidStorageKey(key) ? key : undefined;
 }

@@ -3,7 +3,7 @@ import { notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import { templateRepository } from './templates.repository.ts';
 import { snapshotVersion, withFreeSlug } from './templates.service.ts';
-import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
+import { enqueueThumbnail, type ThumbnailQueue, thumbnailKeyOf } from './templates.thumbnail.ts';
 
 /** Template names are 1-100 characters (spec "Limits"); the copy marker must fit inside. */
 const MAX_NAME = 100;
@@ -56,7 +56,8 @@ export async function duplicateTemplate(
       designJson: source.designJson,
       compiledHtml: source.compiledHtml,
       variables: source.variables,
-      thumbnailUrl: source.thumbnailUrl,
+      // Stored as a key even when the source still holds a URL from before migration 0018.
+      thumbnailKey: thumbnailKeyOf(teamId, source.thumbnailKey) ?? '',
       isActive: source.isActive,
       generatePdf: source.generatePdf,
       pdfFilename: source.pdfFilename,

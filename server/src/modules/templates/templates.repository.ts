@@ -17,7 +17,8 @@ const TEMPLATE_LIST_COLUMNS = {
   isActive: templates.isActive,
   generatePdf: templates.generatePdf,
   variables: templates.variables,
-  thumbnailUrl: templates.thumbnailUrl,
+  teamId: templates.teamId,
+  thumbnailKey: templates.thumbnailKey,
   createdAt: templates.createdAt,
   updatedAt: templates.updatedAt,
 };
@@ -180,26 +181,50 @@ export const templateRepository = {
   },
 
   /**
-   * Sets the thumbnail of template `id` to `url` if its compiled HTML is still `compiledHtml` (the
-   * HTML the screenshot was taken of).
-   * @returns the thumbnail it replaced, as the row held it when this statement locked it (not as
-   *   read before the screenshot: a job that finished meanwhile set its own, which is the one
-   *   replaced now; FOR UPDATE in the subquery waits for a concurrent change and reads its result);
-   *   undefined when the HTML changed or the template is gone.
+   * Sets the thumbnail of template `id` to storage key `key` if its compiled HTML is still
+   * `compiledHtml` (the HTML the screenshot was taken of).
+   * @returns the thumbnail it replaced (the column's value: a key, '' or a URL from before migration
+   *   0018), as the row held it when this statement locked it (not as read before the screenshot: a
+   *   job that finished meanwhile set its own, which is the one replaced now; FOR UPDATE in the
+   *   subquery waits for a concurrent change and reads its result); undefined when the HTML changed
+   *   or the template is gone.
    */
   async setThumbnailIfUnchanged(
     db: Executor,
     teamId: string,
     id: string,
     compiledHtml: string,
-    url: string,
-  ): Promise<{ previousUrl: string } | undefined> {
-    const { rows } = (await db.execute(sql`update ${templates} t set thumbnail_url = ${url}
+    key: string,
+  ): Promise<{ previous: string } | undefined> {
+    const { rows } = (await db.execute(sql`update ${templates} t set thumbnail_url = ${key}
       from (select id, thumbnail_url from ${templates}
         where id = ${id} and team_id = ${teamId} for update) previous
       where t.id = previous.id and t.compiled_html = ${compiledHtml}
-      returning previous.thumbnail_url as "previousUrl"`)) as unknown as { rows: { previousUrl: string }[] };
+      returning previous.thumbnail_url as "previous"`)) as unknown as { rows: { previous: string }[] };
     return rows[0];
+  },
+
+  /**
+   * Whether a template of team `teamId` still shows the thumbnail stored under `key`: holds the key,
+   * or a URL from before migration 0018 whose path ends with it (templates.thumbnail.ts
+   * thumbnailKeyOf). Thumbnail keys are under their team's prefix and duplicates stay in their
+   * team, so other teams' templates never hold one.
+   */
+  async isThumbnailShown(db: Executor, teamId: string, key: string): Promise<boolean> {
+    const [row] = await db
+      .select({ id: templates.id })
+      .from(templates)
+      .where(
+        and(
+          eq(templates.teamId, teamId),
+          or(
+            eq(templates.thumbnailKey, key),
+            sql`right(${templates.thumbnailKey}, ${key.length + 1}) = ${`/${key}`}`,
+          ),
+        ),
+      )
+      .limit(1);
+    return row !== undefined;
   },
 
   /**

@@ -39,6 +39,8 @@ const tags = ['Templates'];
 export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
   const app = fastify.withTypeProvider<ZodTypeProvider>();
   const db = () => app.ctx.database.db;
+  // Thumbnail URLs are built from their stored keys with the storage as configured now.
+  const storage = () => app.ctx.storage;
   const sendCache = () => app.ctx.caches.templatesForSend;
   // Saves queue a thumbnail (issue #12) when this process has a renderer to take it with.
   const thumbnails = () => (app.ctx.pdf ? app.ctx.queue : undefined);
@@ -50,7 +52,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       ...access({ kind: 'session', apiKeyScopes: ['templates:read'] }),
       schema: { tags, querystring: templateListQuery, response: { 200: pageOf(templateListItem) } },
     },
-    async (request) => ok(await service.listTemplates(db(), teamIdOf(request), request.query)),
+    async (request) => ok(await service.listTemplates(db(), storage(), teamIdOf(request), request.query)),
   );
 
   app.get(
@@ -60,7 +62,12 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       schema: { tags, params: templateIdParams, response: { 200: envelopeOf(templateView) } },
     },
     async (request) =>
-      ok(service.presentTemplate(await service.getTemplate(db(), teamIdOf(request), request.params.id))),
+      ok(
+        service.presentTemplate(
+          await service.getTemplate(db(), teamIdOf(request), request.params.id),
+          storage(),
+        ),
+      ),
   );
 
   app.post(
@@ -77,7 +84,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       const teamId = teamIdOf(request);
       const userId = actingUserIdOf(request);
       const created = await service.createTemplate(db(), teamId, userId, request.body, thumbnails());
-      return reply.code(201).send(ok(created));
+      return reply.code(201).send(ok(service.presentTemplate(created, storage())));
     },
   );
 
@@ -101,7 +108,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
         request.body,
         thumbnails(),
       );
-      return ok(service.presentTemplate(row));
+      return ok(service.presentTemplate(row, storage()));
     },
   );
 
@@ -113,9 +120,9 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const teamId = teamIdOf(request);
-      const { thumbnailUrl } = await service.deleteTemplate(db(), sendCache(), teamId, request.params.id);
+      const { thumbnailKey } = await service.deleteTemplate(db(), sendCache(), teamId, request.params.id);
       // The template is gone; a storage failure only leaves its thumbnail file behind.
-      await releaseThumbnail(db(), app.ctx.storage, teamId, thumbnailUrl).catch((error: unknown) =>
+      await releaseThumbnail(db(), storage(), teamId, thumbnailKey).catch((error: unknown) =>
         request.log.warn({ err: error }, 'could not delete the deleted template’s thumbnail'),
       );
       return deleted;
@@ -200,6 +207,7 @@ export async function templateRoutes(fastify: FastifyInstance): Promise<void> {
       return ok(
         service.presentTemplate(
           await versions.restoreVersion(db(), sendCache(), teamId, userId, id, versionId, thumbnails()),
+          storage(),
         ),
       );
     },

@@ -13,6 +13,7 @@ import {
   invalidTemplate,
   parseDesign,
 } from '../rendering/index.ts';
+import type { FileStorage } from '../storage/index.ts';
 import {
   type TemplateListRow,
   type TemplateRow,
@@ -21,10 +22,13 @@ import {
 } from './templates.repository.ts';
 import type { CreateTemplateInput, TemplateView, UpdateTemplateInput } from './templates.schema.ts';
 import type { TemplateSendCache } from './templates.send-cache.ts';
-import { enqueueThumbnail, type ThumbnailQueue } from './templates.thumbnail.ts';
+import { enqueueThumbnail, type ThumbnailQueue, thumbnailUrlOf } from './templates.thumbnail.ts';
 
-/** List item shape (spec "Template": list items carry …). */
-export function presentTemplateListItem(row: TemplateListRow) {
+/**
+ * List item shape (spec "Template": list items carry …). `thumbnailUrl` is built from the stored
+ * thumbnail key with `storage` as configured now (templates.thumbnail.ts thumbnailUrlOf).
+ */
+export function presentTemplateListItem(row: TemplateListRow, storage: FileStorage) {
   return {
     id: row.id,
     name: row.name,
@@ -34,16 +38,16 @@ export function presentTemplateListItem(row: TemplateListRow) {
     isActive: row.isActive,
     generatePdf: row.generatePdf,
     variables: row.variables,
-    thumbnailUrl: row.thumbnailUrl,
+    thumbnailUrl: thumbnailUrlOf(storage, row.teamId, row.thumbnailKey),
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
 }
 
-/** Full template shape (spec "Template", get-one). */
-export function presentTemplate(row: TemplateRow): TemplateView {
+/** Full template shape (spec "Template", get-one); `storage` as for {@link presentTemplateListItem}. */
+export function presentTemplate(row: TemplateRow, storage: FileStorage): TemplateView {
   return {
-    ...presentTemplateListItem(row),
+    ...presentTemplateListItem(row, storage),
     teamId: row.teamId,
     designJson: row.designJson as Record<string, unknown>,
     compiledHtml: row.compiledHtml,
@@ -190,8 +194,8 @@ export async function withFreeSlug<T>(
 }
 
 /**
- * Creates a template and its first version ("Version 1"). The slug is generated from the name
- * when absent (first free of `slug`, `slug-2`, …).
+ * Creates a template and its first version ("Version 1"), returned as stored (currentVersionId
+ * set). The slug is generated from the name when absent (first free of `slug`, `slug-2`, …).
  * @throws INVALID_TEMPLATE for a bad design or subject, ALREADY_EXISTS (409) for a taken slug.
  */
 export async function createTemplate(
@@ -200,7 +204,7 @@ export async function createTemplate(
   userId: string | null,
   input: CreateTemplateInput,
   thumbnails?: ThumbnailQueue,
-): Promise<TemplateView> {
+): Promise<TemplateRow> {
   const { design, variables, compiledHtml } = await compileContent(input.subject, input.designJson);
   return withFreeSlug(db, teamId, input.slug, async (tx, slugFor) => {
     const row = await templateRepository.insert(tx, {
@@ -221,7 +225,7 @@ export async function createTemplate(
     });
     const version = await snapshotVersion(tx, row, userId);
     await enqueueThumbnail(thumbnails, tx, row);
-    return presentTemplate({ ...row, currentVersionId: version.id });
+    return { ...row, currentVersionId: version.id };
   });
 }
 
@@ -232,14 +236,23 @@ export async function getTemplate(db: Executor, teamId: string, idOrSlug: string
   return row;
 }
 
-/** Paginated list, newest first; `search` matches name or slug case-insensitively. */
+/**
+ * Paginated list, newest first; `search` matches name or slug case-insensitively. Thumbnail URLs
+ * are built with `storage` ({@link presentTemplateListItem}).
+ */
 export async function listTemplates(
   db: Executor,
+  storage: FileStorage,
   teamId: string,
   query: { page: number; pageSize: number; search?: string | undefined; isActive?: boolean | undefined },
 ): Promise<Page<ReturnType<typeof presentTemplateListItem>>> {
   const { rows, total } = await templateRepository.list(db, teamId, query);
-  return page(rows.map(presentTemplateListItem), total, query.page, query.pageSize);
+  return page(
+    rows.map((row) => presentTemplateListItem(row, storage)),
+    total,
+    query.page,
+    query.pageSize,
+  );
 }
 
 const VERSIONED_FIELDS = [
@@ -301,19 +314,20 @@ export async function updateTemplate(
 /**
  * Permanent delete; email logs keep templateName and get templateId null. The template's versions
  * go too, except those an email log names, which stay so the log can be re-rendered (one transaction,
- * see templateRepository.delete). Returns the deleted template's `thumbnailUrl` ('' when it had
- * none) so the caller can release the file (`releaseThumbnail`). @throws NOT_FOUND.
+ * see templateRepository.delete). Returns the deleted template's stored thumbnail (its key, '' when
+ * it had none, or a URL from before migration 0018) so the caller can release the file
+ * (`releaseThumbnail`). @throws NOT_FOUND.
  */
 export async function deleteTemplate(
   db: Executor,
   sendCache: TemplateSendCache,
   teamId: string,
   idOrSlug: string,
-): Promise<{ thumbnailUrl: string }> {
+): Promise<{ thumbnailKey: string }> {
   const current = await getTemplate(db, teamId, idOrSlug);
   await db.transaction((tx) => templateRepository.delete(tx, teamId, current.id));
   sendCache.forgetTeam(teamId);
-  return { thumbnailUrl: current.thumbnailUrl ?? '' };
+  return { thumbnailKey: current.thumbnailKey };
 }
 
 /**
