@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { isHostOrAddress } from './host-name.ts';
 import { trustProxySchema } from './http/trust-proxy.ts';
@@ -84,6 +85,57 @@ const retentionDaysSchema = z
       .max(36500, 'must be a whole number of days from 1 to 36500'),
   );
 
+/**
+ * One PDF_ALLOWED_IMAGE_HOSTS entry reduced to the host name the renderers compare with an image
+ * URL's `hostname` (chromium-pool.ts) and name in the pages' Content-Security-Policy
+ * (render-policy.ts): a URL gives its host name, `host:port` its host (any port is allowed anyway).
+ * A URL or `host:port` was kept as written and matched no image, so every image was blocked with
+ * no start-up message (review finding, newuser 4).
+ * @returns the host name or address, or `{ problem }` (a phrase for the one-line config error)
+ *   when the entry is not a host name or an IPv4 address, or is one no Content-Security-Policy can
+ *   name: an IPv6 address or a name with `_` (CSP Level 3 §2.3.1 host-char; Chromium ignores such
+ *   a source, measured), so no image would load from it.
+ */
+function imageHostOf(entry: string): string | { problem: string } {
+  let host = entry;
+  if (entry.includes('://')) host = URL.parse(entry)?.hostname ?? entry;
+  else if (isIP(entry) === 0) host = /^(.+):\d{1,5}$/.exec(entry)?.[1] ?? entry;
+  host = host.replace(/^\[(.*)\]$/, '$1');
+  if (!isHostOrAddress(host)) return { problem: 'is not a host name, an IPv4 address or a URL' };
+  if (isIP(host) === 6) {
+    return {
+      problem:
+        "is an IPv6 address, which the renderers' Content-Security-Policy cannot name: use a host name",
+    };
+  }
+  if (host.includes('_')) {
+    return {
+      problem:
+        'has "_", which the renderers\' Content-Security-Policy cannot name: use a host name without it',
+    };
+  }
+  return host;
+}
+
+/** PDF_ALLOWED_IMAGE_HOSTS: comma-separated entries, each reduced by {@link imageHostOf}. */
+const imageHostsSchema = z.string().transform((value, ctx) => {
+  const hosts: string[] = [];
+  for (const entry of value.split(',').map((item) => item.trim().toLowerCase())) {
+    if (!entry) continue;
+    const host = imageHostOf(entry);
+    if (typeof host === 'string') {
+      hosts.push(host);
+      continue;
+    }
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(entry)} ${host.problem} (e.g. images.example.com)`,
+    });
+    return z.NEVER;
+  }
+  return hosts;
+});
+
 const envSchema = z.object({
   PORT: portSchema.default(3000),
   HOST: hostSchema.default('0.0.0.0'),
@@ -101,6 +153,11 @@ const envSchema = z.object({
     .string()
     .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be 32 bytes, base64-encoded')
     .optional(),
+  // What start-up does when the key cannot be the one the database was written with
+  // (encryption-key.ts): `refuse` to start, or `warn` and start (on the embedded default, a missing
+  // encryption.key next to a database is then replaced by a new key): the way out for an operator
+  // whose key is lost (README "ENCRYPTION_KEY").
+  ENCRYPTION_KEY_CHECK: z.enum(['refuse', 'warn'], { error: 'must be refuse or warn' }).default('refuse'),
   SETUP_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   REDIS_URL: z
@@ -194,15 +251,7 @@ const envSchema = z.object({
   PDF_RENDER_TIMEOUT_SECONDS: z.coerce.number().min(0.001).max(300).default(30),
   // Bundled renderer: pages rendering at once (one browser), and hosts its pages may load images from.
   PDF_RENDERER_PAGES: z.coerce.number().int().min(1).max(32).default(2),
-  PDF_ALLOWED_IMAGE_HOSTS: z
-    .string()
-    .transform((v) =>
-      v
-        .split(',')
-        .map((host) => host.trim().toLowerCase())
-        .filter(Boolean),
-    )
-    .default([]),
+  PDF_ALLOWED_IMAGE_HOSTS: imageHostsSchema.default([]),
   UPLOAD_MAX_BYTES: z.coerce
     .number()
     .int()

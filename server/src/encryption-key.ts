@@ -7,19 +7,38 @@ import type { Executor } from './db/client.ts';
 import { embeddedLayout } from './db/embedded-postgres-cluster.ts';
 import { adapters, webhooks } from './db/schema/index.ts';
 import { decryptConfig } from './modules/adapters/index.ts';
-import { decryptWebhookSecret } from './modules/webhooks/webhook-secret-store.ts';
+import { decryptWebhookSecret } from './modules/webhooks/index.ts';
+
+/** The settings the start-up key checks read; ENCRYPTION_KEY_CHECK unset means `refuse`. */
+export type KeyCheckConfig = Pick<Config, 'ENCRYPTION_KEY' | 'DATA_DIR'> &
+  Partial<Pick<Config, 'ENCRYPTION_KEY_CHECK'>>;
+
+/** The last resort the refusals name, for an operator whose key is lost (README "ENCRYPTION_KEY"). */
+const LAST_RESORT =
+  'If that key is lost, ENCRYPTION_KEY_CHECK=warn starts anyway as a last resort (what was encrypted with it must then be entered again); see README "ENCRYPTION_KEY".';
+
+/** What stops working when the key changed, and what to do: the end of the `warn` mode's warnings. */
+const WHAT_STOPS_WORKING =
+  'What was written with the old key stops working: adapter configs (their sends fail until each adapter\'s configuration is entered again), webhook secrets (deliveries fail until each webhook\'s secret is rotated), sessions (everyone signs in again), provider-event URLs (paste them into the providers again) and the tracking links of emails already sent; see README "ENCRYPTION_KEY".';
 
 /**
  * The 32-byte key that encrypts adapter configs and webhook secrets (AES-256-GCM). ENCRYPTION_KEY
  * when set; on the embedded default it is generated once and kept in `<DATA_DIR>/encryption.key`
  * (mode 0600), so a restart can still read the configs it wrote (issue #2). config.ts already
  * requires it with DATABASE_URL.
- * @throws ConfigError (one line, printed as is by the CLI) when `encryption.key` is missing while
- *   `<DATA_DIR>/pgdata` already holds a database: that database was written with the key the file
- *   held, and a new one read none of its adapter configs or webhook secrets (review finding,
- *   integrity 3: one was generated silently). Error when the file does not hold a 32-byte key.
+ * When `encryption.key` is missing while `<DATA_DIR>/pgdata` already holds a database, that
+ * database was written with the key the file held, and a new one reads none of its adapter configs
+ * or webhook secrets (review finding, integrity 3: one was generated silently). With
+ * ENCRYPTION_KEY_CHECK=warn a new key is generated anyway and `warn` is called with one line
+ * saying what stops working: the only way to start again when the key is truly lost, since the
+ * embedded database runs only inside Postwright.
+ * @throws ConfigError (one line, printed as is by the CLI) for that missing file when
+ *   ENCRYPTION_KEY_CHECK is `refuse` (the default). Error when the file does not hold a 32-byte key.
  */
-export function resolveEncryptionKey(config: Pick<Config, 'ENCRYPTION_KEY' | 'DATA_DIR'>): Buffer {
+export function resolveEncryptionKey(
+  config: KeyCheckConfig,
+  warn: (line: string) => void = console.warn,
+): Buffer {
   if (config.ENCRYPTION_KEY) return Buffer.from(config.ENCRYPTION_KEY, 'base64');
   const file = path.resolve(config.DATA_DIR, 'encryption.key');
   try {
@@ -31,14 +50,20 @@ export function resolveEncryptionKey(config: Pick<Config, 'ENCRYPTION_KEY' | 'DA
   }
   const { pgdata } = embeddedLayout(config.DATA_DIR);
   // PG_VERSION is what initdb writes first that names a cluster (an empty pgdata is a failed start).
-  if (existsSync(path.join(pgdata, 'PG_VERSION'))) {
+  const hasDatabase = existsSync(path.join(pgdata, 'PG_VERSION'));
+  if (hasDatabase && config.ENCRYPTION_KEY_CHECK !== 'warn') {
     throw new ConfigError(
-      `Missing ${file}: the database in ${pgdata} was written with the key that file held, and a new key cannot read its adapter configs or webhook secrets. Put the file back (from a backup of DATA_DIR) or set ENCRYPTION_KEY to that key; see README "ENCRYPTION_KEY" if it is lost.`,
+      `Missing ${file}: the database in ${pgdata} was written with the key that file held, and a new key cannot read its adapter configs or webhook secrets. Put the file back (from a backup of DATA_DIR) or set ENCRYPTION_KEY to that key. ${LAST_RESORT}`,
     );
   }
   const key = randomBytes(32);
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, `${key.toString('base64')}\n`, { mode: 0o600, flag: 'wx' });
+  if (hasDatabase) {
+    warn(
+      `WARNING: ${file} was missing next to the database in ${pgdata}; ENCRYPTION_KEY_CHECK=warn generated a new key into it. ${WHAT_STOPS_WORKING}`,
+    );
+  }
   return key;
 }
 
@@ -57,17 +82,20 @@ export interface KeyCheckResult {
  * Decrypts the configs of up to {@link KEY_CHECK_SAMPLE} active adapters and the secrets of up to
  * as many active webhooks, the most recently updated first (a re-entered config or a rotated
  * secret counts as read), in two small queries. Inactive rows are left out: they do not send or
- * sign, and deactivating them is how an operator whose key is lost gets a server started to
- * re-enter them (README "ENCRYPTION_KEY").
+ * sign, and deactivating them is one way an operator whose key is lost gets a server started to
+ * re-enter them, ENCRYPTION_KEY_CHECK=warn the other (README "ENCRYPTION_KEY").
  * - none sampled (a new database) or all read: nothing said;
  * - some read, some not: `warn` is called with one line giving the count;
+ * - none read, with ENCRYPTION_KEY_CHECK=warn: `warn` is called with one line giving the count and
+ *   what stops working, and the process starts (the way out for an operator whose key is lost).
  * @throws ConfigError (one line, naming ENCRYPTION_KEY or `<DATA_DIR>/encryption.key`) when rows
- *   were sampled and none decrypts: the key is not the one the database was written with.
+ *   were sampled, none decrypts and ENCRYPTION_KEY_CHECK is `refuse` (the default): the key is not
+ *   the one the database was written with.
  */
 export async function checkEncryptionKeyReadsDatabase(
   db: Executor,
   key: Buffer,
-  config: Pick<Config, 'ENCRYPTION_KEY' | 'DATA_DIR'>,
+  config: KeyCheckConfig,
   warn: (line: string) => void = console.warn,
 ): Promise<KeyCheckResult> {
   const adapterRows = await db
@@ -92,11 +120,15 @@ export async function checkEncryptionKeyReadsDatabase(
   const sampled = adapterRows.length + webhookRows.length;
   const source = config.ENCRYPTION_KEY ? 'ENCRYPTION_KEY' : path.resolve(config.DATA_DIR, 'encryption.key');
   if (sampled > 0 && unreadable === sampled) {
-    throw new ConfigError(
-      `Invalid ${source}: it decrypts none of the ${sampled} adapter configs and webhook secrets checked, so it is not the key this database was written with. Start with that key; see README "ENCRYPTION_KEY" if it is lost.`,
+    if (config.ENCRYPTION_KEY_CHECK !== 'warn') {
+      throw new ConfigError(
+        `Invalid ${source}: it decrypts none of the ${sampled} adapter configs and webhook secrets checked, so it is not the key this database was written with. Start with that key. ${LAST_RESORT}`,
+      );
+    }
+    warn(
+      `WARNING: ${source} decrypts none of the ${sampled} adapter configs and webhook secrets checked at start-up, so it is not the key this database was written with; starting anyway (ENCRYPTION_KEY_CHECK=warn). ${WHAT_STOPS_WORKING}`,
     );
-  }
-  if (unreadable > 0) {
+  } else if (unreadable > 0) {
     warn(
       `${source} does not decrypt ${unreadable} of the ${sampled} adapter configs and webhook secrets checked at start-up: re-enter those adapters' configurations and rotate those webhooks' secrets.`,
     );

@@ -26,7 +26,8 @@ export interface Running {
 /**
  * Opens the database (starting the embedded PostgreSQL when DATABASE_URL is unset), applies
  * migrations, checks that the encryption key reads the stored adapter configs and webhook secrets
- * (checkEncryptionKeyReadsDatabase: none read throws ConfigError), starts the queue, builds the one
+ * (checkEncryptionKeyReadsDatabase: none read throws ConfigError, or warns and goes on with
+ * ENCRYPTION_KEY_CHECK=warn), starts the queue, builds the one
  * context (context.ts) then the API over it (roles all, api) and the workers over it (roles all,
  * worker).
  * `stop()` undoes it in reverse order, the embedded server last.
@@ -39,7 +40,7 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   try {
     await migrateDatabase(database);
     // Before anything is served or sent: a key that reads none of the stored configs and secrets
-    // refuses to start (review finding, integrity 3).
+    // refuses to start (review finding, integrity 3), unless ENCRYPTION_KEY_CHECK=warn.
     await checkEncryptionKeyReadsDatabase(database.db, encryptionKey, config);
     // Adapter configs written before issue #8 get bound to their row (AES-GCM associated data).
     await upgradeLegacyAdapterConfigs(database.db, encryptionKey);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eq } from 'drizzle-orm';
@@ -233,8 +233,24 @@ describe('start-up checks the key against the database', () => {
     expect(output).toMatch(
       /^Invalid ENCRYPTION_KEY: it decrypts none of the 2 adapter configs and webhook secrets checked, so it is not the key this database was written with/,
     );
+    expect(output).toContain('If that key is lost, ENCRYPTION_KEY_CHECK=warn starts anyway as a last resort');
     expect(output.split('\n')).toHaveLength(1);
     expect(output).not.toContain('listening on');
+  }, 60_000);
+
+  it('starts with that key under ENCRYPTION_KEY_CHECK=warn, warning that it reads none of what is stored', async () => {
+    const cli = startCli(
+      ['start', '--role', 'api'],
+      startEnv({ ENCRYPTION_KEY: otherKey, ENCRYPTION_KEY_CHECK: 'warn' }),
+    );
+    try {
+      await cli.waitForOutput(/listening on/);
+      expect(cli.output()).toMatch(
+        /WARNING: ENCRYPTION_KEY decrypts none of the 2 adapter configs and webhook secrets checked at start-up, so it is not the key this database was written with; starting anyway \(ENCRYPTION_KEY_CHECK=warn\)\. What was written with the old key stops working: adapter configs/,
+      );
+    } finally {
+      await cli.stop();
+    }
   }, 60_000);
 
   it('starts when some stored rows read with the key, warning with the count of those that do not', async () => {
@@ -295,10 +311,150 @@ describe('the embedded default with a database and no encryption.key', () => {
       expect(output).toMatch(
         /^Missing .*encryption\.key: the database in .*pgdata was written with the key that file held/,
       );
+      expect(output).toContain('ENCRYPTION_KEY_CHECK=warn starts anyway as a last resort');
       expect(output.split('\n')).toHaveLength(1);
       expect(existsSync(path.join(dataDir, 'encryption.key'))).toBe(false);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe('ENCRYPTION_KEY_CHECK', () => {
+  it('refuses a value other than refuse or warn in one line', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-check-'));
+    try {
+      const { code, output } = await runToExit(['start'], {
+        DATA_DIR: dataDir,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        BASE_URL: 'http://localhost:9',
+        ENCRYPTION_KEY_CHECK: 'skip',
+        LOG_LEVEL: 'warn',
+      });
+      expect(code, output).toBe(1);
+      expect(output).toBe('Invalid ENCRYPTION_KEY_CHECK: must be refuse or warn');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+/**
+ * The way out for an operator whose encryption.key is truly lost on the embedded default, where
+ * the database runs only inside Postwright (no SQL client can deactivate the rows the lost key
+ * wrote): ENCRYPTION_KEY_CHECK=warn.
+ */
+describe('the embedded default after encryption.key was lost, with ENCRYPTION_KEY_CHECK=warn', () => {
+  const ORIGIN = 'http://localhost:3998';
+  const OWNER = { email: 'lost-key@example.test', password: 'correct horse battery' };
+  let dataDir: string;
+  const processes: ReturnType<typeof startCli>[] = [];
+
+  beforeAll(() => {
+    dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-key-recovery-'));
+    // Run as root (CI, containers), PostgreSQL runs as the "postgres" user, which must enter DATA_DIR.
+    chmodSync(dataDir, 0o755);
+  });
+  afterAll(async () => {
+    await Promise.all(processes.map((cli) => cli.stop()));
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const env = (extra: Record<string, string> = {}) => ({
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    BASE_URL: ORIGIN,
+    LOG_LEVEL: 'warn',
+    SMTP_ALLOW_PRIVATE: 'true',
+    ...extra,
+  });
+  const keyFile = () => path.join(dataDir, 'encryption.key');
+
+  /** `postwright start` on the DATA_DIR, once it listens: the process and a client of it. */
+  async function start(extra: Record<string, string> = {}) {
+    const cli = startCli(['start'], env(extra));
+    processes.push(cli);
+    const url = (await cli.waitForOutput(/listening on (http:\/\/\S+)/))[1]!;
+    let cookie = '';
+    const call = async (method: string, route: string, body?: unknown) => {
+      const response = await fetch(`${url}${route}`, {
+        method,
+        headers: {
+          origin: ORIGIN,
+          ...(cookie ? { cookie } : {}),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const setCookie = response.headers.getSetCookie().map((c) => c.split(';')[0]!);
+      if (setCookie.length) cookie = setCookie.join('; ');
+      const text = await response.text();
+      return { status: response.status, text, body: text ? JSON.parse(text) : undefined };
+    };
+    return { cli, call };
+  }
+
+  it('starts with a new key file, warning what stops working; re-entered configs then read without it', async () => {
+    // An installation with an adapter, its key then lost.
+    const first = await start();
+    const token = (await first.cli.waitForOutput(/\/setup\?token=([A-Za-z0-9_-]+)/))[1]!;
+    const setup = await first.call('POST', '/api/auth/setup', {
+      token,
+      name: 'Lost Key',
+      teamName: 'Acme',
+      ...OWNER,
+    });
+    expect(setup.status, setup.text).toBe(201);
+    const adapter = await first.call('POST', '/api/adapters', {
+      name: 'Local',
+      type: 'smtp',
+      config: { host: '127.0.0.1', port: 2525, secure: false },
+      defaultFrom: 'Acme <hello@acme.test>',
+    });
+    expect(adapter.status, adapter.text).toBe(201);
+    const adapterId = adapter.body.data.id as string;
+    expect(await first.cli.stop()).toBe(0);
+    const lostKey = readFileSync(keyFile(), 'utf8');
+    rmSync(keyFile());
+
+    const refused = await runToExit(['start'], env());
+    expect(refused.code, refused.output).toBe(1);
+    expect(refused.output).toMatch(/^Missing .*encryption\.key: .*ENCRYPTION_KEY_CHECK=warn starts anyway/);
+    expect(existsSync(keyFile())).toBe(false);
+
+    const recovered = await start({ ENCRYPTION_KEY_CHECK: 'warn' });
+    const output = recovered.cli.output();
+    expect(output).toContain(
+      `WARNING: ${keyFile()} was missing next to the database in ${path.join(dataDir, 'pgdata')}; ENCRYPTION_KEY_CHECK=warn generated a new key into it.`,
+    );
+    expect(output).toContain(
+      `WARNING: ${keyFile()} decrypts none of the 1 adapter configs and webhook secrets checked at start-up`,
+    );
+    expect(output).toMatch(
+      /adapter configs .*webhook secrets .*sessions .*provider-event URLs .*tracking links/,
+    );
+    const newKey = readFileSync(keyFile(), 'utf8');
+    expect(Buffer.from(newKey.trim(), 'base64')).toHaveLength(32);
+    expect(newKey).not.toBe(lostKey);
+
+    // The operator signs in again and enters the adapter's configuration again.
+    const signIn = await recovered.call('POST', '/api/auth/sign-in/email', OWNER);
+    expect(signIn.status, signIn.text).toBe(200);
+    const unreadable = await recovered.call('GET', `/api/adapters/${adapterId}`);
+    expect([unreadable.status, unreadable.body.error.details.reason]).toEqual([409, 'CONFIG_UNREADABLE']);
+    const reentered = await recovered.call('PUT', `/api/adapters/${adapterId}`, {
+      config: { host: '127.0.0.1', port: 2526, secure: false },
+    });
+    expect(reentered.status, reentered.text).toBe(200);
+    expect(await recovered.cli.stop()).toBe(0);
+
+    // From then on the default (refuse) starts on the new key, without a warning.
+    const after = await start();
+    expect(after.cli.output()).not.toMatch(/WARNING|encryption\.key/);
+    expect(await after.call('POST', '/api/auth/sign-in/email', OWNER)).toMatchObject({ status: 200 });
+    const read = await after.call('GET', `/api/adapters/${adapterId}`);
+    expect(read.body.data.config).toMatchObject({ host: '127.0.0.1', port: 2526 });
+  }, 180_000);
 });
