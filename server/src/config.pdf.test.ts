@@ -55,6 +55,12 @@ describe('PDF_ALLOWED_IMAGE_HOSTS', () => {
     expect(allows(list, 'https://cdn.example.com/x.png')).toBe(true);
     expect(allows(list, 'http://10.0.0.5:9000/bucket/b.png')).toBe(true);
     expect(hosts('https://bücher.example/')).toEqual(['xn--bcher-kva.example']);
+    // A final dot (review of session 19: kept, it never matched).
+    expect(hosts('images.example.com., https://cdn.example.com./x')).toEqual([
+      'images.example.com',
+      'cdn.example.com',
+    ]);
+    expect(allows(hosts('images.example.com.'), 'https://images.example.com/x.png')).toBe(true);
     expect(loadConfig({}).PDF_ALLOWED_IMAGE_HOSTS).toEqual([]);
   });
 

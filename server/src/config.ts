@@ -100,7 +100,8 @@ function imageHostOf(entry: string): string | { problem: string } {
   let host = entry;
   if (entry.includes('://')) host = URL.parse(entry)?.hostname ?? entry;
   else if (isIP(entry) === 0) host = /^(.+):\d{1,5}$/.exec(entry)?.[1] ?? entry;
-  host = host.replace(/^\[(.*)\]$/, '$1');
+  // A final dot (the DNS root) never matches: images' URL.hostname has none (review, session 19).
+  host = host.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
   if (!isHostOrAddress(host)) return { problem: 'is not a host name, an IPv4 address or a URL' };
   if (isIP(host) === 6) {
     return {

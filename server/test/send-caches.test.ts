@@ -3,7 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADAPTER_SEND_CACHE_TTL_MS } from '../src/modules/adapters/index.ts';
 import { TEMPLATE_SEND_CACHE_TTL_MS } from '../src/modules/templates/index.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
-import { buildTemplate, dashboardCall, expectError, send } from './helpers/factories.ts';
+import {
+  buildApiKey,
+  buildTemplate,
+  dashboardCall,
+  expectError,
+  send,
+  simpleDesign,
+} from './helpers/factories.ts';
 import { type PoolStatements, recordPoolStatements } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 
@@ -118,6 +125,13 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
     // session 19): the log's team foreign key refused the write, answered 500 until the caches forgot.
     const { key, template, owner } = await createTeamWithKey(ctx.app, { template: { name: 'Team gone' } });
     const secondTeam = await createTeamWithKey(ctx.app, { template: { name: 'Team gone too' } });
+    const templatesKey = await buildApiKey(ctx.app, owner, { scopes: ['templates:write', 'templates:read'] });
+    const listed = await ctx.app.inject({
+      method: 'GET',
+      url: '/api/templates',
+      headers: { 'x-api-key': templatesKey.key },
+    });
+    expect(listed.statusCode, listed.body).toBe(200);
     const warm = await send(ctx.app, key, { templateId: template.id, to: 'a@example.test' });
     expect(warm.statusCode, warm.body).toBe(202);
     const warmBatch = await ctx.app.inject({
@@ -142,5 +156,17 @@ describe('send: template and adapter caches (PostgreSQL)', () => {
       payload: { emails: [{ templateId: secondTeam.template.id, to: 'b@example.test' }] },
     });
     expectError(batch, 401, 'INVALID_TOKEN');
+    // Any other write with a team foreign key, through the error handler.
+    const created = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/templates',
+      headers: { 'x-api-key': templatesKey.key },
+      payload: {
+        name: 'After the team',
+        subject: 'Hi',
+        designJson: simpleDesign(),
+      },
+    });
+    expectError(created, 401, 'INVALID_TOKEN');
   });
 });

@@ -20,6 +20,12 @@ export function isForeignKeyViolation(error: unknown, constraint?: string): bool
   return pgError?.code === '23503' && (constraint === undefined || pgError.constraint === constraint);
 }
 
+/** The constraint a PostgreSQL foreign-key violation (23503) names, through Drizzle's wrapper; else undefined. */
+export function foreignKeyViolationConstraint(error: unknown): string | undefined {
+  const pgError = postgresError(error);
+  return pgError?.code === '23503' && typeof pgError.constraint === 'string' ? pgError.constraint : undefined;
+}
+
 /** PostgreSQL SQLSTATE 23502 (not_null_violation), through Drizzle's error wrapper. */
 export function isNotNullViolation(error: unknown): boolean {
   return postgresError(error)?.code === '23502';

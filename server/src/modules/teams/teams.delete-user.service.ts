@@ -2,7 +2,8 @@ import { and, eq, inArray, ne, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
 import { members, teams, templates, uploads, users } from '../../db/schema/index.ts';
 import { AppError } from '../../http/errors.ts';
-import { type FileStorage, isValidStorageKey } from '../storage/index.ts';
+import type { FileStorage } from '../storage/index.ts';
+import { thumbnailKeyOf } from '../templates/index.ts';
 import { teamRepository } from './teams.repository.ts';
 
 /**
@@ -17,7 +18,7 @@ export interface DeletedTeam {
   uploadKeys: string[];
   /**
    * Storage keys of its templates' thumbnails (`<teamId>/thumbnails/….png`; a URL from before
-   * migration 0018 mapped to its key, {@link teamFileKeyOf}).
+   * migration 0018 mapped to its key, templates' {@link thumbnailKeyOf}).
    */
   thumbnailKeys: string[];
 }
@@ -157,7 +158,7 @@ async function deleteTeams(tx: Executor, teamIds: string[]): Promise<DeletedTeam
       thumbnailKeys: [
         ...new Set(
           templateRows.flatMap((row) => {
-            const key = row.teamId === id ? teamFileKeyOf(id, row.thumbnail) : undefined;
+            const key = row.teamId === id ? thumbnailKeyOf(id, row.thumbnail) : undefined;
             return key ? [key] : [];
           }),
         ),
@@ -192,25 +193,4 @@ export async function removeDeletedTeamFiles(
     }
   }
   return { removed, absent, left };
-}
-
-/**
- * The storage key under team `teamId`'s `<teamId>/` prefix that a template's stored thumbnail
- * (`thumbnail_url` column) names, else undefined ('' included): the value itself when it is such a
- * key, as stored since migration 0018; for a URL stored before (or by a process of an older release
- * during an upgrade), the key its path ends with, whatever BASE_URL or S3_PUBLIC_URL it was made
- * under (review finding newuser 2: only a URL equal to the current public URL counted, so a change
- * of either left every thumbnail file behind). The whole prefix is the deleted team's, so any file
- * there may go.
- */
-function teamFileKeyOf(teamId: string, stored: string): string | undefined {
-  let key = stored;
-  if (/^https?:\/\//i.test(stored)) {
-    if (!URL.canParse(stored)) return undefined;
-    const { pathname } = new URL(stored);
-    const at = pathname.lastIndexOf(`/${teamId}/`);
-    if (at < 0) return undefined;
-    key = pathname.slice(at + 1);
-  }
-  return key.startsWith(`${teamId}/`) && isValidStorageKey(key) ? key : undefined;
 }

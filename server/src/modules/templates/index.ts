@@ -12,4 +12,9 @@ export {
   getTemplateVersion,
   resolveTemplateForSend,
 } from './templates.service.ts';
-export { enqueueThumbnail, THUMBNAIL_VIEWPORT, templateJobHandlers } from './templates.thumbnail.ts';
+export {
+  enqueueThumbnail,
+  THUMBNAIL_VIEWPORT,
+  templateJobHandlers,
+  thumbnailKeyOf,
+} from './templates.thumbnail.ts';
