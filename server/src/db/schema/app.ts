@@ -110,7 +110,8 @@ export const templates = pgTable(
 
 /**
  * Immutable snapshots. Deleting a template deletes its versions that no email log names; the ones a
- * log names are kept (template_id set null) so the log can be re-rendered (templates.repository.ts).
+ * log names are kept (template_id set null) so the log can be re-rendered (templates.repository.ts),
+ * until no log names them: the maintenance loop then deletes them (modules/maintenance).
  */
 export const templateVersions = pgTable(
   'template_versions',
@@ -130,7 +131,13 @@ export const templateVersions = pgTable(
     createdBy: text('created_by').references(() => users.id, { onDelete: 'set null' }),
     createdAt: ts('created_at').notNull().defaultNow(),
   },
-  (t) => [index('template_versions_template_id_idx').on(t.templateId, t.number)],
+  (t) => [
+    index('template_versions_template_id_idx').on(t.templateId, t.number),
+    // The maintenance loop's walk over the versions of deleted templates, in id order, for the ones
+    // no log names any more (maintenance.repository.ts deleteOrphanedTemplateVersions). Partial: a
+    // live template's versions are not in it.
+    index('template_versions_orphan_idx').on(t.id).where(sql`${t.templateId} is null`),
+  ],
 );
 
 /**
@@ -184,6 +191,10 @@ export const emailLogs = pgTable(
     // A template's delete: its foreign key's ON DELETE SET NULL finds the template's logs, and the
     // delete keeps the versions they name (templates.repository.ts).
     index('email_logs_template_id_idx').on(t.templateId),
+    // Whether a log still names a version of a deleted template (the maintenance loop deletes the
+    // ones none names). Partial: only logs of deleted templates are in it, so a send, whose log has
+    // its template set, does not write it.
+    index('email_logs_orphan_version_idx').on(t.templateVersionId).where(sql`${t.templateId} is null`),
     // Provider events (bounces, deliveries) name the email by the provider's message id.
     index('email_logs_provider_message_id_idx').on(t.providerMessageId),
   ],

@@ -23,7 +23,8 @@ export const RESENDS_PER_MINUTE_PER_TEAM = 30;
  * through the adapter it named while that is still the team's and active (else the team's current
  * sending adapter); sent now, not at the
  * original schedule. The original log is left as it is.
- * @throws NOT_FOUND (not the team's email); RATE_LIMITED (429) past RESENDS_PER_MINUTE_PER_TEAM;
+ * @throws NOT_FOUND (not the team's email, or deleted by LOG_RETENTION_DAYS before the resend
+ *   committed its copy of the attachments: send-fields.ts writeSendFields); RATE_LIMITED (429) past RESENDS_PER_MINUTE_PER_TEAM;
  *   VALIDATION_ERROR (400) when the email is not `failed`
  *   or `bounced` (case rule 3, details.reason NOT_RESENDABLE) or its template was deleted (case
  *   rule 4, details.reason TEMPLATE_DELETED); any error of {@link acceptSend}.

@@ -2,7 +2,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { Executor } from '../../db/client.ts';
 import { emailAttachments, emailSendOptions } from '../../db/schema/index.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import type { EmailTags, OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
 import { findSuppression } from '../suppressions/index.ts';
@@ -20,8 +20,11 @@ export interface SendFieldRows {
   emailId: string;
   options: typeof emailSendOptions.$inferInsert | undefined;
   attachments: (typeof emailAttachments.$inferInsert)[];
-  /** Copy the attachments of this email (a resend), in the same transaction. */
-  copyAttachmentsOf: string | undefined;
+  /**
+   * Copy the attachments of email `emailId` (a resend), in the same transaction: `count` of them,
+   * as many as the resend read.
+   */
+  copyAttachmentsOf: { emailId: string; count: number } | undefined;
 }
 
 /** What the worker adds to the message, carried in the `email.send` job (no extra query). */
@@ -69,7 +72,8 @@ export function sendFieldRows(
     input.trackOpens !== undefined ||
     input.trackClicks !== undefined ||
     scheduledAt !== undefined;
-  const copied = extra.copyAttachmentsOf !== undefined && (extra.attachmentCount ?? 0) > 0;
+  const copyCount = extra.attachmentCount ?? 0;
+  const copied = extra.copyAttachmentsOf !== undefined && copyCount > 0;
   if (!hasOptions && files.length === 0 && pdfs.length === 0 && !copied) {
     return { rows: undefined, fields: undefined, scheduledAt: undefined };
   }
@@ -105,7 +109,8 @@ export function sendFieldRows(
         content,
       };
     }),
-    copyAttachmentsOf: copied ? extra.copyAttachmentsOf : undefined,
+    copyAttachmentsOf:
+      copied && extra.copyAttachmentsOf ? { emailId: extra.copyAttachmentsOf, count: copyCount } : undefined,
   };
   for (const [index, pdf] of pdfs.entries()) {
     rows.attachments.push({
@@ -135,6 +140,10 @@ export function sendFieldRows(
 /**
  * Writes the {@link SendFieldRows} of a batch of accepted sends inside `tx` (after their logs):
  * one insert for the options, one for new attachments, one copy per resent email's attachments.
+ * @throws NOT_FOUND ('Email', what the resend of a missing email answers) when a copy finds fewer
+ *   attachments than the resend read: the original was deleted meanwhile (LOG_RETENTION_DAYS), and
+ *   the resend would have been sent without them (review finding diff19 2). The accept batcher
+ *   then fails that send alone (db/group-commit.ts), with nothing of it written.
  */
 export async function writeSendFields(
   tx: Executor,
@@ -147,13 +156,15 @@ export async function writeSendFields(
   const files = rows.flatMap((row) => row.attachments);
   if (files.length > 0) await tx.insert(emailAttachments).values(files);
   for (const row of rows) {
-    if (!row.copyAttachmentsOf) continue;
+    const copy = row.copyAttachmentsOf;
+    if (!copy) continue;
     const target = row.emailId;
-    await tx.execute(sql`
+    const result = await tx.execute(sql`
       insert into ${emailAttachments} (id, team_id, email_id, position, filename, content_type, size, content)
       select 'att_' || replace(gen_random_uuid()::text, '-', ''), team_id, ${target}, position, filename,
         content_type, size, content
-      from ${emailAttachments} where email_id = ${row.copyAttachmentsOf}`);
+      from ${emailAttachments} where email_id = ${copy.emailId}`);
+    if (((result as { rowCount?: number | null }).rowCount ?? 0) < copy.count) throw notFound('Email');
   }
 }
 

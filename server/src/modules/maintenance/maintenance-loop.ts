@@ -44,7 +44,7 @@ export interface MaintenanceLoopDeps {
  */
 export class MaintenanceLoop {
   readonly #deps: MaintenanceLoopDeps;
-  readonly #cursor: RetentionCursor = { team: '', webhook: '' };
+  readonly #cursor: RetentionCursor = { team: '', webhook: '', version: '' };
   readonly #running = new Set<Promise<unknown>>();
   #timer: NodeJS.Timeout | undefined;
   #stopping = false;

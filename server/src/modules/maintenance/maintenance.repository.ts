@@ -1,4 +1,4 @@
-import { asc, gt, sql } from 'drizzle-orm';
+import { asc, gt, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import {
   emailLogs,
@@ -6,6 +6,7 @@ import {
   providerEventTokens,
   sessions,
   teams,
+  templateVersions,
   webhookDeliveries,
   webhooks,
 } from '../../db/schema/index.ts';
@@ -31,6 +32,28 @@ const EXPIRED_SESSION_GRACE_DAYS = 1;
 /** How many rows a DELETE statement removed (node-postgres `rowCount`). */
 async function deleted(statement: Promise<unknown>): Promise<number> {
   return ((await statement) as { rowCount: number | null }).rowCount ?? 0;
+}
+
+/**
+ * The statement of {@link maintenanceRepository.deleteOrphanedTemplateVersions} (exported for the
+ * test that checks its plan uses the partial indexes): one row `{examined, last, deleted}`.
+ */
+export function orphanedTemplateVersionsDelete(after: string, limit: number): SQL {
+  return sql`
+    with candidates as (
+      select ${templateVersions.id} as id, ctid from ${templateVersions}
+      where ${templateVersions.templateId} is null and ${templateVersions.id} > ${after}
+      order by ${templateVersions.id}
+      limit ${limit}
+    ), gone as (
+      delete from ${templateVersions} where ctid = any(array(
+        select c.ctid from candidates c
+        where not exists (
+          select 1 from ${emailLogs} l where l.template_id is null and l.template_version_id = c.id)))
+      returning 1
+    )
+    select count(*)::int as examined, coalesce(max(id), '') as last, (select count(*)::int from gone) as deleted
+    from candidates`;
 }
 
 export const maintenanceRepository = {
@@ -93,6 +116,29 @@ export const maintenanceRepository = {
             and ${emailLogs.status} <> 'queued'
           limit ${limit}))`),
     );
+  },
+
+  /**
+   * The versions of deleted templates (`template_id` null) that no email log names, among the first
+   * `limit` such versions after id `after` (id order): deleting a template keeps the versions its
+   * logs name, so they can be re-rendered; once retention deleted those logs, or for a template
+   * deleted before versions were deleted with it, nothing else would (review finding diff19 1).
+   * A log naming a deleted template's version has its `template_id` null too (the same ON DELETE SET
+   * NULL), and no new log can name one (a send or resend needs its template), so the check cannot
+   * race a writer. By template_versions_orphan_idx and email_logs_orphan_version_idx (both partial:
+   * rows of deleted templates only). Each examined version is deleted or kept, so a walk by `last`
+   * moves on.
+   * @returns `examined` (versions looked at, ≤ `limit`), `last` (the last one's id, '' for none) and
+   *   `deleted`.
+   */
+  async deleteOrphanedTemplateVersions(
+    db: Executor,
+    after: string,
+    limit: number,
+  ): Promise<{ examined: number; last: string; deleted: number }> {
+    const result = await db.execute(orphanedTemplateVersionsDelete(after, limit));
+    const [row] = (result as unknown as { rows: { examined: number; last: string; deleted: number }[] }).rows;
+    return row ?? { examined: 0, last: '', deleted: 0 };
   },
 
   /**
