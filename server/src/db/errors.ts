@@ -20,10 +20,17 @@ export function isForeignKeyViolation(error: unknown, constraint?: string): bool
   return pgError?.code === '23503' && (constraint === undefined || pgError.constraint === constraint);
 }
 
-/** The constraint a PostgreSQL foreign-key violation (23503) names, through Drizzle's wrapper; else undefined. */
-export function foreignKeyViolationConstraint(error: unknown): string | undefined {
+/**
+ * A foreign-key violation of a team foreign key, of any table (`<table>_team_id_teams_id_fk`,
+ * Drizzle's naming): the team was deleted while the caller's credentials were still cached.
+ */
+export function isTeamForeignKeyViolation(error: unknown): boolean {
   const pgError = postgresError(error);
-  return pgError?.code === '23503' && typeof pgError.constraint === 'string' ? pgError.constraint : undefined;
+  return (
+    pgError?.code === '23503' &&
+    typeof pgError.constraint === 'string' &&
+    pgError.constraint.endsWith('_team_id_teams_id_fk')
+  );
 }
 
 /** PostgreSQL SQLSTATE 23502 (not_null_violation), through Drizzle's error wrapper. */

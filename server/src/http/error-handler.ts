@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { foreignKeyViolationConstraint, isClientDataError, withoutQueryParameters } from '../db/errors.ts';
+import { isClientDataError, isTeamForeignKeyViolation, withoutQueryParameters } from '../db/errors.ts';
 import { AppError, ERROR_STATUS, type ErrorCode } from './errors.ts';
 
 /** Fastify's own client-error codes and what the envelope says for each. */
@@ -105,11 +105,6 @@ const DATABASE_UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIME
 /** A system error of a socket (Node sets `syscall`), not a PostgreSQL error that carries a code. */
 const isSocketError = (error: Error) => typeof (error as { syscall?: unknown }).syscall === 'string';
 
-/** A team foreign key of any table (`<table>_team_id_teams_id_fk`, Drizzle's naming) refused a write. */
-function isTeamGone(error: unknown): boolean {
-  return foreignKeyViolationConstraint(error)?.endsWith('_team_id_teams_id_fk') ?? false;
-}
-
 /** Converts anything thrown in a route into the spec's error envelope. Never leaks stacks or SQL. */
 export function toAppError(error: unknown, request: FastifyRequest): AppError {
   if (error instanceof AppError) return error;
@@ -136,7 +131,7 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
       reason: 'UNSUPPORTED_DATA',
     });
   }
-  if (isTeamGone(error)) {
+  if (isTeamForeignKeyViolation(error)) {
     // The caller's team was deleted (`postwright delete-user` deletes a user's own teams) while this
     // process still held its key or session verified: its key and its members' sessions went with
     // it, so 401, as their next request gets once the caches forget them (was 500 on every write

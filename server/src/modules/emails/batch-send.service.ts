@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isClientDataError, withoutQueryParameters } from '../../db/errors.ts';
+import { isClientDataError, isTeamForeignKeyViolation, withoutQueryParameters } from '../../db/errors.ts';
 import { AppError } from '../../http/errors.ts';
 import type { SendInput } from './emails.schema.ts';
 import { type AcceptedSend, type AcceptSendDeps, prepareSend, templateGoneError } from './send.service.ts';
@@ -107,10 +107,10 @@ export async function acceptSendBatch(
       results[item.index] = item.prepared.accepted;
       return;
     }
+    // The team is gone (and with it the caller's key): the whole request is refused (the error
+    // handler's 401), as the key's next request will be; no item of a deleted team was written.
+    if (isTeamForeignKeyViolation(outcome.reason)) throw outcome.reason;
     const error = templateGoneError(deps, outcome.reason, caller.teamId, item.templateId);
-    // The team is gone (and with it the caller's key): the whole request is refused, as the key's
-    // next request will be; no item of a deleted team can have been written.
-    if (error instanceof AppError && error.code === 'INVALID_TOKEN') throw error;
     if (error instanceof AppError) results[item.index] = errorItem(error, item.index);
     else if (isClientDataError(error)) results[item.index] = unsupportedDataItem();
     else {

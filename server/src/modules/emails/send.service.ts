@@ -39,7 +39,6 @@ export interface AcceptSendDeps {
 
 /** The foreign key that refuses a log of a template deleted before the send committed. */
 const LOG_TEMPLATE_FK = 'email_logs_template_id_templates_id_fk';
-const LOG_TEAM_FK = 'email_logs_team_id_teams_id_fk';
 
 /**
  * Accepts a send (ARCHITECTURE.md "The send path" 1-2; issue #9): resolves the template (id or
@@ -175,11 +174,8 @@ function refuseLongSubject(subject: string, overridden: boolean): void {
 /**
  * The error to answer for a send whose rows failed to commit: a foreign-key violation on the log's
  * template means the template was deleted after it was resolved (a concurrent delete, or through
- * another process while it was cached): nothing was written, INVALID_TEMPLATE. One on the log's team
- * means the team was deleted (`postwright delete-user` deletes a user's own teams) while this
- * process still held the caller's key verified: its key went with it, so 401 INVALID_TOKEN, the
- * answer the key gets once the cache forgets it (the route evicts it; was a 500 for up to the
- * cache's bound, review finding, session 19). Anything else as is.
+ * another process while it was cached): nothing was written, INVALID_TEMPLATE. Anything else as is
+ * (a deleted team's is the error handler's 401, http/error-handler.ts).
  */
 export function templateGoneError(
   deps: Pick<AcceptSendDeps, 'caches'>,
@@ -187,10 +183,6 @@ export function templateGoneError(
   teamId: string,
   templateId: string,
 ): unknown {
-  if (isForeignKeyViolation(error, LOG_TEAM_FK)) {
-    deps.caches.templatesForSend.forgetTeam(teamId);
-    return new AppError('INVALID_TOKEN', 'Invalid API key');
-  }
   if (!isForeignKeyViolation(error, LOG_TEMPLATE_FK)) return error;
   deps.caches.templatesForSend.forgetTeam(teamId);
   return new AppError('INVALID_TEMPLATE', `Template "${templateId}" not found`, { templateId });
