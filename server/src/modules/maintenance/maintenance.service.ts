@@ -83,32 +83,41 @@ export async function runMaintenance(
       () => sweep(mayRun, limit, () => repository.deleteOldProviderEventTokens(db, limit)),
     ],
   ];
-  if (retentionDays !== undefined) {
+  /**
+   * The retention's sweep of `table`: owner by owner (`idsAfter` pages through teams or webhooks),
+   * `deleteOld` of each; none without `retentionDays`.
+   */
+  const retention = (
+    table: 'emailLogs' | 'webhookDeliveries',
+    key: 'team' | 'webhook',
+    idsAfter: (db: Executor, after: string, limit: number) => Promise<string[]>,
+    deleteOld: (db: Executor, ownerId: string, days: number, limit: number) => Promise<number>,
+  ): typeof sweeps => {
+    if (retentionDays === undefined) return [];
     const days = retentionDays;
-    sweeps.push([
-      'emailLogs',
-      () =>
-        walk(
-          { cursor, key: 'team', mayRun },
-          (after) => repository.teamIdsAfter(db, after, IDS_PER_PAGE),
-          (id) => sweep(mayRun, limit, () => repository.deleteOldEmailLogs(db, id, days, limit)),
-        ),
-    ]);
-  }
-  // After the logs: the versions whose last logs this run deleted go in the same run.
-  sweeps.push(['templateVersions', () => sweepOrphanedVersions(db, { cursor, mayRun }, limit)]);
-  if (retentionDays !== undefined) {
-    const days = retentionDays;
-    sweeps.push([
+    return [
+      [
+        table,
+        () =>
+          walk(
+            { cursor, key, mayRun },
+            (after) => idsAfter(db, after, IDS_PER_PAGE),
+            (id) => sweep(mayRun, limit, () => deleteOld(db, id, days, limit)),
+          ),
+      ],
+    ];
+  };
+  sweeps.push(
+    ...retention('emailLogs', 'team', repository.teamIdsAfter, repository.deleteOldEmailLogs),
+    // After the logs: the versions whose last logs this run deleted go in the same run.
+    ['templateVersions', () => sweepOrphanedVersions(db, { cursor, mayRun }, limit)],
+    ...retention(
       'webhookDeliveries',
-      () =>
-        walk(
-          { cursor, key: 'webhook', mayRun },
-          (after) => repository.webhookIdsAfter(db, after, IDS_PER_PAGE),
-          (id) => sweep(mayRun, limit, () => repository.deleteOldWebhookDeliveries(db, id, days, limit)),
-        ),
-    ]);
-  }
+      'webhook',
+      repository.webhookIdsAfter,
+      repository.deleteOldWebhookDeliveries,
+    ),
+  );
   for (const [table, run] of sweeps) {
     const result = await run();
     report[table] += result.deleted;
