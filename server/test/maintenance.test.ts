@@ -15,6 +15,7 @@ import { claimProviderEventToken } from '../src/modules/provider-events/provider
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { signIn } from './helpers/auth.ts';
 import { dashboardCall, dataOf } from './helpers/factories.ts';
+import { ageEmailLog, cancelEmail, scheduledSend as scheduledSendOf } from './helpers/retention.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -63,41 +64,13 @@ async function countOf(table: string, where: ReturnType<typeof sql>): Promise<nu
 }
 
 /** A scheduled send (it stays `queued`: no workers) with cc, metadata and an attachment; its id. */
-async function scheduledSend(team: SendingTeam, key?: string): Promise<string> {
-  const response = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v1/send',
-    headers: { 'x-api-key': team.key, ...(key ? { 'idempotency-key': key } : {}) },
-    payload: {
-      templateId: team.templateId,
-      to: 'ada@example.test',
-      cc: ['carol@example.test'],
-      variables: { first_name: 'Ada' },
-      metadata: { orderId: '42' },
-      attachments: [{ filename: 'rows.csv', content: Buffer.from('a,b\n1,2\n').toString('base64') }],
-      scheduledAt: new Date(Date.now() + 24 * 3600_000).toISOString(),
-    },
+const scheduledSend = (team: SendingTeam, idempotencyKey?: string) =>
+  scheduledSendOf(ctx.app, team, {
+    idempotencyKey,
+    fields: { cc: ['carol@example.test'], metadata: { orderId: '42' } },
   });
-  expect(response.statusCode, response.body).toBe(202);
-  return response.json().data.id as string;
-}
-
-/** Cancels a queued email: it becomes `failed` (not queued any more), with a history event. */
-async function cancel(team: SendingTeam, id: string): Promise<void> {
-  const response = await ctx.app.inject({
-    method: 'POST',
-    url: `/api/v1/${id}/cancel`,
-    headers: { 'x-api-key': team.key },
-  });
-  expect(response.statusCode, response.body).toBe(200);
-}
-
-/** Moves an email log's creation `days` days back. */
-async function age(emailId: string, days: number): Promise<void> {
-  await ctx.context.db.execute(
-    sql`update email_logs set created_at = now() - make_interval(days => ${days}) where id = ${emailId}`,
-  );
-}
+const cancel = (team: SendingTeam, id: string) => cancelEmail(ctx.app, team, id);
+const age = (emailId: string, days: number) => ageEmailLog(ctx.context.db, emailId, days);
 
 /** The rows an email has in the log's tables (the log, history, recipients, options, attachments). */
 async function footprint(emailId: string) {

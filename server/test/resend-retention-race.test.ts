@@ -4,6 +4,7 @@ import { prepareSend } from '../src/modules/emails/send.service.ts';
 import { MaintenanceLoop } from '../src/modules/maintenance/index.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { dashboardCall } from './helpers/factories.ts';
+import { cancelEmail, scheduledSend } from './helpers/retention.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -28,26 +29,8 @@ async function count(query: ReturnType<typeof sql>): Promise<number> {
 
 /** A scheduled send with one attachment, cancelled (`failed`, so resendable); its id. */
 async function cancelledSendWithAttachment(team: SendingTeam): Promise<string> {
-  const sent = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v1/send',
-    headers: { 'x-api-key': team.key },
-    payload: {
-      templateId: team.templateId,
-      to: 'ada@example.test',
-      variables: { first_name: 'Ada' },
-      attachments: [{ filename: 'invoice.csv', content: Buffer.from('a,b\n1,2\n').toString('base64') }],
-      scheduledAt: new Date(Date.now() + 24 * 3600_000).toISOString(),
-    },
-  });
-  expect(sent.statusCode, sent.body).toBe(202);
-  const emailId = sent.json().data.id as string;
-  const cancelled = await ctx.app.inject({
-    method: 'POST',
-    url: `/api/v1/${emailId}/cancel`,
-    headers: { 'x-api-key': team.key },
-  });
-  expect(cancelled.statusCode, cancelled.body).toBe(200);
+  const emailId = await scheduledSend(ctx.app, team);
+  await cancelEmail(ctx.app, team, emailId);
   return emailId;
 }
 

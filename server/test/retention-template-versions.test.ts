@@ -4,6 +4,7 @@ import { MaintenanceLoop, type MaintenanceLoopDeps } from '../src/modules/mainte
 import { orphanedTemplateVersionsDelete } from '../src/modules/maintenance/maintenance.repository.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { buildTemplate, dashboardCall } from './helpers/factories.ts';
+import { ageEmailLog, cancelEmail, scheduledSend } from './helpers/retention.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -50,37 +51,15 @@ async function versionsLeft(ids: string[]): Promise<number> {
 
 /** A scheduled send of `templateId` (default the team's), cancelled (`failed`); its log id and version id. */
 async function cancelledSend(team: SendingTeam, templateId = team.templateId) {
-  const sent = await ctx.app.inject({
-    method: 'POST',
-    url: '/api/v1/send',
-    headers: { 'x-api-key': team.key },
-    payload: {
-      templateId,
-      to: 'ada@example.test',
-      variables: { first_name: 'Ada' },
-      attachments: [{ filename: 'rows.csv', content: Buffer.from('a,b\n1,2\n').toString('base64') }],
-      scheduledAt: new Date(Date.now() + 24 * 3600_000).toISOString(),
-    },
-  });
-  expect(sent.statusCode, sent.body).toBe(202);
-  const emailId = sent.json().data.id as string;
-  const cancelled = await ctx.app.inject({
-    method: 'POST',
-    url: `/api/v1/${emailId}/cancel`,
-    headers: { 'x-api-key': team.key },
-  });
-  expect(cancelled.statusCode, cancelled.body).toBe(200);
+  const emailId = await scheduledSend(ctx.app, team, { templateId });
+  await cancelEmail(ctx.app, team, emailId);
   const [log] = await rows<{ version: string }>(
     sql`select template_version_id as version from email_logs where id = ${emailId}`,
   );
   return { emailId, versionId: log!.version };
 }
 
-async function age(emailId: string, days: number): Promise<void> {
-  await ctx.context.db.execute(
-    sql`update email_logs set created_at = now() - make_interval(days => ${days}) where id = ${emailId}`,
-  );
-}
+const age = (emailId: string, days: number) => ageEmailLog(ctx.context.db, emailId, days);
 
 async function deleteTemplate(team: SendingTeam, templateId: string): Promise<void> {
   const response = await dashboardCall(ctx.app, team.owner, 'DELETE', `/api/templates/${templateId}`);
