@@ -7,12 +7,16 @@
  * total, the total without npm (node + PostgreSQL), and the tree's distinct resident pages (the
  * target's measure). npm is started with `npm run`'s node_modules/.bin entries taken off PATH, so
  * it runs on the Node.js of the user's PATH as from a shell. Stops it with SIGTERM and removes the
- * DATA_DIR. Linux only (/proc). Usage: `npm run bench:idle-memory`.
+ * DATA_DIR. Then the floor under the target: `scripts/idle-floor.mjs` alone (a `node:http` server,
+ * and Fastify + pg + pg-boss with no Postwright code, on a scratch database of BENCH_DATABASE_URL),
+ * its distinct pages added to the run's npm and PostgreSQL. Linux only (/proc).
+ * Usage: `npm run bench:idle-memory`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { megabytes, processTree, pssBytes, residentBreakdown } from './bench-send/processes.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -87,7 +91,13 @@ async function stopTree(child: ChildProcess): Promise<void> {
   for (const pid of alive()) process.kill(pid, 'SIGKILL');
 }
 
-async function main(): Promise<void> {
+/** Distinct pages (bytes) of the tree's npm and of its PostgreSQL processes, from the run. */
+interface TreeParts {
+  npm: number;
+  postgres: number;
+}
+
+async function measureTree(): Promise<TreeParts | undefined> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwright-idle-'));
   // Run as root, Postwright runs its PostgreSQL as "postgres", which must traverse DATA_DIR.
   chmodSync(dataDir, 0o711);
@@ -137,34 +147,111 @@ async function main(): Promise<void> {
     // and npm's Node.js included: the tree's sum is lower here than on a machine running only it.
     // The target is judged on the tree's own pages, each counted once (treeResidentBytes).
     const breakdown = residentBreakdown(rows.map((row) => row.pid));
-    const alone = breakdown?.total;
-    if (alone === undefined) {
+    if (breakdown === undefined) {
       console.log('  alone (distinct pages)    unknown: /proc/<pid>/pagemap needs root');
       console.log(`  target ≤ 150 MB total: PSS ${total <= 150e6 ? 'met' : 'NOT met'} (not checked alone)`);
-    } else {
-      console.log(
-        `  alone (distinct pages)    ${megabytes(alone)} (the PSS of this tree with nothing else running)`,
-      );
-      console.log(`  target ≤ 150 MB total: ${alone <= 150e6 ? 'met' : 'NOT met'}`);
-      // Where those pages are: each page counted at the first process that maps it (npm, then node,
-      // then PostgreSQL's postmaster before its children), by mapping (≥ 0.5 MB shown).
-      console.log('Distinct pages by process and mapping:');
-      for (const own of breakdown!.processes) {
-        const row = rows.find((candidate) => candidate.pid === own.pid);
-        const mappings = Object.entries(own.byMapping)
-          .filter(([, bytes]) => bytes >= 0.5e6)
-          .sort((a, b) => b[1] - a[1])
-          .map(([name, bytes]) => `${name} ${megabytes(bytes)}`)
-          .join(', ');
-        console.log(
-          `  ${String(own.pid).padStart(7)}  ${(row?.role || row?.command || '?').slice(0, 24).padEnd(24)} ${megabytes(own.bytes).padStart(9)}  ${mappings}`,
-        );
-      }
+      return undefined;
     }
+    const alone = breakdown.total;
+    console.log(
+      `  alone (distinct pages)    ${megabytes(alone)} (the PSS of this tree with nothing else running)`,
+    );
+    console.log(`  target ≤ 150 MB total: ${alone <= 150e6 ? 'met' : 'NOT met'}`);
+    // Where those pages are: each page counted at the first process that maps it (npm, then node,
+    // then PostgreSQL's postmaster before its children), by mapping (≥ 0.5 MB shown).
+    console.log('Distinct pages by process and mapping:');
+    for (const own of breakdown.processes) {
+      const row = rows.find((candidate) => candidate.pid === own.pid);
+      const mappings = Object.entries(own.byMapping)
+        .filter(([, bytes]) => bytes >= 0.5e6)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, bytes]) => `${name} ${megabytes(bytes)}`)
+        .join(', ');
+      console.log(
+        `  ${String(own.pid).padStart(7)}  ${(row?.role || row?.command || '?').slice(0, 24).padEnd(24)} ${megabytes(own.bytes).padStart(9)}  ${mappings}`,
+      );
+    }
+    const bytesOf = (pids: number[]) =>
+      breakdown.processes.filter((own) => pids.includes(own.pid)).reduce((sum, own) => sum + own.bytes, 0);
+    return {
+      npm: bytesOf([child.pid!]),
+      postgres: bytesOf(rows.filter((row) => row.command === 'postgres').map((row) => row.pid)),
+    };
   } finally {
     await stopTree(child);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-await main();
+/**
+ * Starts `scripts/idle-floor.mjs <args>` with this checkout's Node.js 24 and `npm start`'s V8
+ * flags, lets it idle as long as the tree did, and returns its distinct resident pages (bytes; a
+ * lone process's RSS), or undefined when it did not start or /proc/<pid>/pagemap is unreadable.
+ */
+async function floorProcess(args: string[]): Promise<number | undefined> {
+  const child = spawn(
+    process.execPath,
+    ['--max-semi-space-size=16', '--v8-pool-size=1', path.join(root, 'scripts', 'idle-floor.mjs'), ...args],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-4_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  try {
+    await listening(child, () => tail);
+    await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
+    return residentBreakdown([child.pid!])?.total;
+  } catch (error) {
+    console.log(`  (${args[0]} did not start: ${(error as Error).message.split('\n')[0]})`);
+    return undefined;
+  } finally {
+    child.kill('SIGKILL');
+    await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(null)));
+  }
+}
+
+/**
+ * The floor under the target: a `node:http` server, and the Fastify + pg + pg-boss stack with no
+ * Postwright code (on a scratch database of BENCH_DATABASE_URL, default this machine's PostgreSQL),
+ * each alone on this checkout's Node.js 24; added to the tree's npm and PostgreSQL, what any
+ * server on this stack would measure before its own code.
+ */
+async function measureFloor(parts: TreeParts): Promise<void> {
+  const adminUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const name = `postwright_idle_floor_${process.pid}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  console.log(`Floor: the same Node.js ${process.version} and flags, ${idleSeconds} s idle, distinct pages:`);
+  const httpOnly = await floorProcess(['http']);
+  if (httpOnly !== undefined) console.log(`  node:http server listening              ${megabytes(httpOnly)}`);
+  let stack: number | undefined;
+  try {
+    await admin.connect();
+  } catch (error) {
+    console.log(
+      `  Fastify + pg + pg-boss: skipped, no PostgreSQL at BENCH_DATABASE_URL (${(error as Error).message})`,
+    );
+    return;
+  }
+  try {
+    await admin.query(`create database ${name}`);
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    stack = await floorProcess(['stack', url.toString()]);
+  } finally {
+    await admin.query(`drop database if exists ${name} with (force)`).catch(() => {});
+    await admin.end();
+  }
+  if (stack === undefined) return;
+  console.log(`  Fastify + pg + pg-boss (one queue)      ${megabytes(stack)}  (no Postwright code)`);
+  const floor = parts.npm + stack + parts.postgres;
+  console.log(
+    `  + this run's npm ${megabytes(parts.npm)} and PostgreSQL ${megabytes(parts.postgres)} = ${megabytes(floor)}: ` +
+      `${floor <= 150e6 ? 'under' : 'over'} 150 MB before any Postwright code`,
+  );
+}
+
+const parts = await measureTree();
+if (parts) await measureFloor(parts);
