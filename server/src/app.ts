@@ -6,12 +6,19 @@ import {
   validatorCompiler,
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import type { Context } from './context.ts';
 import { isDatabaseReachable } from './db/client.ts';
 import { access, type RouteAccess, registerAccessGuards } from './http/access.ts';
-import { markOptionalBodies, withAccessDocs } from './http/access-docs.ts';
+import {
+  allowNullInNullableEnums,
+  markOptionalBodies,
+  reuseRequestBody,
+  withAccessDocs,
+} from './http/access-docs.ts';
 import { apiDocsRoutes } from './http/api-docs.ts';
 import { dashboardFallback } from './http/dashboard.ts';
+import { envelopeOf } from './http/envelope.ts';
 import {
   clientErrorHandler,
   connectMethodHandler,
@@ -22,6 +29,7 @@ import {
 import { AppError } from './http/errors.ts';
 import { forbiddenKeyError, illFormedStringError } from './http/json-body-checks.ts';
 import { jsonDepth, MAX_JSON_DEPTH } from './http/json-depth.ts';
+import { sessionCookieName } from './http/session-cookie.ts';
 import { fastifyTrustProxy } from './http/trust-proxy.ts';
 import { wireStatusListeners } from './job-handlers.ts';
 import { adapterRoutes } from './modules/adapters/index.ts';
@@ -176,7 +184,13 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
       components: {
         securitySchemes: {
           apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-          session: { type: 'apiKey', in: 'cookie', name: 'postwright.session_token' },
+          session: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: sessionCookieName(context.config.BASE_URL),
+            description:
+              'The session cookie POST /api/auth/sign-in/email sets (`__Secure-` prefixed when BASE_URL is https)',
+          },
         },
       },
     },
@@ -185,23 +199,52 @@ export async function buildApp(context: Context): Promise<FastifyInstance> {
       const openapi = markOptionalBodies(
         'openapiObject' in document ? document.openapiObject : document.swaggerObject,
       );
-      // The auth library's own sign-in, sign-out and session endpoints, outside the route table.
-      return { ...openapi, paths: { ...AUTH_LIBRARY_PATHS, ...openapi.paths } } as unknown as typeof openapi;
+      // Batch items are validated one by one with the send body's schema (emails.routes.ts).
+      reuseRequestBody(
+        openapi,
+        { path: '/api/v1/send', method: 'post' },
+        { path: '/api/v1/send/batch', method: 'post', at: ['properties', 'emails', 'items'] },
+      );
+      // The auth library's own endpoints, outside the route table.
+      return allowNullInNullableEnums({
+        ...openapi,
+        paths: { ...AUTH_LIBRARY_PATHS, ...openapi.paths },
+      }) as unknown as typeof openapi;
     },
   });
   // The reference UI's plugin is loaded on the first /docs request (idle memory, issue #9).
   await apiDocsRoutes(app);
 
-  app.get('/healthz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => ({
-    success: true,
-    data: { status: 'ok' },
-  }));
-  app.get('/readyz', { ...access({ kind: 'public' }), schema: { hide: true } }, async () => {
-    if (!(await isDatabaseReachable(context.db))) {
-      throw new AppError('SERVICE_UNAVAILABLE', 'Database unreachable');
-    }
-    return { success: true, data: { status: 'ready' } };
-  });
+  // Probes for load balancers and orchestrators: the process answers; and it reaches its database.
+  app.get(
+    '/healthz',
+    {
+      ...access({ kind: 'public' }),
+      schema: {
+        tags: ['Health'],
+        summary: 'Liveness: the process answers',
+        response: { 200: envelopeOf(z.object({ status: z.literal('ok') })) },
+      },
+    },
+    async () => ({ success: true as const, data: { status: 'ok' as const } }),
+  );
+  app.get(
+    '/readyz',
+    {
+      ...access({ kind: 'public' }),
+      schema: {
+        tags: ['Health'],
+        summary: 'Readiness: the database answers (503 SERVICE_UNAVAILABLE when it does not within 2 s)',
+        response: { 200: envelopeOf(z.object({ status: z.literal('ready') })) },
+      },
+    },
+    async () => {
+      if (!(await isDatabaseReachable(context.db))) {
+        throw new AppError('SERVICE_UNAVAILABLE', 'Database unreachable');
+      }
+      return { success: true as const, data: { status: 'ready' as const } };
+    },
+  );
 
   await app.register(authRoutes);
   await app.register(apiKeyRoutes);

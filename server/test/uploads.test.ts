@@ -183,7 +183,7 @@ describe('image uploads on the local disk', () => {
     expect(response.statusCode).toBe(200);
     const paths = response.json().paths;
     expect(Object.keys(paths)).toEqual(
-      expect.arrayContaining(['/api/uploads/images', '/api/uploads/images/{key}', '/files/{*}']),
+      expect.arrayContaining(['/api/uploads/images', '/api/uploads/images/{key}', '/files/{path}']),
     );
     expect(paths['/api/uploads/images'].post.requestBody.content).toEqual({
       'multipart/form-data': {

@@ -16,8 +16,8 @@ import { withoutSessionTokens } from './session-token-output.ts';
 export const AUTH_BODY_LIMIT_BYTES = 64 * 1024;
 
 /**
- * better-auth's endpoints open over HTTP (paths after `/api/auth`): what the dashboard and its
- * sign-ins use. Every other path under `/api/auth/*` that is not one of our own routes answers 404
+ * better-auth's endpoints open over HTTP (paths after `/api/auth`): what the dashboard, its sign-ins
+ * and API clients of a session use (all described in the OpenAPI document, auth-docs.ts). Every other path under `/api/auth/*` that is not one of our own routes answers 404
  * NOT_FOUND before better-auth sees it (security review, session 12), so that a session cookie, or
  * a script running with it, reaches nothing more. Closed that way, among others: `/get-access-token`,
  * `/refresh-token` and `/account-info`, which hand out or use the identity provider's OAuth tokens

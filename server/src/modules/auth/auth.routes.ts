@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AccessRule } from '../../http/access.ts';
+import { redirectResponse } from '../../http/access-docs.ts';
 import { ok } from '../../http/envelope.ts';
 import { AppError } from '../../http/errors.ts';
 import { sessionOf } from '../../http/principal.ts';
@@ -56,8 +57,8 @@ async function limitSignInStarts(request: FastifyRequest, reply: FastifyReply): 
  * - `GET /api/auth/sign-in/:provider?redirectTo=/path[&setupToken=…]` → 302 to the provider
  *   (provider-sign-in.ts); 400 VALIDATION_ERROR for a `redirectTo` that is not a same-origin path,
  *   404 NOT_FOUND for an unknown or disabled provider, 429 RATE_LIMITED per client IP.
- * - everything else under `/api/auth/*` is better-auth's (sign-in/email, sign-out, get-session,
- *   organization/*), errors in our envelope.
+ * - everything else under `/api/auth/*` is better-auth's open endpoints (auth.mount.ts
+ *   `OPEN_AUTH_PATHS` and the providers' callbacks, described in auth-docs.ts), errors in our envelope.
  */
 export async function authRoutes(app: FastifyInstance): Promise<void> {
   const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -124,6 +125,9 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
           'redirects to redirectTo, or to /login?error=<code> when the sign-in is refused.',
         params: signInStartParams,
         querystring: signInStartQuery,
+        responseDocs: {
+          302: redirectResponse('To the provider', "The provider's authorization URL"),
+        },
       },
     },
     async (request, reply) => {

@@ -15,6 +15,7 @@ import {
   users,
   verifications,
 } from '../../db/schema/auth.ts';
+import { COOKIE_PREFIX, usesSecureCookies } from '../../http/session-cookie.ts';
 import { type IdKind, newId, newUnguessableId } from '../../ids.ts';
 import { accessControl, teamRoles } from './access-control.ts';
 import { findFirstTeamId } from './auth.repository.ts';
@@ -24,9 +25,6 @@ import { type AuthLog, betterAuthLogger } from './auth-logger.ts';
 import { githubClient, googleClient, oidcClient } from './sign-in-methods.ts';
 import { type JoinInvitedTeams, signUpHooks } from './sign-up-policy.ts';
 import { verifiedEmailReclaim } from './verified-email-reclaim.ts';
-
-/** Cookie prefix: the session cookie is `postwright.session_token` (`__Secure-` first on https). */
-export const COOKIE_PREFIX = 'postwright';
 
 /** better-auth's model names → our id prefixes (src/ids.ts). */
 const ID_KIND_OF_MODEL: Record<string, IdKind> = {
@@ -217,7 +215,10 @@ function buildAuth(deps: AuthDeps) {
       },
     },
     advanced: {
+      // The session cookie is `postwright.session_token`, `__Secure-` prefixed on an https
+      // BASE_URL: the rule the OpenAPI document names it by (http/session-cookie.ts sessionCookieName).
       cookiePrefix: COOKIE_PREFIX,
+      useSecureCookies: usesSecureCookies(config.BASE_URL),
       // better-auth skips its Origin check when NODE_ENV=test; keep it on so tests see production behaviour.
       disableOriginCheck: false,
       database: {
@@ -259,7 +260,7 @@ export type Auth = ReturnType<typeof buildAuth>;
  * - The organization plugin as teams, with the roles owner/admin/member/viewer of
  *   `permissions.ts` built with its access control (its invitation/member rights merged in).
  * - `secret` derived from `encryptionKey` (HKDF-SHA256); `baseURL` and the only trusted origin
- *   are BASE_URL; cookies prefixed `postwright`.
+ *   are BASE_URL; cookies prefixed `postwright` (and `__Secure-` on https, `usesSecureCookies`).
  * - Its own rate limiter (memory) keyed by the client IP that the mount passes in
  *   {@link CLIENT_IP_HEADER}.
  */

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { access } from '../../http/access.ts';
+import { binaryResponse, redirectResponse } from '../../http/access-docs.ts';
 import { notFound } from '../../http/errors.ts';
 import { errorForLog } from '../../http/log-redaction.ts';
 import { type TrackingClaim, trackingKey, verifyTrackingToken } from '../../tracking/tokens.ts';
@@ -63,6 +64,8 @@ export async function trackingRoutes(fastify: FastifyInstance): Promise<void> {
         description:
           'Open-tracking pixel of a tracked email: a 1×1 transparent GIF. 404 for an invalid token.',
         params: tokenParams,
+        wildcardName: 'token',
+        responseDocs: { 200: binaryResponse('A 1×1 transparent GIF, never cached', ['image/gif']) },
       },
     },
     async (request, reply) => {
@@ -82,6 +85,8 @@ export async function trackingRoutes(fastify: FastifyInstance): Promise<void> {
         description:
           'Click-tracking link of a tracked email: 302 to the link it stands for. 404 for an invalid token.',
         params: tokenParams,
+        wildcardName: 'token',
+        responseDocs: { 302: redirectResponse('To the link', 'The URL of the link the token stands for') },
       },
     },
     async (request, reply) => {

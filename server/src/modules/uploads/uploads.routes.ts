@@ -2,6 +2,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { access } from '../../http/access.ts';
+import { binaryResponse } from '../../http/access-docs.ts';
 import { deleted, deletedEnvelope, envelopeOf, ok, pageOf, paginationQuery } from '../../http/envelope.ts';
 import { notFound } from '../../http/errors.ts';
 import { sessionOf } from '../../http/principal.ts';
@@ -118,6 +119,13 @@ export async function uploadRoutes(fastify: FastifyInstance): Promise<void> {
         tags,
         description: 'A stored file, public (images in emails load without authentication).',
         params: publicFileParams,
+        wildcardName: 'path',
+        responseDocs: {
+          200: binaryResponse(
+            'The stored bytes, with the type detected at upload',
+            Object.keys(service.IMAGE_TYPES),
+          ),
+        },
       },
     },
     async (request, reply) => {
