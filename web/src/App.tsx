@@ -160,7 +160,9 @@ function SignedIn() {
         <NavLink label="New team" onClick={() => setCreating(true)} hiddenFrom="sm" />
       </AppShell.Navbar>
       <AppShell.Main>
-        <Suspense fallback={<Loading />}>
+        {/* Keyed by team: a team changed under the page (another tab) also closes the forms and
+            clears the state its page held for the previous team. */}
+        <Suspense key={data.team.id} fallback={<Loading />}>
           <Outlet />
         </Suspense>
       </AppShell.Main>

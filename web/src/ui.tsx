@@ -3,13 +3,28 @@ import { notifications } from '@mantine/notifications';
 import type { ReactNode } from 'react';
 import { ApiError } from './api/client';
 
-/** An API error's message; a 403 says which permission is missing instead of a blank page. */
+/**
+ * An API error's message instead of a blank page. A 403 naming a missing permission
+ * (`details.permission`) says the role does not allow it; other 403s (`WRONG_ACCOUNT`,
+ * `TEAM_ACCESS_REVOKED`, …) are not about the role and show their own message (review finding,
+ * dashboard session: "Your role … does not allow this (This invitation is for another email
+ * address)"). A 409 `TEAM_SWITCHED` says nothing was done (team-sync.ts reloads the page's team).
+ */
 export function ErrorAlert({ error, title }: { error: unknown; title?: string }) {
   if (!error) return null;
   if (error instanceof ApiError && error.status === 403) {
     return (
       <Alert color="orange" title="Not allowed" role="alert">
-        Your role in this team does not allow this ({error.message}). Ask an owner or admin for access.
+        {error.details?.permission
+          ? `Your role in this team does not allow this (${error.message}). Ask an owner or admin for access.`
+          : error.message}
+      </Alert>
+    );
+  }
+  if (error instanceof ApiError && error.details?.reason === 'TEAM_SWITCHED') {
+    return (
+      <Alert color="orange" title="Team switched" role="alert">
+        {error.message}: nothing was changed. Check the team this page now shows and try again.
       </Alert>
     );
   }

@@ -10,19 +10,45 @@ export type { paths };
 
 export const api = createClient<paths>({ baseUrl: '', credentials: 'same-origin' });
 
+/**
+ * The header naming the team the page shows (server: require-session.ts). The active team belongs
+ * to the session, shared by every tab: a team route answers 409 CONFLICT (`details.reason`
+ * `TEAM_SWITCHED`) when another tab switched it, instead of showing or changing another team under
+ * this page's team name (review finding, dashboard session).
+ */
+export const SHOWN_TEAM_HEADER = 'X-Postwright-Team';
+
+let shownTeam: () => string | undefined = () => undefined;
+
+/** Where {@link api} reads the team the page shows (the team of the cached `me`); none: no header. */
+export function readShownTeamFrom(read: () => string | undefined): void {
+  shownTeam = read;
+}
+
+api.use({
+  onRequest({ request }) {
+    const teamId = shownTeam();
+    if (teamId) request.headers.set(SHOWN_TEAM_HEADER, teamId);
+    return request;
+  },
+});
+
 /** One entry of `details.issues` of a 400 VALIDATION_ERROR: `path` joined with dots. */
 export interface Issue {
   path: string;
   message: string;
 }
 
-/** An error answer of the API (`{success: false, error: {code, message, details}}`). */
+/**
+ * An error answer of the API (`{success: false, error: {code, message, details}}`); `details.reason`
+ * names the case where one code covers several (`NO_TEAM`, `TEAM_ACCESS_REVOKED`, `TEAM_SWITCHED`).
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
-    readonly details?: { issues?: Issue[] } & Record<string, unknown>,
+    readonly details?: { issues?: Issue[]; reason?: string; permission?: string } & Record<string, unknown>,
   ) {
     super(message);
   }

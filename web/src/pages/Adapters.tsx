@@ -198,16 +198,21 @@ function AdapterForm({
 
   const save = useMutation({
     mutationFn: async () => {
-      const body = { name, config: current ?? {}, defaultFrom: defaultFrom || undefined };
+      const body = { name, config: current ?? {} };
       if (adapter) {
+        // An emptied field clears the sender (the update schema takes null); undefined kept it.
         return unwrap(
           api.PUT('/api/adapters/{id}', {
             params: { path: { id: adapter.id } },
-            body: { ...body, isActive },
+            body: { ...body, defaultFrom: defaultFrom || null, isActive },
           }),
         );
       }
-      return unwrap(api.POST('/api/adapters', { body: { ...body, type: type as TypeId, isDefault } }));
+      return unwrap(
+        api.POST('/api/adapters', {
+          body: { ...body, defaultFrom: defaultFrom || undefined, type: type as TypeId, isDefault },
+        }),
+      );
     },
     onSuccess: () => {
       notifyOk(adapter ? 'Adapter saved' : 'Adapter created');

@@ -257,6 +257,11 @@ export function InvitePage() {
       navigate('/');
     },
   });
+  const signOut = useMutation({
+    mutationFn: () => rawJson('POST', '/api/auth/sign-out', {}),
+    // Signed out, the page offers to sign in as, or create, the invited account.
+    onSuccess: () => queryClient.resetQueries(),
+  });
   if (invitation.isPending || me.isPending) return <Loading />;
   if (invitation.error) {
     return (
@@ -277,8 +282,20 @@ export function InvitePage() {
         <Text>
           {inv.inviterName} invited <b>{inv.email}</b> to join <b>{inv.team.name}</b> as <b>{inv.role}</b>.
         </Text>
-        <ErrorAlert error={accept.error} />
-        {me.data ? (
+        <ErrorAlert error={accept.error ?? signOut.error} />
+        {me.data && me.data.user.email.toLowerCase() !== inv.email.toLowerCase() ? (
+          // The server refuses another account (403 WRONG_ACCOUNT): say so rather than offer Accept
+          // (review finding, dashboard session: it said "Your role … does not allow this").
+          <>
+            <Text size="sm">
+              This invitation is for {inv.email}, but you are signed in as {me.data.user.email}. Sign out,
+              then sign in as {inv.email} (or create that account) to accept it.
+            </Text>
+            <Button onClick={() => signOut.mutate()} loading={signOut.isPending}>
+              Sign out
+            </Button>
+          </>
+        ) : me.data ? (
           <>
             <Text size="sm">Signed in as {me.data.user.email}.</Text>
             <Button onClick={() => accept.mutate(false)} loading={accept.isPending}>

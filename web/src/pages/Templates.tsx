@@ -368,6 +368,8 @@ function Versions({ template, onClose }: { template: Template; onClose: () => vo
     onSuccess: () => {
       notifyOk('Version restored');
       queryClient.invalidateQueries({ queryKey: ['templates'] });
+      // Restoring saves the current content as a new version first: the open history must show it.
+      queryClient.invalidateQueries({ queryKey: ['versions', template.id] });
     },
     onError: notifyError,
   });

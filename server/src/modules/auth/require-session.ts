@@ -11,6 +11,14 @@ import { assertSameOrigin } from './request-auth.ts';
 const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
+ * The header the dashboard sends on every API call: the id of the team its page shows. The active
+ * team belongs to the session, which all tabs of a browser share, so a team switched in one tab
+ * made another tab show and change that team under the old team's name (review finding, dashboard
+ * session: an API key "meant for Acme" was created in Beta).
+ */
+const SHOWN_TEAM_HEADER = 'x-postwright-team';
+
+/**
  * A Fastify onRequest hook for dashboard routes (session cookie); it reads headers only, so an
  * unauthenticated caller gets 401 before its body is read or validated. In order:
  * 1. reads the better-auth session from the request's cookies → 401 UNAUTHORIZED without a valid one;
@@ -19,10 +27,16 @@ const STATE_CHANGING_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * 3. resolves the team: the session's active team, else the user's oldest membership
  *    → 403 FORBIDDEN (`details.reason = 'NO_TEAM'`) when they belong to none, except with
  *    `teamOptional`, where the request goes on with `request.sessionUser` and no principal;
- * 4. with `permission`, checks the member's role grants it (permissions.ts)
+ * 4. when the request names the team its page shows (`X-Postwright-Team: <team id>`, sent by the
+ *    dashboard) and that is not the team resolved in 3 → 409 CONFLICT (`details.reason =
+ *    'TEAM_SWITCHED'`, `details.teamId` = the session's team): another tab switched team. Not on
+ *    `teamFallback` routes (me, list, create and switch teams: how a page learns or changes its
+ *    team); without the header (API clients, curl) nothing changes;
+ * 5. with `permission`, checks the member's role grants it (permissions.ts)
  *    → 403 FORBIDDEN with `details.permission`;
- * 5. sets `request.principal` (kind 'session') with the role's permissions.
+ * 6. sets `request.principal` (kind 'session') with the role's permissions.
  * Without `permission` only membership is required. Refreshed session cookies are forwarded.
+ * API-key requests never reach this guard (access.ts picks the key guard on `X-API-Key`).
  */
 export function requireSession(
   permission?: Permission,
@@ -59,6 +73,18 @@ export function requireSession(
       // finding, session 15: every route answered NO_TEAM, creating a team too, and they were stuck).
       if (options.teamOptional) return;
       throw new AppError('FORBIDDEN', 'You are not a member of any team', { reason: 'NO_TEAM' });
+    }
+    const shownTeamId = request.headers[SHOWN_TEAM_HEADER];
+    if (
+      !options.teamFallback &&
+      typeof shownTeamId === 'string' &&
+      shownTeamId !== '' &&
+      shownTeamId !== membership.teamId
+    ) {
+      throw new AppError('CONFLICT', 'Your team was switched in another tab', {
+        reason: 'TEAM_SWITCHED',
+        teamId: membership.teamId,
+      });
     }
     if (!isTeamRole(membership.role)) {
       throw new AppError('FORBIDDEN', 'Your role in this team grants no access', { reason: 'UNKNOWN_ROLE' });
