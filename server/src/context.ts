@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { type DestinationStream, pino } from 'pino';
 import type { Config } from './config.ts';
 import type { Database, DatabaseHandle } from './db/client.ts';
+import { AppError } from './http/errors.ts';
 import { redactUrl } from './http/log-redaction.ts';
 import type { JobQueue } from './jobs/queue.ts';
 import { type AdapterSendCache, createAdapterSendCache } from './modules/adapters/index.ts';
@@ -88,6 +89,20 @@ export interface Context {
     adaptersForSend: AdapterSendCache;
   };
   /**
+   * Aborted by {@link cutRequests}: what requests in progress wait for ends at once (their PDF
+   * renders, createPdfRenderer's `requestsCut`).
+   */
+  requestsCut: AbortSignal;
+  /**
+   * Called by a stopping server when it cuts the connections of the requests still in progress
+   * (runtime.ts closeWithin, once its grace has passed): aborts {@link requestsCut} with a
+   * SERVICE_UNAVAILABLE "server is stopping" reason, so the handlers of those requests fail at once
+   * and release their Idempotency-Key claims (withIdempotency) before the database closes; a slow
+   * PDF_RENDERER_URL kept them waiting past the process's end and the key claimed, a retry
+   * answered 409 IN_PROGRESS for 5 minutes (review finding, "stop"). Idempotent.
+   */
+  cutRequests(): void;
+  /**
    * Waits for the accept batcher to commit what it holds, closes every provider and the storage.
    * Call after the app and the workers stopped and before the database closes (the database and
    * queue belong to whoever opened them). Idempotent.
@@ -131,7 +146,11 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
   // A replaced provider's sends end by their deadline; the margin covers a send's connection wait.
   const providers = new ProviderCache(undefined, (config.SEND_TIMEOUT_SECONDS + 30) * 1000);
   const acceptBatcher = createAcceptBatcher({ db: deps.database.db, queue: deps.queue });
-  const pdf = createPdfRenderer(config, { bundled: deps.bundledPdfRenderer ?? false });
+  const requestsCut = new AbortController();
+  const pdf = createPdfRenderer(config, {
+    bundled: deps.bundledPdfRenderer ?? false,
+    requestsCut: requestsCut.signal,
+  });
   let closing: Promise<void> | undefined;
   return {
     config,
@@ -151,6 +170,11 @@ export async function createContext(deps: ContextDeps): Promise<Context> {
       unknownApiKeys: createUnknownKeyThrottle(),
       templatesForSend: createTemplateSendCache(),
       adaptersForSend: createAdapterSendCache(),
+    },
+    requestsCut: requestsCut.signal,
+    cutRequests() {
+      if (requestsCut.signal.aborted) return;
+      requestsCut.abort(new AppError('SERVICE_UNAVAILABLE', 'The server is stopping: the request was cut'));
     },
     close() {
       closing ??= (async () => {

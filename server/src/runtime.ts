@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { buildApp } from './app.ts';
 import type { Config, Role } from './config.ts';
 import { type Context, createContext } from './context.ts';
@@ -54,10 +54,12 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   }
 
   let app: FastifyInstance | undefined;
+  let handlers: HandlerTracker | undefined;
   let url: string | undefined;
   if (role !== 'worker') {
     try {
       app = await buildApp(context);
+      handlers = trackHandlers(app);
       url = await app.listen({ port: config.PORT, host: config.HOST });
     } catch (error) {
       // A port in use, a HOST not of this machine: what was opened closes, the embedded server
@@ -81,7 +83,9 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
   const stop = () => {
     stopping ??= (async () => {
       if (app) await closeWithin(app, SHUTDOWN_GRACE_MS);
-      await queue.stop(workerStopWaitMs(config));
+      // The handlers of requests cut at the grace's end fail at once (Context.cutRequests) and
+      // release their Idempotency-Key claims meanwhile; the database must still be open for that.
+      await Promise.all([queue.stop(workerStopWaitMs(config)), handlers?.settled(HANDLER_SETTLE_MS)]);
       await context.close();
       await database.close();
     })();
@@ -97,6 +101,13 @@ export async function startPostwright(config: Config, role: Role = 'all'): Promi
  * workers still claiming jobs (review finding, session 15).
  */
 export const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * Longest wait of a stop for the handlers of requests whose connections it cut (ms), while the
+ * workers stop (see startPostwright's `stop`): they fail at once (Context.cutRequests) and only
+ * have to record it (release an Idempotency-Key, store an answer), so this bounds a stuck one.
+ */
+export const HANDLER_SETTLE_MS = 5_000;
 
 /** Seconds a stopping worker adds to the longest request deadline to record what ended. */
 const WORKER_STOP_MARGIN_SECONDS = 5;
@@ -121,13 +132,16 @@ function workerStopWaitMs(config: Config): number {
  * Closes `app` (no new connections, requests in progress finish), cutting what is left after
  * `graceMs`; from then on no send is accepted (the accept batcher refuses new items with 503
  * SERVICE_UNAVAILABLE), so a request whose connection was cut has accepted nothing its client
- * cannot see — unless its email was already being committed when the grace ended.
+ * cannot see — unless its email was already being committed when the grace ended. The PDF renders
+ * the cut requests wait for are abandoned (Context.cutRequests), so their handlers end at once:
+ * wait for them with {@link trackHandlers}' `settled` before the database closes.
  */
 export async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
   const timer = setTimeout(() => {
     app.ctx.acceptBatcher.refuseNew(
       new AppError('SERVICE_UNAVAILABLE', 'The server is stopping: the email was not accepted'),
     );
+    app.ctx.cutRequests();
     app.server.closeAllConnections();
   }, graceMs);
   try {
@@ -135,4 +149,61 @@ export async function closeWithin(app: FastifyInstance, graceMs: number): Promis
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** The handlers of an app's requests in progress: see {@link trackHandlers}. */
+export interface HandlerTracker {
+  /** Handlers started and not yet ended. */
+  readonly running: number;
+  /** Resolves once no handler runs, or after `ms` (never rejects). */
+  settled(ms: number): Promise<void>;
+}
+
+/**
+ * Counts `app`'s requests whose handlers have not ended. Call before `app` is ready (it adds
+ * hooks). A request counts from `onRequest` until its answer is being sent (`onSend`, which a
+ * handler reaches when it returns or throws, its connection cut or not) or has been sent
+ * (`onResponse`), or until its connection closes after a hijacked or finished answer. A cut
+ * connection alone does not end it: its handler runs on (Fastify's `close()` does not wait for it),
+ * and what it does last (releasing an Idempotency-Key) needs the database.
+ */
+export function trackHandlers(app: FastifyInstance): HandlerTracker {
+  const running = new Set<FastifyRequest>();
+  let idle: (() => void)[] = [];
+  const end = (request: FastifyRequest) => {
+    if (!running.delete(request) || running.size > 0) return;
+    const waiting = idle;
+    idle = [];
+    for (const resolve of waiting) resolve();
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    running.add(request);
+    reply.raw.once('close', () => {
+      if (reply.sent) end(request);
+    });
+    done();
+  });
+  app.addHook('onSend', (request, _reply, payload, done) => {
+    end(request);
+    done(null, payload);
+  });
+  app.addHook('onResponse', (request, _reply, done) => {
+    end(request);
+    done();
+  });
+  return {
+    get running() {
+      return running.size;
+    },
+    settled(ms) {
+      if (running.size === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        idle.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    },
+  };
 }

@@ -80,12 +80,14 @@ export class GotenbergClient {
    * @returns the PDF's bytes (at most `maxBytes`).
    * @throws RenderFailedError: RENDERER_UNREACHABLE (connection refused, DNS …), RENDERER_TIMEOUT
    *   (no complete answer in `timeoutMs`, or the renderer's own 503 timeout), RENDERER_ERROR (any
-   *   other non-2xx answer), PDF_TOO_LARGE.
+   *   other non-2xx answer), PDF_TOO_LARGE; RENDERER_UNREACHABLE with `options.signal`'s reason as
+   *   the message when it aborts first (the request is abandoned: a stopping server cut the request
+   *   the render was for).
    */
-  renderPdf(html: string): Promise<Buffer> {
+  renderPdf(html: string, options: { signal?: AbortSignal | undefined } = {}): Promise<Buffer> {
     const { paper } = this.#options;
     const margin = String(paper.marginIn);
-    return this.#post('/forms/chromium/convert/html', html, {
+    return this.#post('/forms/chromium/convert/html', html, options.signal, {
       paperWidth: String(paper.widthIn),
       paperHeight: String(paper.heightIn),
       marginTop: margin,
@@ -101,7 +103,7 @@ export class GotenbergClient {
    * `screenshot/html`; template thumbnails). @throws RenderFailedError as {@link renderPdf}.
    */
   screenshot(html: string, size: { width: number; height: number }): Promise<Buffer> {
-    return this.#post('/forms/chromium/screenshot/html', html, {
+    return this.#post('/forms/chromium/screenshot/html', html, undefined, {
       width: String(size.width),
       height: String(size.height),
       format: 'png',
@@ -123,11 +125,27 @@ export class GotenbergClient {
     }
   }
 
-  async #post(path: string, html: string, fields: Record<string, string>): Promise<Buffer> {
+  async #post(
+    path: string,
+    html: string,
+    abandon: AbortSignal | undefined,
+    fields: Record<string, string>,
+  ): Promise<Buffer> {
+    if (abandon?.aborted) throw abandonedFailure(abandon);
     const form = new FormData();
     form.append('files', new Blob([html], { type: 'text/html' }), 'index.html');
     for (const [name, value] of Object.entries(fields)) form.append(name, value);
-    const signal = AbortSignal.timeout(this.#options.timeoutMs);
+    const deadline = AbortSignal.timeout(this.#options.timeoutMs);
+    const signal = abandon ? AbortSignal.any([deadline, abandon]) : deadline;
+    try {
+      return await this.#send(path, form, signal);
+    } catch (error) {
+      if (abandon?.aborted && !deadline.aborted) throw abandonedFailure(abandon);
+      throw error;
+    }
+  }
+
+  async #send(path: string, form: FormData, signal: AbortSignal): Promise<Buffer> {
     let response: Response;
     try {
       response = await fetch(`${this.#options.baseUrl}${path}`, {
@@ -157,6 +175,12 @@ export class GotenbergClient {
       throw fetchFailure(error);
     }
   }
+}
+
+/** The failure of a render abandoned through `signal`: RENDERER_UNREACHABLE, its reason as the message. */
+export function abandonedFailure(signal: AbortSignal): RenderFailedError {
+  const reason = signal.reason instanceof Error ? signal.reason.message : 'the render was abandoned';
+  return new RenderFailedError('RENDERER_UNREACHABLE', reason);
 }
 
 /** A fetch error as a {@link RenderFailedError}: a deadline is RENDERER_TIMEOUT, the rest unreachable. */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
 import type { Config } from '../../config.ts';
-import { GotenbergClient, RenderFailedError } from './pdf.client.ts';
+import { abandonedFailure, GotenbergClient, RenderFailedError } from './pdf.client.ts';
 import { paperOf } from './pdf.print.ts';
 import { withRenderPolicy } from './render-policy.ts';
 import { RenderQueue } from './render-queue.ts';
@@ -28,10 +28,18 @@ export interface PdfRenderer {
   readonly source: 'url' | 'bundled';
   /**
    * @see GotenbergClient.renderPdf — the rendered PDF's bytes, made when `teamId`'s turn comes
-   * (RenderQueue). @throws RenderFailedError (also RENDERER_BUSY and RENDERER_TIMEOUT from the queue).
+   * (RenderQueue). These are the renders of requests (a send's PDFs, made at accept): once
+   * `requestsCut` (see {@link createPdfRenderer}) aborts, one waiting for its turn or for the
+   * renderer's answer fails at once, and a new one is refused.
+   * @throws RenderFailedError (also RENDERER_BUSY and RENDERER_TIMEOUT from the queue;
+   *   RENDERER_UNREACHABLE once `requestsCut` aborted).
    */
   renderPdf(html: string, teamId: string): Promise<Buffer>;
-  /** @see GotenbergClient.screenshot — a PNG, in `teamId`'s turn. @throws as {@link renderPdf}. */
+  /**
+   * @see GotenbergClient.screenshot — a PNG, in `teamId`'s turn (template thumbnails: worker jobs,
+   * which a stopping worker waits for, so `requestsCut` leaves them alone). @throws RenderFailedError
+   * as {@link renderPdf}, but for `requestsCut`.
+   */
   screenshot(html: string, size: { width: number; height: number }, teamId: string): Promise<Buffer>;
   /**
    * The bundled renderer's base URL (`http://127.0.0.1:<port>`, no credentials) once it is
@@ -75,11 +83,16 @@ type RendererConfig = Pick<
  * Either way the process hands the renderer at most PDF_RENDERER_PAGES renders at once, shared
  * between teams in turn ({@link RenderQueue}: a team waits at most PDF_RENDER_TIMEOUT_SECONDS for
  * its turn, with at most {@link PDF_RENDERS_WAITING_PER_TEAM} renders waiting).
+ * `options.requestsCut` is aborted when a stopping server cuts the requests still in progress
+ * (Context.cutRequests): their PDF renders end at once (PdfRenderer.renderPdf), so their handlers
+ * fail and release what they hold (an Idempotency-Key's claim) before the database closes, instead
+ * of waiting for a slow renderer for up to PDF_RENDER_TIMEOUT_SECONDS (review finding, "stop").
  */
 export function createPdfRenderer(
   config: RendererConfig,
-  options: { bundled: boolean },
+  options: { bundled: boolean; requestsCut?: AbortSignal | undefined },
 ): PdfRenderer | undefined {
+  const cut = options.requestsCut;
   const timeoutMs = config.PDF_RENDER_TIMEOUT_SECONDS * 1000;
   const queue = new RenderQueue({
     slots: config.PDF_RENDERER_PAGES,
@@ -102,7 +115,8 @@ export function createPdfRenderer(
     return {
       source: 'url',
       bundledUrl: undefined,
-      renderPdf: (html, teamId) => queue.run(teamId, async () => client.renderPdf(await policed(html))),
+      renderPdf: (html, teamId) =>
+        queue.run(teamId, async () => client.renderPdf(await policed(html), { signal: cut }), cut),
       screenshot: (html, size, teamId) =>
         queue.run(teamId, async () => client.screenshot(await policed(html), size)),
       close: async () => {},
@@ -148,8 +162,9 @@ export function createPdfRenderer(
     },
     async renderPdf(html, teamId) {
       if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');
+      if (cut?.aborted) throw abandonedFailure(cut);
       const { client } = await start();
-      return queue.run(teamId, () => client.renderPdf(html));
+      return queue.run(teamId, () => client.renderPdf(html, { signal: cut }), cut);
     },
     async screenshot(html, size, teamId) {
       if (closed) throw new RenderFailedError('RENDERER_UNREACHABLE', 'renderer is closed');

@@ -85,4 +85,36 @@ describe('RenderQueue: the renderer shared between teams in turn', () => {
     );
     expect(await queue.run('a', async () => 'after')).toBe('after');
   });
+
+  it('drops the renders waiting for a slot at once when their signal aborts, and refuses new ones', async () => {
+    const queue = new RenderQueue({ slots: 1, maxWaitingPerTeam: 10, maxWaitMs: 60_000 });
+    const cut = new AbortController();
+    const first = pending();
+    const running = queue.run('a', () => first.done.then(() => 'first'), cut.signal);
+    let made = false;
+    const waiting = queue.run(
+      'b',
+      async () => {
+        made = true;
+        return 'second';
+      },
+      cut.signal,
+    );
+    await tick();
+    const startedAt = Date.now();
+    cut.abort(new Error('the server is stopping'));
+    const failure = await waiting.catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(RenderFailedError);
+    expect((failure as RenderFailedError).failure).toBe('RENDERER_UNREACHABLE');
+    expect((failure as RenderFailedError).message).toBe('the server is stopping');
+    expect(Date.now() - startedAt).toBeLessThan(1_000);
+    await expect(queue.run('c', async () => 'third', cut.signal)).rejects.toMatchObject({
+      failure: 'RENDERER_UNREACHABLE',
+    });
+    // The render already made is the renderer client's to abandon; its slot is freed as usual.
+    first.finish();
+    expect(await running).toBe('first');
+    expect(made).toBe(false);
+    expect(queue.active).toBe(0);
+  });
 });

@@ -1,4 +1,4 @@
-import { RenderFailedError } from './pdf.client.ts';
+import { abandonedFailure, RenderFailedError } from './pdf.client.ts';
 
 /** How a {@link RenderQueue} shares the renderer. */
 export interface RenderQueueOptions {
@@ -45,13 +45,17 @@ export class RenderQueue {
   }
 
   /**
-   * Runs `render` for `teamId` once a slot is free and it is the team's turn.
+   * Runs `render` for `teamId` once a slot is free and it is the team's turn. A render waiting for
+   * its turn when `signal` aborts (a stopping server cut its request, runtime.ts closeWithin) leaves
+   * the queue at once and is never made; one not yet queued when it is aborted is refused.
    * @returns what `render` returns.
    * @throws RenderFailedError RENDERER_BUSY (the team already has `maxWaitingPerTeam` renders
-   *   waiting) or RENDERER_TIMEOUT (no slot within `maxWaitMs`); whatever `render` throws.
+   *   waiting), RENDERER_TIMEOUT (no slot within `maxWaitMs`) or RENDERER_UNREACHABLE (`signal`
+   *   aborted, its reason as the message); whatever `render` throws.
    */
-  async run<T>(teamId: string, render: () => Promise<T>): Promise<T> {
-    await this.#acquire(teamId);
+  async run<T>(teamId: string, render: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    if (signal?.aborted) throw abandonedFailure(signal);
+    await this.#acquire(teamId, signal);
     try {
       return await render();
     } finally {
@@ -59,7 +63,7 @@ export class RenderQueue {
     }
   }
 
-  #acquire(teamId: string): Promise<void> {
+  #acquire(teamId: string, signal: AbortSignal | undefined): Promise<void> {
     if (this.#active < this.#options.slots && this.#waiting.size === 0) {
       this.#active++;
       return Promise.resolve();
@@ -79,24 +83,34 @@ export class RenderQueue {
     }
     const team = queue;
     return new Promise<void>((resolve, reject) => {
+      const leave = (error: RenderFailedError) => {
+        clearTimeout(waiter.timer);
+        signal?.removeEventListener('abort', onAbort);
+        const index = team.indexOf(waiter);
+        if (index >= 0) team.splice(index, 1);
+        if (team.length === 0 && this.#waiting.get(teamId) === team) this.#waiting.delete(teamId);
+        reject(error);
+      };
+      const onAbort = () => leave(abandonedFailure(signal!));
       const waiter: Waiter = {
         // The slot is handed over by #release (the count stays as it is).
         start: () => {
           clearTimeout(waiter.timer);
+          signal?.removeEventListener('abort', onAbort);
           resolve();
         },
-        timer: setTimeout(() => {
-          const index = team.indexOf(waiter);
-          if (index >= 0) team.splice(index, 1);
-          if (team.length === 0 && this.#waiting.get(teamId) === team) this.#waiting.delete(teamId);
-          reject(
-            new RenderFailedError(
-              'RENDERER_TIMEOUT',
-              `no renderer page was free within ${this.#options.maxWaitMs} ms`,
+        timer: setTimeout(
+          () =>
+            leave(
+              new RenderFailedError(
+                'RENDERER_TIMEOUT',
+                `no renderer page was free within ${this.#options.maxWaitMs} ms`,
+              ),
             ),
-          );
-        }, this.#options.maxWaitMs),
+          this.#options.maxWaitMs,
+        ),
       };
+      signal?.addEventListener('abort', onAbort, { once: true });
       team.push(waiter);
     });
   }

@@ -56,6 +56,21 @@ export interface ScreenshotOptions {
   fullPage?: boolean;
 }
 
+/**
+ * How long a CDP call may outlast the render deadline (ms): puppeteer's `protocolTimeout`, which
+ * defaults to 180 s, is set to `renderTimeoutMs` plus this, so no call to a wedged browser (opening
+ * a page, which runs outside the render's deadline, included) holds a render or a stop longer.
+ */
+const PROTOCOL_MARGIN_MS = 5_000;
+
+/**
+ * How long closing the browser may take before its process is killed (ms). puppeteer's
+ * `browser.close()` waits for CDP `Browser.close` to be answered, up to `protocolTimeout`, and only
+ * then kills the process: a wedged (stopped, hung) Chromium held a stop for 180 s (review finding,
+ * "stop"), past the README's bound.
+ */
+export const BROWSER_CLOSE_MS = 5_000;
+
 /** The puppeteer-core module, imported on the first render only (idle memory, issue #9). */
 type Puppeteer = typeof import('puppeteer-core').default;
 let puppeteer: Promise<Puppeteer> | undefined;
@@ -132,11 +147,14 @@ export class ChromiumPool {
     );
   }
 
-  /** Closes the browser (and refuses further renders). */
+  /**
+   * Closes the browser, renders still in progress or not (they fail), and refuses further renders.
+   * Ends within about {@link BROWSER_CLOSE_MS}: a browser that does not close by then is killed.
+   */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#idleTimer);
-    await this.#closeBrowser();
+    await this.#closeBrowser({ evenIfBusy: true });
   }
 
   async #withPage<T>(
@@ -266,6 +284,7 @@ export class ChromiumPool {
         handleSIGINT: false,
         handleSIGTERM: false,
         handleSIGHUP: false,
+        protocolTimeout: this.#options.renderTimeoutMs + PROTOCOL_MARGIN_MS,
         // Chromium refuses to start as root with its sandbox (CI runs as root); JavaScript is off
         // and the network blocked on every page, which is what the sandbox would otherwise guard.
         args: [
@@ -294,12 +313,37 @@ export class ChromiumPool {
     this.#free.length = 0;
   }
 
-  async #closeBrowser(): Promise<void> {
+  /** Closes the current browser when idle (or `evenIfBusy`), killing it past {@link BROWSER_CLOSE_MS}. */
+  async #closeBrowser(options: { evenIfBusy?: boolean } = {}): Promise<void> {
     const browser = this.#browser;
-    if (!browser || this.#active > 0) return;
+    if (!browser || (this.#active > 0 && !options.evenIfBusy)) return;
     this.#forgetBrowser();
-    await (await browser.catch(() => undefined))?.close().catch(() => {});
+    const running = await browser.catch(() => undefined);
+    if (running) await closeOrKill(running, BROWSER_CLOSE_MS);
   }
+}
+
+/**
+ * `browser.close()`, or, when it has not ended within `ms`, SIGKILL to the browser process (a
+ * stopped process dies of it too) and a wait of at most 2 s for it to exit. Never throws.
+ */
+async function closeOrKill(browser: Browser, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = browser.close().then(
+    () => true,
+    () => true,
+  );
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const inTime = await Promise.race([closed, timedOut]);
+  clearTimeout(timer);
+  if (inTime) return;
+  const child = browser.process();
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGKILL');
+  await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())]);
 }
 
 /** `work`, or RenderTimeoutError once `ms` have passed (the page is then closed by the caller). */

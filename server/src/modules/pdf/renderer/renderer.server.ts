@@ -170,7 +170,12 @@ export function buildPdfRendererApp(pool: ChromiumPool, credentials?: BasicCrede
  * Starts the bundled renderer on `host:port` (port 0: any free port) with a {@link ChromiumPool}
  * over `pool` options, requiring `credentials` when given (see {@link buildPdfRendererApp}).
  * Chromium is not started until the first render.
- * @returns where it listens and `close()`, which stops the server and the browser.
+ * @returns where it listens and `close()`, which stops the server and the browser: it refuses new
+ *   connections, answers the renders in progress, then closes the browser (ChromiumPool.close, at
+ *   most about 5 s). Once `close()` has begun, every answer carries `Connection: close` and idle
+ *   connections are closed, so `close()` ends as soon as the last render is answered: a client's
+ *   keep-alive connection (undici keeps one for the server's `Keep-Alive: timeout=72`, Fastify's
+ *   default `keepAliveTimeout`) held the close for 72 s after its render (review finding, "stop").
  */
 export async function startPdfRenderer(
   listen: { host: string; port: number },
@@ -179,6 +184,16 @@ export async function startPdfRenderer(
 ): Promise<RunningPdfRenderer> {
   const chromium = new ChromiumPool(pool);
   const app = buildPdfRendererApp(chromium, credentials);
+  let closing = false;
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close');
+    done(null, payload);
+  });
+  // An answer whose headers went out just before close() began keeps its connection: closed here.
+  app.addHook('onResponse', (_request, _reply, done) => {
+    if (closing) app.server.closeIdleConnections();
+    done();
+  });
   await app.listen(listen);
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : listen.port;
@@ -188,6 +203,7 @@ export async function startPdfRenderer(
     app,
     pool: chromium,
     async close() {
+      closing = true;
       await app.close();
       await chromium.close();
     },
