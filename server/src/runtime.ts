@@ -134,20 +134,28 @@ function workerStopWaitMs(config: Config): number {
  * SERVICE_UNAVAILABLE), so a request whose connection was cut has accepted nothing its client
  * cannot see — unless its email was already being committed when the grace ended. The PDF renders
  * the cut requests wait for are abandoned (Context.cutRequests), so their handlers end at once:
- * wait for them with {@link trackHandlers}' `settled` before the database closes.
+ * wait for them with {@link trackHandlers}' `settled` before the database closes. The same holds,
+ * once `app` has closed, for the handlers still running whose clients hung up before the stop.
  */
 export async function closeWithin(app: FastifyInstance, graceMs: number): Promise<void> {
-  const timer = setTimeout(() => {
+  const cut = () => {
     app.ctx.acceptBatcher.refuseNew(
       new AppError('SERVICE_UNAVAILABLE', 'The server is stopping: the email was not accepted'),
     );
     app.ctx.cutRequests();
+  };
+  const timer = setTimeout(() => {
+    cut();
     app.server.closeAllConnections();
   }, graceMs);
   try {
     await app.close();
   } finally {
     clearTimeout(timer);
+    // Closed within the grace, a handler may still run whose client hung up before the stop (a
+    // slow PDF render): it is cut the same way, or its render kept its Idempotency-Key claimed
+    // past the database's close (review of session 20's diff).
+    cut();
   }
 }
 

@@ -1,25 +1,8 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/app.ts';
 import { pdfText, TEST_CHROMIUM } from './helpers/pdf.ts';
 import { freePort } from './helpers/ports.ts';
-import { startCli } from './helpers/process.ts';
-
-/** The direct children of process `pid` (Linux /proc). */
-function childPids(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).flatMap((task) =>
-    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter(Boolean).map(Number),
-  );
-}
-
-/** True while process `pid` exists and is not a zombie. */
-function isAlive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
+import { childPids, isAlive, startCli } from './helpers/process.ts';
 
 /** Issue #12: `postwright pdf-renderer` serves the bundled renderer alone, without a database. */
 describe('postwright pdf-renderer', () => {

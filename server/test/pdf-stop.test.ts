@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
@@ -9,7 +9,7 @@ import { trackHandlers } from '../src/runtime.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { TEST_CHROMIUM } from './helpers/pdf.ts';
 import { freePort } from './helpers/ports.ts';
-import { cliEnvOn, startCli } from './helpers/process.ts';
+import { childPids, cliEnvOn, isAlive, startCli } from './helpers/process.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
@@ -20,23 +20,9 @@ import { createTeamWithKey } from './helpers/sending-team.ts';
  * Idempotency-Key. A wedged or slow Chromium is made by SIGSTOP on its browser process.
  */
 
-/** The direct children of `pid` (Linux /proc). */
-function childrenOf(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
-    try {
-      return readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
-        .split(' ')
-        .filter(Boolean)
-        .map(Number);
-    } catch {
-      return [];
-    }
-  });
-}
-
 /** Every descendant of `pid`. */
 function descendantsOf(pid: number): number[] {
-  return childrenOf(pid).flatMap((child) => [child, ...descendantsOf(child)]);
+  return childPids(pid).flatMap((child) => [child, ...descendantsOf(child)]);
 }
 
 function isChromium(pid: number): boolean {
@@ -47,18 +33,9 @@ function isChromium(pid: number): boolean {
   }
 }
 
-/** True while `pid` runs (a zombie, exited but not reaped, counts as gone). */
-function isAlive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
 /** The Chromium browser process `pid` started (puppeteer launches it as a direct child). */
 function browserOf(pid: number): number {
-  const browser = childrenOf(pid).find(isChromium);
+  const browser = childPids(pid).find(isChromium);
   if (browser === undefined) throw new Error(`no Chromium under ${pid}`);
   return browser;
 }

@@ -87,11 +87,13 @@ export class GroupCommit<T> {
    * once new items are refused.
    */
   submitTogether(items: readonly T[]): Promise<PromiseSettledResult<void>[]> {
-    if (items.length === 0) return Promise.resolve([]);
     // Refused whole, not item by item: a batch whose items all came back refused inside its 202
     // was stored under its Idempotency-Key and replayed to the client's retry (review finding,
-    // session 18); a rejection fails the request, which releases the key.
+    // session 18); a rejection fails the request, which releases the key. Before the empty case:
+    // a batch whose every item failed when the stop abandoned its PDF renders is empty here, and
+    // its 202 of errors was stored the same way (review of session 20's diff).
     if (this.#refusal) return Promise.reject(this.#refusal.error);
+    if (items.length === 0) return Promise.resolve([]);
     const batch: Waiting<T>[] = [];
     const settled = items.map(
       (item) => new Promise<void>((resolve, reject) => batch.push({ item, resolve, reject })),
