@@ -1,12 +1,11 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DASHBOARD_DIST } from '../src/http/dashboard.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember } from './helpers/auth.ts';
+import { buildDashboardIfStale } from './helpers/dashboard-build.ts';
 import { freePort } from './helpers/ports.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -98,9 +97,7 @@ describe.skipIf(!available)('dashboard: teams and sessions across tabs', () => {
     ((await call(p, 'GET', '/api/api-keys')).json.data as { name: string }[]).map((k) => k.name);
 
   beforeAll(async () => {
-    if (!existsSync(path.join(DASHBOARD_DIST, 'index.html')) || dashboardSourcesChanged()) {
-      execFileSync('npm', ['run', 'build:web'], { cwd: root, stdio: 'inherit' });
-    }
+    buildDashboardIfStale(root);
     smtp = await startTestSmtpServer();
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
@@ -376,20 +373,3 @@ describe.skipIf(!available)('dashboard: teams and sessions across tabs', () => {
     expect(consoleErrors.filter((e) => !e.startsWith('Failed to load resource'))).toEqual([]);
   });
 });
-
-/**
- * Whether a file under `web/` (but `dist/` and the generated API types) is newer than the built
- * `index.html` (as dashboard.browser.test.ts decides: a test must not drive an outdated build).
- */
-function dashboardSourcesChanged(): boolean {
-  const built = statSync(path.join(DASHBOARD_DIST, 'index.html')).mtimeMs;
-  const newer = (dir: string): boolean =>
-    readdirSync(dir, { withFileTypes: true }).some((entry) => {
-      const file = path.join(dir, entry.name);
-      if (entry.isDirectory()) return entry.name !== 'dist' && newer(file);
-      // The generated API types are rewritten by every typecheck; their source is the server.
-      if (entry.name === 'openapi.json' || entry.name === 'schema.d.ts') return false;
-      return statSync(file).mtimeMs > built;
-    });
-  return newer(path.resolve(DASHBOARD_DIST, '..'));
-}

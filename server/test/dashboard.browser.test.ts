@@ -1,11 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DASHBOARD_DIST } from '../src/http/dashboard.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
+import { buildDashboardIfStale } from './helpers/dashboard-build.ts';
 import { freePort } from './helpers/ports.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-receiver.ts';
@@ -76,9 +75,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
 
   beforeAll(async () => {
     // Built by npm ci's `prepare`; built again when a source of the app is newer than that build.
-    if (!existsSync(path.join(DASHBOARD_DIST, 'index.html')) || dashboardSourcesChanged()) {
-      execFileSync('npm', ['run', 'build:web'], { cwd: root, stdio: 'inherit' });
-    }
+    buildDashboardIfStale(root);
     mkdirSync(SCREENSHOTS, { recursive: true });
     smtp = await startTestSmtpServer({
       onRcptTo(address, _session, callback) {
@@ -531,18 +528,3 @@ describe.skipIf(!available)('dashboard in a browser', () => {
     expect(policyViolations).toEqual([]);
   });
 });
-
-/** True when a file of web/ (not dist/, not the generated API types) is newer than the build. */
-function dashboardSourcesChanged(): boolean {
-  const built = statSync(path.join(DASHBOARD_DIST, 'index.html')).mtimeMs;
-  const web = path.resolve(DASHBOARD_DIST, '..');
-  const newer = (dir: string): boolean =>
-    readdirSync(dir, { withFileTypes: true }).some((entry) => {
-      const file = path.join(dir, entry.name);
-      if (entry.isDirectory()) return entry.name !== 'dist' && newer(file);
-      // The generated API types are rewritten by every typecheck; their source is the server.
-      if (entry.name === 'openapi.json' || entry.name === 'schema.d.ts') return false;
-      return statSync(file).mtimeMs > built;
-    });
-  return newer(web);
-}
