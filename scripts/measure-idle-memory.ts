@@ -74,6 +74,29 @@ function listening(child: ChildProcess, output: () => string): Promise<void> {
   });
 }
 
+/**
+ * Starts `command args` (its last 8 KB of output kept for errors); `idle` resolves once it printed
+ * "listening" and then idled IDLE_SECONDS, and rejects with its output when it exits or does not
+ * listen within 120 s. The caller stops `child` either way.
+ */
+function startIdling(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv },
+): { child: ChildProcess; idle: Promise<void> } {
+  const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-8_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const idle = listening(child, () => tail).then(
+    () => new Promise<void>((resolve) => setTimeout(resolve, idleSeconds * 1000)),
+  );
+  return { child, idle };
+}
+
 /** Sends SIGTERM to npm and waits for the whole tree to be gone (SIGKILL after 30 s). */
 async function stopTree(child: ChildProcess): Promise<void> {
   const pids = processTree(child.pid!);
@@ -117,16 +140,9 @@ async function measureTree(): Promise<TreeParts | undefined> {
     .filter((dir) => !/node_modules[\\/]\.bin$|node-gyp-bin$/.test(dir))
     .join(path.delimiter);
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const child = spawn(npm, ['start'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-8_000);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
+  const { child, idle } = startIdling(npm, ['start'], { cwd: root, env });
   try {
-    await listening(child, () => tail);
-    await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
+    await idle;
     const rows = processTree(child.pid!)
       .map((pid) => ({ pid, command: commandOf(pid), role: roleOf(pid), pss: pssBytes(pid) }))
       // A short-lived child (a PostgreSQL backend that just ended) is gone by the time it is read.
@@ -189,20 +205,13 @@ async function measureTree(): Promise<TreeParts | undefined> {
  * lone process's RSS), or undefined when it did not start or /proc/<pid>/pagemap is unreadable.
  */
 async function floorProcess(args: string[]): Promise<number | undefined> {
-  const child = spawn(
+  const { child, idle } = startIdling(
     process.execPath,
     ['--max-semi-space-size=16', '--v8-pool-size=1', path.join(root, 'scripts', 'idle-floor.mjs'), ...args],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    { cwd: root },
   );
-  let tail = '';
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-4_000);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
   try {
-    await listening(child, () => tail);
-    await new Promise((resolve) => setTimeout(resolve, idleSeconds * 1000));
+    await idle;
     return residentBreakdown([child.pid!])?.total;
   } catch (error) {
     console.log(`  (${args[0]} did not start: ${(error as Error).message.split('\n')[0]})`);

@@ -15,7 +15,13 @@ import { claimProviderEventToken } from '../src/modules/provider-events/provider
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { signIn } from './helpers/auth.ts';
 import { dashboardCall, dataOf } from './helpers/factories.ts';
-import { ageEmailLog, cancelEmail, scheduledSend as scheduledSendOf } from './helpers/retention.ts';
+import {
+  ageEmailLog,
+  cancelEmail,
+  rowsOf,
+  scheduledSend as scheduledSendOf,
+  TestMaintenanceLoops,
+} from './helpers/retention.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -27,34 +33,22 @@ import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
  */
 
 let ctx: TestContext;
-const errors: unknown[] = [];
 /** Every loop a test made, stopped after the file. */
-const loops: MaintenanceLoop[] = [];
+const loops = new TestMaintenanceLoops(() => ctx.context.database);
+const errors = loops.errors;
 
 beforeAll(async () => {
   // No workers: a scheduled email stays `queued`, a cancelled one is `failed`.
   ctx = await createTestContext('postgres');
 });
 afterAll(async () => {
-  await Promise.all(loops.map((loop) => loop.stop(1_000)));
+  await loops.stopAll();
   await ctx?.close();
 });
 
-/** A maintenance loop over the test database (or `database`), not started. */
-function maintenanceLoop(overrides: Partial<MaintenanceLoopDeps> = {}): MaintenanceLoop {
-  const loop = new MaintenanceLoop({
-    database: ctx.context.database,
-    config: {},
-    logger: { info() {}, error: (details) => errors.push(details) },
-    ...overrides,
-  });
-  loops.push(loop);
-  return loop;
-}
-
-async function rows<T>(query: ReturnType<typeof sql>): Promise<T[]> {
-  return ((await ctx.context.db.execute(query)) as unknown as { rows: T[] }).rows;
-}
+/** A maintenance loop over the test database (`overrides` on the defaults), not started. */
+const maintenanceLoop = (overrides?: Partial<MaintenanceLoopDeps>) => loops.create(overrides);
+const rows = <T>(query: ReturnType<typeof sql>) => rowsOf<T>(ctx.context.db, query);
 
 async function countOf(table: string, where: ReturnType<typeof sql>): Promise<number> {
   const [row] = await rows<{ n: number }>(

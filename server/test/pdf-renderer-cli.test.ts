@@ -1,28 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/app.ts';
-import { pdfText, TEST_CHROMIUM } from './helpers/pdf.ts';
+import { pdfText, postHtmlForPdf, startRendererCli, TEST_CHROMIUM } from './helpers/pdf.ts';
 import { freePort } from './helpers/ports.ts';
 import { childPids, isAlive, startCli } from './helpers/process.ts';
 
 /** Issue #12: `postwright pdf-renderer` serves the bundled renderer alone, without a database. */
 describe('postwright pdf-renderer', () => {
   it('serves Gotenberg routes on HOST:PORT and stops cleanly on SIGTERM', async () => {
-    const port = await freePort();
-    const cli = startCli(['pdf-renderer'], {
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      CHROMIUM_PATH: TEST_CHROMIUM,
-      DATA_DIR: 'memory://',
-    });
+    const { cli, url } = await startRendererCli();
     try {
-      await cli.waitForOutput(/PDF renderer listening on http:\/\/127\.0\.0\.1:\d+/, 30_000);
-      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
-      const form = new FormData();
-      form.append('files', new Blob(['<h1>From the command</h1>'], { type: 'text/html' }), 'index.html');
-      const response = await fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, {
-        method: 'POST',
-        body: form,
-      });
+      expect(cli.output()).toMatch(/PDF renderer listening on http:\/\/127\.0\.0\.1:\d+/);
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      const response = await postHtmlForPdf(url, '<h1>From the command</h1>');
       expect(response.status).toBe(200);
       expect(await pdfText(Buffer.from(await response.arrayBuffer()))).toContain('From the command');
     } finally {
@@ -31,20 +20,8 @@ describe('postwright pdf-renderer', () => {
   });
 
   it('leaves no Chromium behind when the renderer is killed with SIGKILL', async () => {
-    const port = await freePort();
-    const cli = startCli(['pdf-renderer'], {
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      CHROMIUM_PATH: TEST_CHROMIUM,
-      DATA_DIR: 'memory://',
-    });
-    await cli.waitForOutput(/PDF renderer listening/, 30_000);
-    const form = new FormData();
-    form.append('files', new Blob(['<p>x</p>'], { type: 'text/html' }), 'index.html');
-    expect(
-      (await fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, { method: 'POST', body: form }))
-        .status,
-    ).toBe(200);
+    const { cli, url } = await startRendererCli();
+    expect((await postHtmlForPdf(url, '<p>x</p>')).status).toBe(200);
     const browsers = childPids(cli.child.pid!);
     expect(browsers.length).toBeGreaterThan(0);
     expect(await cli.stop('SIGKILL')).toBe(null);
@@ -76,27 +53,16 @@ describe('postwright pdf-renderer', () => {
   });
 
   it('requires PDF_RENDERER_USERNAME/PASSWORD as HTTP Basic credentials when they are set', async () => {
-    const port = await freePort();
-    const cli = startCli(['pdf-renderer'], {
+    const { cli, url } = await startRendererCli({
       HOST: '0.0.0.0',
-      PORT: String(port),
-      CHROMIUM_PATH: TEST_CHROMIUM,
-      DATA_DIR: 'memory://',
       PDF_RENDERER_USERNAME: 'pdf',
       PDF_RENDERER_PASSWORD: 'a-long-shared-secret',
     });
     try {
-      await cli.waitForOutput(/PDF renderer listening on .*credentials required/, 30_000);
+      expect(cli.output()).toMatch(/PDF renderer listening on .*credentials required/);
       expect(cli.output()).not.toContain('a-long-shared-secret');
-      const post = (headers: Record<string, string>) => {
-        const form = new FormData();
-        form.append('files', new Blob(['<h1>Behind a password</h1>'], { type: 'text/html' }), 'index.html');
-        return fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, {
-          method: 'POST',
-          body: form,
-          headers,
-        });
-      };
+      const post = (headers: Record<string, string>) =>
+        postHtmlForPdf(url, '<h1>Behind a password</h1>', headers);
       expect((await post({})).status).toBe(401);
       const response = await post({
         authorization: `Basic ${Buffer.from('pdf:a-long-shared-secret').toString('base64')}`,

@@ -7,7 +7,7 @@ import { loadConfig } from '../src/config.ts';
 import { createPdfRenderer } from '../src/modules/pdf/index.ts';
 import { trackHandlers } from '../src/runtime.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
-import { TEST_CHROMIUM } from './helpers/pdf.ts';
+import { postHtmlForPdf, startRendererCli, TEST_CHROMIUM } from './helpers/pdf.ts';
 import { freePort } from './helpers/ports.ts';
 import { childPids, cliEnvOn, isAlive, startCli } from './helpers/process.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
@@ -60,18 +60,9 @@ const SLOW_PAGE = `<table>${'<tr><td>row</td><td>of a long table</td></tr>'.repe
 
 /** `postwright pdf-renderer` on a free port, and a render through it (status and when it answered). */
 async function rendererCli() {
-  const port = await freePort();
-  const cli = startCli(['pdf-renderer'], {
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    CHROMIUM_PATH: TEST_CHROMIUM,
-    DATA_DIR: 'memory://',
-  });
-  await cli.waitForOutput(/PDF renderer listening/, 30_000);
+  const { cli, url } = await startRendererCli();
   const render = (html: string) => {
-    const form = new FormData();
-    form.append('files', new Blob([html], { type: 'text/html' }), 'index.html');
-    return fetch(`http://127.0.0.1:${port}/forms/chromium/convert/html`, { method: 'POST', body: form }).then(
+    return postHtmlForPdf(url, html).then(
       async (response) => ({
         status: response.status,
         size: (await response.arrayBuffer()).byteLength,

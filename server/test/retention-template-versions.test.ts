@@ -1,10 +1,16 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MaintenanceLoop, type MaintenanceLoopDeps } from '../src/modules/maintenance/index.ts';
+import type { MaintenanceLoopDeps } from '../src/modules/maintenance/index.ts';
 import { orphanedTemplateVersionsDelete } from '../src/modules/maintenance/maintenance.repository.ts';
 import { createTestContext, type TestContext } from './helpers/app.ts';
 import { buildTemplate, dashboardCall } from './helpers/factories.ts';
-import { ageEmailLog, cancelEmail, scheduledSend } from './helpers/retention.ts';
+import {
+  ageEmailLog,
+  cancelEmail,
+  rowsOf,
+  scheduledSend,
+  TestMaintenanceLoops,
+} from './helpers/retention.ts';
 import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
 
 /**
@@ -17,30 +23,20 @@ import { createTeamWithKey, type SendingTeam } from './helpers/sending-team.ts';
  */
 
 let ctx: TestContext;
-const loops: MaintenanceLoop[] = [];
+/** Every loop a test made, stopped after the file. */
+const loops = new TestMaintenanceLoops(() => ctx.context.database);
 
 beforeAll(async () => {
   ctx = await createTestContext('postgres');
 });
 afterAll(async () => {
-  await Promise.all(loops.map((loop) => loop.stop(1_000)));
+  await loops.stopAll();
   await ctx?.close();
 });
 
-function maintenanceLoop(overrides: Partial<MaintenanceLoopDeps> = {}): MaintenanceLoop {
-  const loop = new MaintenanceLoop({
-    database: ctx.context.database,
-    config: {},
-    logger: { info() {}, error() {} },
-    ...overrides,
-  });
-  loops.push(loop);
-  return loop;
-}
-
-async function rows<T>(query: ReturnType<typeof sql>): Promise<T[]> {
-  return ((await ctx.context.db.execute(query)) as unknown as { rows: T[] }).rows;
-}
+/** A maintenance loop over the test database (`overrides` on the defaults), not started. */
+const maintenanceLoop = (overrides?: Partial<MaintenanceLoopDeps>) => loops.create(overrides);
+const rows = <T>(query: ReturnType<typeof sql>) => rowsOf<T>(ctx.context.db, query);
 
 async function versionsLeft(ids: string[]): Promise<number> {
   const [row] = await rows<{ n: number }>(

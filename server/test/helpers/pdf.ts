@@ -3,6 +3,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadPdfRendererServer } from '../../src/modules/pdf/index.ts';
 import type { RunningPdfRenderer } from '../../src/modules/pdf/renderer/renderer.server.ts';
+import { freePort } from './ports.ts';
+import { type CliProcess, startCli } from './process.ts';
 
 /** The Chromium the tests drive (CI installs Debian's `chromium`; CHROMIUM_PATH overrides). */
 export const TEST_CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
@@ -98,4 +100,40 @@ export async function startRecordingServer(): Promise<{
     server,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * `postwright pdf-renderer` as a real process (real Chromium, no database) on a free port of
+ * 127.0.0.1 (`env` adds to or overrides its environment, e.g. HOST or credentials); resolves once
+ * it printed "PDF renderer listening" (30 s at most; the process is killed if it did not).
+ */
+export async function startRendererCli(
+  env: Record<string, string> = {},
+): Promise<{ cli: CliProcess; port: number; url: string }> {
+  const port = await freePort();
+  const cli = startCli(['pdf-renderer'], {
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    CHROMIUM_PATH: TEST_CHROMIUM,
+    DATA_DIR: 'memory://',
+    ...env,
+  });
+  try {
+    await cli.waitForOutput(/PDF renderer listening/, 30_000);
+  } catch (error) {
+    await cli.stop('SIGKILL');
+    throw error;
+  }
+  return { cli, port, url: `http://127.0.0.1:${port}` };
+}
+
+/** POSTs `html` to the Gotenberg HTML-to-PDF route of the renderer at `url` (as Postwright's client does). */
+export function postHtmlForPdf(
+  url: string,
+  html: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  const form = new FormData();
+  form.append('files', new Blob([html], { type: 'text/html' }), 'index.html');
+  return fetch(`${url}/forms/chromium/convert/html`, { method: 'POST', body: form, headers });
 }

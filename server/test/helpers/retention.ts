@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
 import type { Database } from '../../src/db/client.ts';
+import { MaintenanceLoop, type MaintenanceLoopDeps } from '../../src/modules/maintenance/index.ts';
 import type { SendingTeam } from './sending-team.ts';
 
 /**
@@ -49,4 +50,40 @@ export async function ageEmailLog(db: Database, emailId: string, days: number): 
   await db.execute(
     sql`update email_logs set created_at = now() - make_interval(days => ${days}) where id = ${emailId}`,
   );
+}
+
+/**
+ * Maintenance loops a test file makes over its database (`deps().database`), none started:
+ * `create` one (overrides on the defaults: no retention, `errors` collects what a run logs as
+ * an error), `stopAll` in the file's afterAll.
+ */
+export class TestMaintenanceLoops {
+  /** What the loops' runs logged as errors. */
+  readonly errors: unknown[] = [];
+  readonly #loops: MaintenanceLoop[] = [];
+  readonly #database: () => MaintenanceLoopDeps['database'];
+
+  constructor(database: () => MaintenanceLoopDeps['database']) {
+    this.#database = database;
+  }
+
+  create(overrides: Partial<MaintenanceLoopDeps> = {}): MaintenanceLoop {
+    const loop = new MaintenanceLoop({
+      database: this.#database(),
+      config: {},
+      logger: { info() {}, error: (details) => this.errors.push(details) },
+      ...overrides,
+    });
+    this.#loops.push(loop);
+    return loop;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.#loops.map((loop) => loop.stop(1_000)));
+  }
+}
+
+/** The rows `query` returns on `db`. */
+export async function rowsOf<T>(db: Database, query: ReturnType<typeof sql>): Promise<T[]> {
+  return ((await db.execute(query)) as unknown as { rows: T[] }).rows;
 }
