@@ -56,7 +56,7 @@ async function main(): Promise<void> {
     let raw: LoadResult | undefined;
     let worker: { rate: number; count: number } | undefined;
     /** The raw baseline measured just before the worker drained (the machine's load drifts). */
-    let rawBefore: { rate: number; check: string } | undefined;
+    let rawBefore: Awaited<ReturnType<typeof rawProcessRate>> | undefined;
     if (['api', 'raw', 'worker'].some((p) => PHASES.has(p))) {
       const name = `postwright_bench_${Date.now()}`;
       const admin = new pg.Client({ connectionString: ADMIN_URL });
@@ -229,6 +229,11 @@ async function main(): Promise<void> {
       say(
         `  ${'raw nodemailer pool (5 conn.)'.padEnd(30)} ${perSecond(rate).padStart(9)}   (${count} messages, its own process as the worker; ${runs.map((run) => perSecond(run.rate)).join(' before, ')} after the drain${runs.map((run) => run.check).join('')})`,
       );
+      // Next to the worker's CPU per email: how much of the gap is CPU the worker spends that the
+      // raw loop does not (rendering, PostgreSQL round trips, recording).
+      say(
+        `    its CPU per message: ${runs.map((run) => `${Math.round(run.cpuMicros)} µs`).join(' before, ')} after the drain`,
+      );
       sink.reset();
       const inProcess = await rawNodemailer(ROOT, sink.port, count);
       const inProcessCheck = exactlyOnce(sink, inProcess.ids);
@@ -306,11 +311,18 @@ function sinkRate(sink: Sink): number {
  * Raw pooled nodemailer in its own process sending `count` messages to the sink, measured at the
  * sink as the worker is; returns its rate and the sink's exactly-once verdict.
  */
-async function rawProcessRate(sink: Sink, count: number): Promise<{ rate: number; check: string }> {
+async function rawProcessRate(
+  sink: Sink,
+  count: number,
+): Promise<{ rate: number; check: string; cpuMicros: number }> {
   sink.reset();
-  const ids = await rawNodemailerProcess(ROOT, sink.port, count);
+  const { ids, cpuMicrosPerMessage } = await rawNodemailerProcess(ROOT, sink.port, count);
   const check = exactlyOnce(sink, ids);
-  return { rate: sinkRate(sink), check: check.ok ? '' : `; sink: ${check.text}` };
+  return {
+    rate: sinkRate(sink),
+    check: check.ok ? '' : `; sink: ${check.text}`,
+    cpuMicros: cpuMicrosPerMessage,
+  };
 }
 
 /**

@@ -59,12 +59,20 @@ export function rawIds(count: number): string[] {
   return Array.from({ length: count }, (_, i) => `raw-${i}`);
 }
 
+/** The line the child prints last: its CPU time while sending, µs (user + system). */
+const CPU_LINE = /raw-nodemailer-cpu-us=(\d+)/;
+
 /**
  * {@link rawNodemailer} in a child process (same Node.js binary), as the worker runs: resolves once
- * the child sent every message; returns the ids sent.
+ * the child sent every message; returns the ids sent and the child's CPU time per message while
+ * sending (µs; from its own process.cpuUsage, printed as its last line).
  * @throws when the child exits with an error.
  */
-export async function rawNodemailerProcess(root: string, port: number, count: number): Promise<string[]> {
+export async function rawNodemailerProcess(
+  root: string,
+  port: number,
+  count: number,
+): Promise<{ ids: string[]; cpuMicrosPerMessage: number }> {
   const child = startChild(
     fileURLToPath(import.meta.url),
     [root, String(port), String(count)],
@@ -73,10 +81,14 @@ export async function rawNodemailerProcess(root: string, port: number, count: nu
   );
   const code = await new Promise<number | null>((resolve) => child.process.once('exit', resolve));
   if (code !== 0) throw new Error(`raw nodemailer process exited with ${code}:\n${child.output()}`);
-  return rawIds(count);
+  const cpu = CPU_LINE.exec(child.output());
+  return { ids: rawIds(count), cpuMicrosPerMessage: cpu ? Number(cpu[1]) / count : Number.NaN };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [root, port, count] = process.argv.slice(2);
+  const before = process.cpuUsage();
   await rawNodemailer(root!, Number(port), Number(count));
+  const used = process.cpuUsage(before);
+  console.log(`raw-nodemailer-cpu-us=${used.user + used.system}`);
 }

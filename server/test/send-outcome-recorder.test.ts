@@ -7,7 +7,7 @@ import type { ClaimedJob } from '../src/jobs/queue.ts';
 import { SendOutcomeRecorder } from '../src/modules/emails/send-outcome-recorder.ts';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { send } from './helpers/factories.ts';
-import { statementsDuring } from './helpers/pool-statements.ts';
+import { queriesDuring, statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 
 /**
@@ -88,6 +88,26 @@ describe('SendOutcomeRecorder', () => {
       .where(inArray(emailLogs.id, ids));
     expect(rows.map((row) => row.status)).toEqual(['sent', 'sent', 'sent']);
     expect(await jobStates(ids)).toEqual(['completed', 'completed', 'completed']);
+  });
+
+  it('sends that one statement as a named statement, the same one for every group (parsed and planned once per connection)', async () => {
+    // Session 21: PostgreSQL parsed and planned the statement (a few kB of SQL) on every group.
+    const recorder = new SendOutcomeRecorder(ctx.app.ctx.database.db);
+    const names: (string | undefined)[] = [];
+    for (const size of [2, 3]) {
+      const { team, ids } = await claimedEmails(size);
+      const queries = await queriesDuring(pg.Client.prototype, () =>
+        Promise.all(
+          ids.map((id) => recorder.record({ id, teamId: team.owner.teamId }, sent(id), claimed.get(id))),
+        ),
+      );
+      const recording = queries.filter((query) => /email_(logs|events)/.test(query.text));
+      expect(recording).toHaveLength(1);
+      names.push(recording[0]!.name);
+      expect(await jobStates(ids)).toEqual(ids.map(() => 'completed'));
+    }
+    expect(names[0]).toMatch(/^pw_[0-9a-f]{32}$/);
+    expect(names[1]).toBe(names[0]);
   });
 
   it('one statement: a late sent (the email already delivered) keeps the status and fills sentAt', async () => {

@@ -47,3 +47,32 @@ export class NamedStatement<V extends Record<string, unknown>> {
 export function poolOf(executor: Executor): pg.Pool | undefined {
   return (executor as { $client?: pg.Pool }).$client;
 }
+
+/** Distinct texts {@link runNamed} prepares at most; later ones run unnamed (see there). */
+const MAX_NAMED_TEXTS = 32;
+const namedTexts = new Set<string>();
+
+/**
+ * Runs a statement built per call whose TEXT is the same on every call (every varying value a bound
+ * parameter) as a named statement named by a hash of its text, on `pool`: PostgreSQL parses and
+ * plans it once per pooled connection (and settles on a generic plan after five executions) instead
+ * of on every call. For statements assembled from several modules' parts, where a
+ * {@link NamedStatement} built once would need every part to take placeholders (session 21: the
+ * worker's one-statement recording of a group of outcomes). Texts beyond the first
+ * {@link MAX_NAMED_TEXTS} distinct ones run unnamed, so a text that does vary cannot leave an
+ * unbounded number of prepared statements on each connection.
+ * @throws the database's error.
+ */
+export async function runNamed<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  query: { sql: string; params: unknown[] },
+): Promise<R[]> {
+  const name = `pw_${createHash('sha256').update(query.sql).digest('hex').slice(0, 32)}`;
+  if (!namedTexts.has(name) && namedTexts.size < MAX_NAMED_TEXTS) namedTexts.add(name);
+  const result = await pool.query<R>(
+    namedTexts.has(name)
+      ? { name, text: query.sql, values: query.params }
+      : { text: query.sql, values: query.params },
+  );
+  return result.rows;
+}

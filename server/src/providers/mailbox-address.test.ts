@@ -1,3 +1,4 @@
+import addressparser from 'nodemailer/lib/addressparser';
 import { describe, expect, it } from 'vitest';
 import {
   envelopeAddress,
@@ -5,6 +6,7 @@ import {
   isHeaderText,
   isMailbox,
   mailboxSchema,
+  parseAddresses,
 } from './mailbox-address.ts';
 
 /** The one check for text that becomes a header (RFC 5322 §2.2), and mailboxes built on it. */
@@ -85,5 +87,25 @@ describe('mailboxes forwarded to providers', () => {
   it('gives the envelope the bare address with an ASCII domain', () => {
     expect(envelopeAddress('"Doe, Jöhn" <john@Exämple.COM>')).toBe('john@xn--exmple-cua.com');
     expect(envelopeAddress('ada@example.com bob@evil.test')).toBe('ada@example.com');
+  });
+});
+
+describe('parseAddresses', () => {
+  it("gives addressparser's reading, kept and frozen for a string seen before, not kept for a long one", () => {
+    for (const value of [
+      'Ada <ada@example.test>',
+      'a@x.test, Team: b@y.test, c@z.test;',
+      '"Q, R" <q@x.test>',
+    ]) {
+      const first = parseAddresses(value);
+      expect(first).toEqual(addressparser(value));
+      expect(parseAddresses(value)).toBe(first);
+      expect(Object.isFrozen(first) && first.every((entry) => Object.isFrozen(entry))).toBe(true);
+    }
+    const group = parseAddresses('Team: b@y.test, c@z.test;')[0]!;
+    expect('group' in group && Object.isFrozen(group.group)).toBe(true);
+    const long = `${'n'.repeat(1_100)} <long@example.test>`;
+    expect(parseAddresses(long)).toEqual(addressparser(long));
+    expect(parseAddresses(long)).not.toBe(parseAddresses(long));
   });
 });

@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import addressparser from 'nodemailer/lib/addressparser';
-import { asciiAddress } from './mailbox-address.ts';
+import { asciiAddress, parseAddresses } from './mailbox-address.ts';
 import type { OutgoingAttachment, OutgoingEmail } from './types.ts';
 
 /**
@@ -130,7 +129,7 @@ function displayName(name: string): string {
 function addressList(mailboxes: string[]): string {
   const out: string[] = [];
   for (const mailbox of mailboxes) {
-    for (const entry of addressparser(mailbox)) {
+    for (const entry of parseAddresses(mailbox)) {
       if ('group' in entry) continue;
       const address = asciiAddress(entry.address);
       out.push(entry.name ? `${displayName(entry.name)} <${address}>` : address);
@@ -141,7 +140,7 @@ function addressList(mailboxes: string[]): string {
 
 /** `addr-spec`'s domain of the sender, for a generated Message-ID. */
 function senderDomain(from: string): string {
-  const [entry] = addressparser(from);
+  const [entry] = parseAddresses(from);
   const address = (entry && 'address' in entry ? entry.address : undefined) ?? '';
   const at = address.lastIndexOf('@');
   return at >= 0 ? asciiAddress(address).slice(at + 1) || 'localhost' : 'localhost';

@@ -4,6 +4,8 @@ import type pg from 'pg';
 export interface SentQuery {
   text: string;
   values: unknown[];
+  /** The statement's name when it was sent as a named (prepared) statement. */
+  name?: string | undefined;
 }
 
 /** The SQL texts sent through a pool while a {@link recordPoolStatements} recorder runs. */
@@ -29,11 +31,15 @@ export function recordPoolStatements(pool: pg.Pool | typeof pg.Client.prototype)
   const texts: string[] = [];
   const queries: SentQuery[] = [];
   target.query = function (this: unknown, ...args: unknown[]) {
-    const [first, values] = args as [string | { text?: string; values?: unknown[] } | undefined, unknown];
+    const [first, values] = args as [
+      string | { text?: string; values?: unknown[]; name?: string } | undefined,
+      unknown,
+    ];
     const text = typeof first === 'string' ? first : (first?.text ?? '');
     texts.push(text);
     const sentValues = typeof first === 'string' ? values : (first?.values ?? values);
-    queries.push({ text, values: Array.isArray(sentValues) ? sentValues : [] });
+    const name = typeof first === 'string' ? undefined : first?.name;
+    queries.push({ text, values: Array.isArray(sentValues) ? sentValues : [], name });
     return query.apply(this, args);
   };
   return {

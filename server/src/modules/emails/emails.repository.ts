@@ -1,6 +1,7 @@
 import { and, asc, count, desc, eq, gte, ilike, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
+import { poolOf, runNamed } from '../../db/named-statement.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 import { EMAIL_STATUSES, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
@@ -352,7 +353,11 @@ export const emailRepository = {
     events: readonly NewEmailEvent[],
     options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
   ): Promise<string[]> {
-    const moved = await transitionsUpdate(db, rows, events, options).returning({ id: emailLogs.id });
+    const query = transitionsUpdate(db, rows, events, options).returning({ id: emailLogs.id });
+    // Outside a transaction (the worker's group of outcomes): a named statement, parsed and planned
+    // once per connection (its text is the same for every group; session 21).
+    const pool = poolOf(db);
+    const moved = pool ? await runNamed<{ id: string }>(pool, query.toSQL()) : await query;
     return moved.map((row) => row.id);
   },
 

@@ -37,8 +37,8 @@ export interface SendEmailDeps {
 
 /**
  * The `email.send` batch handler (ARCHITECTURE.md "The send path" 3; issues #8, #9). Per batch:
- * loads the logs, adapters and template versions in a few queries ({@link SendBatchLoader}); then
- * per email, concurrently: renders the logged version with the logged variables, waits for one of
+ * loads the logs, adapters, template versions and suppressed recipients in a few queries
+ * ({@link SendBatchLoader}); then per email, concurrently: renders the logged version with the logged variables, waits for one of
  * the adapter's ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), hands it to the adapter's
  * pooled provider under a deadline of SEND_TIMEOUT_SECONDS, and records the outcome through a
  * group commit ({@link SendOutcomeRecorder}), which completes (or fails, for a retry) the job in
@@ -89,6 +89,8 @@ async function attempt(
   const attemptNumber = job.retryCount + 1;
   try {
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
+    // A suppressed recipient (checked with the batch's load): failed, the provider never called.
+    if (item.suppressed) throw new PermanentSendError(item.suppressed);
     const { log, adapter, version } = item;
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(deps, adapter);
@@ -102,12 +104,10 @@ async function attempt(
     // deadline and was called ambiguous (review finding, session 15).
     let background: Promise<void> | undefined;
     try {
-      // Issue #10: cc, bcc, replyTo, headers, tags, attachments; a suppressed recipient fails it
-      // here. Loaded once the email holds a slot: loaded before, the attachments of every email
-      // waiting for one were held at once (up to 60 per team, each up to 70 MB with its PDFs;
-      // review finding, session 15).
+      // Issue #10: cc, bcc, replyTo, headers, tags, attachments. Loaded once the email holds a
+      // slot: loaded before, the attachments of every email waiting for one were held at once (up
+      // to 60 per team, each up to 70 MB with its PDFs; review finding, session 15).
       const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
-      if ('suppressed' in extra) throw new PermanentSendError(extra.suppressed);
       deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
       // The job carries no HTML (issue #9, README "Performance": the worker renders HTML and text
       // from the logged version and variables); jobs queued by earlier builds still carry theirs.

@@ -5,7 +5,6 @@ import { emailAttachments, emailSendOptions } from '../../db/schema/index.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
 import type { EmailTags, OutgoingAttachment, OutgoingEmail } from '../../providers/types.ts';
-import { findSuppression } from '../suppressions/index.ts';
 import { asList, type SendFieldsInput } from './send-fields.schema.ts';
 
 /**
@@ -273,19 +272,15 @@ export function unknownAdapterError(adapterId: string, why: 'not found' | 'disab
 
 /**
  * What the worker adds to an email's outgoing message (issue #10): cc, bcc, replyTo, headers and
- * tags from the job, the stored attachments (one query, only when the job says there are some),
- * after checking every recipient against the team's suppression list (one query).
- * Returns `{suppressed: "suppressed: <reason>"}` instead when a recipient is suppressed: the email
- * then fails without the provider being called.
+ * tags from the job, and the stored attachments (one query, only when the job says there are some).
+ * The recipients were checked against the team's suppression list when the batch was loaded
+ * (send-batch.ts).
  */
 export async function outgoingFieldsFor(
   db: Executor,
-  log: { id: string; teamId: string; toAddresses: string[] },
+  log: { id: string; teamId: string },
   fields: OutgoingFields | undefined,
-): Promise<{ suppressed: string } | { message: Partial<OutgoingEmail> }> {
-  const recipients = [...log.toAddresses, ...(fields?.cc ?? []), ...(fields?.bcc ?? [])];
-  const suppression = await findSuppression(db, log.teamId, recipients);
-  if (suppression) return { suppressed: `suppressed: ${suppression.reason}` };
+): Promise<{ message: Partial<OutgoingEmail> }> {
   if (!fields) return { message: {} };
   // The tracking override is applied to the HTML by the worker (modules/tracking), not a message field.
   const { attachments, trackOpens: _opens, trackClicks: _clicks, ...rest } = fields;
