@@ -63,6 +63,20 @@ describe('API reference under /docs, loaded on first use', () => {
     expect(document.paths['/api/auth/get-session'].get).toBeDefined();
   });
 
+  it('documents the optional X-Postwright-Team header on the session routes that check it', async () => {
+    // Noticed in session 20: the dashboard's header (409 TEAM_SWITCHED) was in no document.
+    const document = (await ctx.app.inject({ method: 'GET', url: '/docs/json' })).json();
+    const shownTeam = (operation: { parameters?: { in: string; name: string; required?: boolean }[] }) =>
+      operation.parameters?.find((p) => p.in === 'header' && p.name.toLowerCase() === 'x-postwright-team');
+    const adapters = shownTeam(document.paths['/api/adapters'].post);
+    expect(adapters?.required ?? false).toBe(false);
+    expect(JSON.stringify(adapters)).toContain('TEAM_SWITCHED');
+    expect(shownTeam(document.paths['/api/logs'].get)).toBeDefined();
+    // Not on API-key routes, nor on the routes that tell or change a page's team.
+    expect(shownTeam(document.paths['/api/v1/send'].post)).toBeUndefined();
+    expect(shownTeam(document.paths['/api/teams'].get)).toBeUndefined();
+  });
+
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {
     const missing = await ctx.app.inject({ method: 'GET', url: '/docs/nope' });
     expect(missing.statusCode).toBe(404);

@@ -90,6 +90,27 @@ const ERROR_ENVELOPE = {
   ...ERROR_ENVELOPE_SCHEMA,
 } as const;
 
+/**
+ * The request header naming the team a dashboard page shows (modules/auth/require-session.ts, step
+ * 4), as the JSON schema of a route's `headers`: documented on every session route it applies to
+ * (not on `teamFallback` routes), optional. Noticed in session 20: the header was undocumented.
+ */
+const SHOWN_TEAM_HEADER_DOC = {
+  type: 'string',
+  description:
+    "The team the caller's page shows (the dashboard sends it on every call). When the session is on another team (switched in another tab), the route answers 409 CONFLICT with `details.reason` TEAM_SWITCHED and `details.teamId` (the session's team), and does nothing. Without it, the route acts on the session's team.",
+} as const;
+
+/** The route's `headers` schema with the optional `X-Postwright-Team` header of session routes. */
+function withShownTeamHeader(headers: DocumentedSchema['headers']): DocumentedSchema['headers'] {
+  const current = (headers ?? {}) as { properties?: Record<string, unknown> };
+  return {
+    type: 'object',
+    ...current,
+    properties: { ...current.properties, 'x-postwright-team': SHOWN_TEAM_HEADER_DOC },
+  };
+}
+
 /** The OpenAPI extension marking a body the route also takes absent (see {@link markOptionalBodies}). */
 const OPTIONAL_BODY = 'x-postwright-optional-body';
 
@@ -106,8 +127,9 @@ type DocumentedSchema = FastifySchema & {
  * gets the `security` of its access rule, a line naming its permission and scope, its
  * {@link ResponseDoc}s, the error envelope as its 4XX and 5XX answers (every documented route:
  * one without a `response` schema, such as a redirect, answers errors too), a named wildcard
- * (`wildcardName`), and a mark when its body may be left out (its zod schema takes `undefined`;
- * @fastify/swagger marks every body required). Review findings, session 16 and the OpenAPI review.
+ * (`wildcardName`), the optional `X-Postwright-Team` header on session routes that check it, and a
+ * mark when its body may be left out (its zod schema takes `undefined`; @fastify/swagger marks every
+ * body required). Review findings, session 16 and the OpenAPI review.
  */
 export function withAccessDocs<S extends FastifySchema>(transform: SwaggerTransform<S>): SwaggerTransform<S> {
   return (input) => {
@@ -127,6 +149,9 @@ export function withAccessDocs<S extends FastifySchema>(transform: SwaggerTransf
       schema: {
         ...schema,
         ...(named ? { params: named } : {}),
+        ...(rule.kind === 'session' && !rule.teamFallback
+          ? { headers: withShownTeamHeader(schema.headers) }
+          : {}),
         security: securityOf(rule),
         description: `${description}${accessSentence(rule)}`,
         response: { ...schema.response, ...responseDocs, '4XX': ERROR_ENVELOPE, '5XX': ERROR_ENVELOPE },
