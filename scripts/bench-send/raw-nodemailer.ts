@@ -79,7 +79,7 @@ export async function rawNodemailerProcess(
     process.env,
     root,
   );
-  const code = await new Promise<number | null>((resolve) => child.process.once('exit', resolve));
+  const code = await new Promise<number | null>((resolve) => child.process.once('close', resolve));
   if (code !== 0) throw new Error(`raw nodemailer process exited with ${code}:\n${child.output()}`);
   const cpu = CPU_LINE.exec(child.output());
   return { ids: rawIds(count), cpuMicrosPerMessage: cpu ? Number(cpu[1]) / count : Number.NaN };

@@ -75,6 +75,22 @@ describe('API reference under /docs, loaded on first use', () => {
     // Not on API-key routes, nor on the routes that tell or change a page's team.
     expect(shownTeam(document.paths['/api/v1/send'].post)).toBeUndefined();
     expect(shownTeam(document.paths['/api/teams'].get)).toBeUndefined();
+    expect(shownTeam(document.paths['/api/auth/me'].get)).toBeUndefined();
+    expect(shownTeam(document.paths['/api/auth/switch-team'].post)).toBeUndefined();
+    // Every operation that lists it is one whose route checks it: a session route without teamFallback.
+    const listing = Object.entries(document.paths as Record<string, Record<string, never>>).flatMap(
+      ([path, operations]) =>
+        Object.entries(operations)
+          .filter(([, operation]) => shownTeam(operation))
+          .map(([method]) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(listing.length).toBeGreaterThan(20);
+    const rules = new Map(ctx.app.ctx.routes.map((route) => [`${route.method} ${route.url}`, route.access]));
+    for (const entry of listing) {
+      const rule = rules.get(entry.replace(/\{(\w+)\}/g, ':$1'));
+      expect(rule, entry).toMatchObject({ kind: 'session' });
+      expect(rule && 'teamFallback' in rule ? rule.teamFallback : false, entry).toBe(false);
+    }
   });
 
   it('answers an unknown path under /docs with the NOT_FOUND envelope', async () => {

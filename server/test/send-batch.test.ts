@@ -1,9 +1,11 @@
-import { eq, inArray, sql } from 'drizzle-orm';
+import { eq, inArray, type SQL, sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { emailLogs } from '../src/db/schema/index.ts';
 import {
   CACHED_VERSIONS_MAX_BYTES,
+  needsSuppressionCheck,
   SendBatchLoader,
   type SendRef,
 } from '../src/modules/emails/send-batch.ts';
@@ -174,6 +176,62 @@ describe('a batch with permanent, transient and accepted recipients', () => {
   });
 });
 
+describe('a recipient suppressed while its email waits for a connection slot', () => {
+  let ctx: TestContext;
+  let smtp: TestSmtpServer;
+  let firstRcpt: ((address: string) => void) | undefined;
+  const firstSeen = new Promise<string>((resolve) => (firstRcpt = resolve));
+
+  beforeAll(async () => {
+    // One connection: the second email of the batch waits while the first one's send takes 2 s.
+    ctx = await createTestContext('postgres', { ADAPTER_MAX_CONNECTIONS: '1' });
+    let held = false;
+    smtp = await startTestSmtpServer({
+      onRcptTo(address, _session, callback) {
+        if (held) return callback();
+        held = true;
+        firstRcpt?.(address.address);
+        setTimeout(callback, 2_000);
+      },
+    });
+  });
+  afterAll(async () => {
+    await ctx?.close();
+    await smtp?.close();
+  });
+
+  it('is not sent the email: the worker looks again once the email held its slot (review finding, session 21)', async () => {
+    // The batch's lookup found nothing; the suppression came while the email waited (a hard bounce
+    // of an earlier email of the batch, an unsubscribe, a person).
+    const { owner, key, templateId } = await createTeamWithKey(ctx.app, { smtpPort: smtp.port });
+    const ids = new Map<string, string>();
+    for (const to of ['first@example.test', 'second@example.test']) {
+      const response = await send(ctx.app, key, { templateId, to });
+      expect(response.statusCode, response.body).toBe(202);
+      ids.set(to, response.json().data.id);
+    }
+    await ctx.startWorkers();
+    const sentFirst = await firstSeen;
+    const other = [...ids.keys()].find((to) => to !== sentFirst)!;
+    await addSuppression(ctx.app.ctx.database.db, owner.teamId, { address: other, reason: 'unsubscribed' });
+    const logOf = async (id: string) =>
+      (
+        await ctx.app.inject({
+          method: 'GET',
+          url: `/api/logs/${id}`,
+          headers: sessionHeaders(ctx.app, owner),
+        })
+      ).json().data;
+    const waited = await waitFor(async () => {
+      const log = await logOf(ids.get(other)!);
+      return log.status === 'queued' ? undefined : log;
+    });
+    expect(waited).toMatchObject({ status: 'failed', errorMessage: 'suppressed: unsubscribed' });
+    expect((await logOf(ids.get(sentFirst)!)).status).toBe('sent');
+    expect(smtp.messages.flatMap((message) => message.envelopeTo)).toEqual([sentFirst]);
+  });
+});
+
 describe('the send batch loader', () => {
   let ctx: TestContext;
 
@@ -245,6 +303,31 @@ describe('the send batch loader', () => {
       'suppressed: manual',
       'sendable',
     ]);
+  });
+
+  it('loads the batch when its suppression lookup fails, leaving the check to each email (review finding, session 21)', async () => {
+    // A failed lookup threw back every job of the batch with no attempt recorded; each email now
+    // looks again once it holds its slot, where a failure is that email's own retry.
+    const database = ctx.app.ctx.database;
+    const { key, templateId, owner } = await createTeamWithKey(ctx.app);
+    const response = await send(ctx.app, key, { templateId, to: 'lookup-fails@example.test' });
+    expect(response.statusCode, response.body).toBe(202);
+    const ref = { teamId: owner.teamId, emailId: response.json().data.id as string };
+    const failingLookups = new Proxy(database.db, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property !== 'execute') return typeof value === 'function' ? value.bind(target) : value;
+        return (query: Parameters<typeof target.execute>[0]) =>
+          new PgDialect().sqlToQuery(query as SQL).sql.includes('"suppressions"')
+            ? Promise.reject(new Error('connection lost'))
+            : target.execute(query);
+      },
+    });
+    const [prepared] = await new SendBatchLoader().load(failingLookups, [ref]);
+    expect(prepared?.kind).toBe('ready');
+    expect(prepared?.kind === 'ready' && needsSuppressionCheck(prepared)).toBe(true);
+    const [fresh] = await new SendBatchLoader().load(database.db, [ref]);
+    expect(fresh?.kind === 'ready' && needsSuppressionCheck(fresh)).toBe(false);
   });
 
   it('keeps at most CACHED_VERSIONS_MAX_BYTES of template versions (review finding, session 13)', async () => {

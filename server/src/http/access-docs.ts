@@ -98,7 +98,7 @@ const ERROR_ENVELOPE = {
 const SHOWN_TEAM_HEADER_DOC = {
   type: 'string',
   description:
-    "The team the caller's page shows (the dashboard sends it on every call). When the session is on another team (switched in another tab), the route answers 409 CONFLICT with `details.reason` TEAM_SWITCHED and `details.teamId` (the session's team), and does nothing. Without it, the route acts on the session's team.",
+    "The team the caller's page shows (the dashboard sends it on every call). When the session is on another team (switched in another tab), the route answers 409 CONFLICT with `details.reason` TEAM_SWITCHED and `details.teamId` (the session's team), and does nothing. Without it, the route acts on the session's team. Ignored on a request made with an API key (`X-API-Key`).",
 } as const;
 
 /** The route's `headers` schema with the optional `X-Postwright-Team` header of session routes. */

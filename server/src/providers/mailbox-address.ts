@@ -11,7 +11,13 @@ export type ParsedAddresses = readonly Readonly<addressparser.AddressOrGroup>[];
 /** Distinct strings whose parse is kept, and the longest string kept (a mailbox is at most ~1 KB). */
 const PARSED_CACHE_ENTRIES = 4_096;
 const PARSED_CACHE_MAX_LENGTH = 1_024;
-const parsedCache = new LRUCache<string, ParsedAddresses>({ max: PARSED_CACHE_ENTRIES });
+/** Characters of kept strings at most (UTF-16 code units): with one mailbox each, about 1 MB of memory. */
+const PARSED_CACHE_MAX_CHARACTERS = 256 * 1024;
+const parsedCache = new LRUCache<string, ParsedAddresses>({
+  max: PARSED_CACHE_ENTRIES,
+  maxSize: PARSED_CACHE_MAX_CHARACTERS,
+  sizeCalculation: (_parsed, value) => value.length + 1,
+});
 
 /** Freezes a parse (and its groups' members), so the entries the cache hands out cannot be changed. */
 function frozen(entries: addressparser.AddressOrGroup[]): ParsedAddresses {
@@ -23,20 +29,22 @@ function frozen(entries: addressparser.AddressOrGroup[]): ParsedAddresses {
 }
 
 /**
- * nodemailer's addressparser of `value` (mailboxes and groups), remembered for the last
- * {@link PARSED_CACHE_ENTRIES} distinct strings of at most {@link PARSED_CACHE_MAX_LENGTH}
- * characters. The same few strings are parsed again and again: a sender's From for every email it
- * sends (validated at accept, then twice in the message's head and once for its Message-ID
- * domain), each recipient for validation, its suppression key and its header (bench:send, session
- * 21: about 45 µs of the worker's CPU per email). The result is frozen: read it, never change it.
+ * nodemailer's addressparser of `value` (mailboxes and groups). Strings that hold exactly one
+ * mailbox are remembered: the last {@link PARSED_CACHE_ENTRIES} distinct ones of at most
+ * {@link PARSED_CACHE_MAX_LENGTH} characters, {@link PARSED_CACHE_MAX_CHARACTERS} in all. The same
+ * few strings are parsed again and again: a sender's From for every email it sends (validated at
+ * accept, then twice in the message's head and once for its Message-ID domain), each recipient for
+ * validation, its suppression key and its header (bench:send, session 21: about 45 µs of the
+ * worker's CPU per email). Lists and groups are not kept: no caller sends them, and a client's
+ * `a,a,a,…` parses into a hundred entries (review finding, session 21: 4,096 such strings held
+ * ~38 MB). The result is frozen: read it, never change it.
  */
 export function parseAddresses(value: string): ParsedAddresses {
-  if (value.length > PARSED_CACHE_MAX_LENGTH) return frozen(addressparser(value));
-  let parsed = parsedCache.get(value);
-  if (!parsed) {
-    parsed = frozen(addressparser(value));
-    parsedCache.set(value, parsed);
-  }
+  const cached = parsedCache.get(value);
+  if (cached) return cached;
+  const parsed = frozen(addressparser(value));
+  const single = parsed.length === 1 && !('group' in parsed[0]!);
+  if (single && value.length <= PARSED_CACHE_MAX_LENGTH) parsedCache.set(value, parsed);
   return parsed;
 }
 

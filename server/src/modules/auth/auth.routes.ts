@@ -28,7 +28,9 @@ import { enabledSignInMethods } from './sign-in-methods.ts';
  * install), so this plugin needs no guards registered with http (auth.test.ts mounts it alone).
  */
 const PUBLIC: { access: AccessRule } = { access: { kind: 'public' } };
-const MEMBER: { access: AccessRule } = { access: { kind: 'session' } };
+/** `/me` answers on the oldest remaining team when the active one was revoked, and never checks
+ * X-Postwright-Team (its hook's `teamFallback`; the OpenAPI document reads the rule). */
+const MEMBER: { access: AccessRule } = { access: { kind: 'session', teamFallback: true } };
 
 /**
  * Counts an OAuth sign-in start against the client IP's budget ({@link SIGN_IN_STARTS_PER_MINUTE}

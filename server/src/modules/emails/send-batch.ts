@@ -22,7 +22,35 @@ export type PreparedSend =
        * `errorMessage`, "suppressed: <reason>" (issue #10); it fails without calling the provider.
        */
       suppressed?: string;
+      /**
+       * When the suppression list was read for it (performance.now(), ms); undefined when that
+       * lookup failed. The worker looks again once the email holds a connection slot when this is
+       * older than {@link SUPPRESSION_FRESH_MS} or undefined (see {@link needsSuppressionCheck}).
+       */
+      suppressionCheckedAt?: number;
     };
+
+/**
+ * How long (ms) the batch's suppression lookup stands for an email still waiting for a connection
+ * slot: past it, the worker looks again before sending. An email may wait behind up to three sends
+ * of its adapter (team cap 4 × connections), seconds or, with a hanging provider, minutes; an
+ * address suppressed meanwhile (a hard bounce of an earlier email of the batch, an unsubscribe) must
+ * not get it (review finding, session 21).
+ */
+export const SUPPRESSION_FRESH_MS = 1_000;
+
+/** Whether the worker must look the email's recipients up again before sending it. */
+export function needsSuppressionCheck(
+  item: { suppressionCheckedAt?: number | undefined },
+  now = performance.now(),
+): boolean {
+  return item.suppressionCheckedAt === undefined || now - item.suppressionCheckedAt > SUPPRESSION_FRESH_MS;
+}
+
+/** Every recipient of an email: its logged `to`, then the job's cc and bcc. */
+export function recipientsOf(log: Pick<EmailLogRow, 'toAddresses'>, fields: SendRef['fields']): string[] {
+  return [...log.toAddresses, ...(fields?.cc ?? []), ...(fields?.bcc ?? [])];
+}
 
 /** A job of the batch: its email, its team, and the send's extra recipients (issue #10). */
 export interface SendRef {
@@ -44,7 +72,8 @@ export const CACHED_VERSIONS_MAX_BYTES = 64 * 1024 * 1024;
  * logs (one query), then together their adapters (one), the template versions not cached yet (at
  * most one) and the suppression list entries of their recipients (one for the whole batch:
  * findSuppression joins the lookups of one tick; it was one per email as each took a connection
- * slot, about 40 % of the worker's queries in bench:send, session 21).
+ * slot, about 40 % of the worker's queries in bench:send, session 21; the worker looks again for
+ * an email that waited longer than {@link SUPPRESSION_FRESH_MS} for its slot).
  * Every lookup is scoped by the team the job names. Adapters are read each batch (an adapter
  * disabled or changed since is seen at once); their decrypted config and connection pool are
  * cached by adapter id + updatedAt in the adapters module's `providerFor`.
@@ -77,15 +106,16 @@ export class SendBatchLoader {
         wanted.map((log) => ({ teamId: log.teamId, id: log.adapterId })),
       ),
       this.#loadVersions(db, wanted),
-      // Called for every email in this one tick: one query for all of them.
+      // Called for every email in this one tick: one query for all of them. A failed lookup fails no
+      // email here: each looks again once it holds a slot, and a failure there is its own retry.
       Promise.all(
-        wanted.map((log) => {
-          const fields = fieldsOf.get(log.id);
-          const recipients = [...log.toAddresses, ...(fields?.cc ?? []), ...(fields?.bcc ?? [])];
-          return findSuppression(db, log.teamId, recipients);
-        }),
-      ).then((found) => new Map(wanted.map((log, index) => [log.id, found[index]]))),
+        wanted.map((log) => findSuppression(db, log.teamId, recipientsOf(log, fieldsOf.get(log.id)))),
+      ).then(
+        (found) => new Map(wanted.map((log, index) => [log.id, found[index]])),
+        () => undefined,
+      ),
     ]);
+    const checkedAt = performance.now();
     return refs.map((ref) => {
       const log = queued.get(ref.emailId);
       if (!log || log.teamId !== ref.teamId) return { kind: 'skip' };
@@ -96,10 +126,11 @@ export class SendBatchLoader {
         return { kind: 'unsendable', log, message: `Adapter "${adapter.name}" is disabled` };
       const version = versions.get(log.templateVersionId);
       if (!version) return { kind: 'unsendable', log, message: 'Template version not found' };
+      if (!suppressed) return { kind: 'ready', log, adapter, version };
       const suppression = suppressed.get(log.id);
       return suppression
         ? { kind: 'ready', log, adapter, version, suppressed: `suppressed: ${suppression.reason}` }
-        : { kind: 'ready', log, adapter, version };
+        : { kind: 'ready', log, adapter, version, suppressionCheckedAt: checkedAt };
     });
   }
 

@@ -7,11 +7,12 @@ import type { JobHandlers, WorkerDeps } from '../../jobs/registry.ts';
 import { type ProviderCache, ProviderError, SendSlots } from '../../providers/index.ts';
 import { trackEmailHtml } from '../../tracking/track-html.ts';
 import { ConfigDecryptionError, providerFor } from '../adapters/index.ts';
+import { findSuppression } from '../suppressions/index.ts';
 import { emailRepository } from './emails.repository.ts';
 import { transition } from './emails.status.service.ts';
 import { renderLoggedEmailWith } from './logs.service.ts';
 import { refusedOutcomesOf } from './recipient-outcomes.ts';
-import { type PreparedSend, SendBatchLoader } from './send-batch.ts';
+import { needsSuppressionCheck, type PreparedSend, recipientsOf, SendBatchLoader } from './send-batch.ts';
 import { sendWithFallback } from './send-fallback.ts';
 import { outgoingFieldsFor } from './send-fields.ts';
 import { type SendOutcome, SendOutcomeRecorder } from './send-outcome-recorder.ts';
@@ -38,9 +39,11 @@ export interface SendEmailDeps {
 /**
  * The `email.send` batch handler (ARCHITECTURE.md "The send path" 3; issues #8, #9). Per batch:
  * loads the logs, adapters, template versions and suppressed recipients in a few queries
- * ({@link SendBatchLoader}); then per email, concurrently: renders the logged version with the logged variables, waits for one of
- * the adapter's ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), hands it to the adapter's
- * pooled provider under a deadline of SEND_TIMEOUT_SECONDS, and records the outcome through a
+ * ({@link SendBatchLoader}); then per email, concurrently: waits for one of the adapter's
+ * ADAPTER_MAX_CONNECTIONS send slots ({@link SendSlots}), looks its recipients up in the
+ * suppression list again if it waited longer than SUPPRESSION_FRESH_MS, renders the logged version
+ * with the logged variables, hands it to the adapter's pooled provider under a deadline of
+ * SEND_TIMEOUT_SECONDS, and records the outcome through a
  * group commit ({@link SendOutcomeRecorder}), which completes (or fails, for a retry) the job in
  * the same transaction. Each job's promise settles when its own email is recorded.
  *
@@ -48,7 +51,8 @@ export interface SendEmailDeps {
  * - success: `sent` with `sentAt` and `providerMessageId`; the job completes even if recording
  *   fails, so a handed-off email is never sent twice;
  * - permanent error (5xx, bad config, a config that does not decrypt with ENCRYPTION_KEY, disabled
- *   or deleted adapter, template that no longer renders), or a transient one on the last attempt:
+ *   or deleted adapter, template that no longer renders, a recipient on the team's suppression
+ *   list: "suppressed: <reason>", the provider not called), or a transient one on the last attempt:
  *   `failed` with `errorMessage`; a render that hit a rendering limit counts as transient (see
  *   isRenderBudgetExceeded);
  * - transient error (4xx, network, deadline passed before the message was transmitted): the attempt
@@ -107,6 +111,12 @@ async function attempt(
       // Issue #10: cc, bcc, replyTo, headers, tags, attachments. Loaded once the email holds a
       // slot: loaded before, the attachments of every email waiting for one were held at once (up
       // to 60 per team, each up to 70 MB with its PDFs; review finding, session 15).
+      // Looked up with the batch; again when that was too long ago (or failed): an address
+      // suppressed while this email waited for its slot does not get it.
+      if (needsSuppressionCheck(item)) {
+        const found = await findSuppression(deps.db, log.teamId, recipientsOf(log, job.data.fields));
+        if (found) throw new PermanentSendError(`suppressed: ${found.reason}`);
+      }
       const extra = await outgoingFieldsFor(deps.db, log, job.data.fields);
       deadline = sendDeadline(deps.config.SEND_TIMEOUT_SECONDS, job.signal);
       // The job carries no HTML (issue #9, README "Performance": the worker renders HTML and text

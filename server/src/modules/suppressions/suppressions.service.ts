@@ -10,7 +10,8 @@ import { mailboxAddress, mailboxSchema } from '../../providers/mailbox-address.t
 
 /**
  * A team's suppression list (issue #10): addresses no email of the team is sent to. The worker
- * checks every recipient before calling the provider ({@link findSuppression}); an email to a
+ * checks every recipient before calling the provider ({@link findSuppression}, once per batch and
+ * again for an email that waited long for its connection slot); an email to a
  * suppressed address ends `failed` with errorMessage "suppressed: <reason>". Addresses are stored
  * bare and lower-cased, so `Ada <ADA@Example.com>` and `ada@example.com` are the same entry.
  */
@@ -152,8 +153,9 @@ const pendingLookups = new WeakMap<Executor, PendingLookup[]>();
 
 /**
  * The first of `mailboxes` on the team's suppression list, with its reason, or undefined. The worker
- * calls it before every send; the lookups made in the same turn of the event loop (a batch of
- * emails) share ONE indexed query on (team_id, address).
+ * calls it for every email of a batch when it loads the batch (and again before sending an email
+ * that waited long for its connection slot); the lookups made in the same turn of the event loop
+ * share ONE indexed query on (team_id, address).
  * @throws database errors (the worker retries the email).
  */
 export function findSuppression(
