@@ -17,6 +17,16 @@ import { queriesDuring, statementsDuring } from './helpers/pool-statements.ts';
 import { createTeamWithKey } from './helpers/sending-team.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
+/** `GET /api/logs/:id` as `owner`: the log's data. */
+async function logAs(ctx: TestContext, owner: Parameters<typeof sessionHeaders>[1], id: string) {
+  const response = await ctx.app.inject({
+    method: 'GET',
+    url: `/api/logs/${id}`,
+    headers: sessionHeaders(ctx.app, owner),
+  });
+  return response.json().data;
+}
+
 /**
  * Issue #9 done-means: one batch in which some emails are refused permanently (5xx), some
  * transiently (4xx), and the rest accepted, each recorded by the rules.
@@ -69,14 +79,7 @@ describe('a batch with permanent, transient and accepted recipients', () => {
       }
     }
     await ctx.startWorkers();
-    const logOf = async (id: string) =>
-      (
-        await ctx.app.inject({
-          method: 'GET',
-          url: `/api/logs/${id}`,
-          headers: sessionHeaders(ctx.app, owner),
-        })
-      ).json().data;
+    const logOf = (id: string) => logAs(ctx, owner, id);
     const recipients = (kind: string) => [...ids.keys()].filter((to) => to.startsWith(`${kind}-`));
 
     const logs = new Map<string, Awaited<ReturnType<typeof logOf>>>();
@@ -214,14 +217,7 @@ describe('a recipient suppressed while its email waits for a connection slot', (
     const sentFirst = await firstSeen;
     const other = [...ids.keys()].find((to) => to !== sentFirst)!;
     await addSuppression(ctx.app.ctx.database.db, owner.teamId, { address: other, reason: 'unsubscribed' });
-    const logOf = async (id: string) =>
-      (
-        await ctx.app.inject({
-          method: 'GET',
-          url: `/api/logs/${id}`,
-          headers: sessionHeaders(ctx.app, owner),
-        })
-      ).json().data;
+    const logOf = (id: string) => logAs(ctx, owner, id);
     const waited = await waitFor(async () => {
       const log = await logOf(ids.get(other)!);
       return log.status === 'queued' ? undefined : log;
