@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { addTeamMember } from './helpers/auth.ts';
 import { buildDashboardIfStale } from './helpers/dashboard-build.ts';
+import { createTemplateInDialog } from './helpers/dashboard-page.ts';
 import { freePort } from './helpers/ports.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 
@@ -158,12 +159,7 @@ describe.skipIf(!available)('dashboard: teams and sessions across tabs', () => {
 
   it('templates: a restored version shows in the open history at once', async () => {
     await go('/templates');
-    await page.getByRole('button', { name: 'New template' }).click();
-    const dialog = page.getByRole('dialog');
-    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('Welcome');
-    await dialog.getByLabel('Subject').fill('Welcome, {{ name }}!');
-    await dialog.getByRole('button', { name: 'Create template' }).click();
-    await page.getByText('Welcome, {{ name }}!').waitFor();
+    await createTemplateInDialog(page, 'Welcome', 'Welcome, {{ name }}!');
     await page.getByRole('button', { name: 'Versions' }).click();
     const versions = page.getByRole('dialog');
     await versions.getByLabel('Snapshot name').fill('v-one');

@@ -5,6 +5,7 @@ import { type Browser, type BrowserContext, chromium, type Locator, type Page } 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext, waitFor } from './helpers/app.ts';
 import { buildDashboardIfStale } from './helpers/dashboard-build.ts';
+import { createTemplateInDialog } from './helpers/dashboard-page.ts';
 import { freePort } from './helpers/ports.ts';
 import { startTestSmtpServer, type TestSmtpServer } from './helpers/smtp-server.ts';
 import { startWebhookReceiver, type WebhookReceiver } from './helpers/webhook-receiver.ts';
@@ -201,12 +202,7 @@ describe.skipIf(!available)('dashboard in a browser', () => {
 
   it('creates a template', async () => {
     await go('/templates');
-    await page.getByRole('button', { name: 'New template' }).click();
-    const dialog = page.getByRole('dialog');
-    await dialog.getByRole('textbox', { name: 'Name', exact: true }).fill('Welcome');
-    await dialog.getByLabel('Subject').fill('Welcome, {{ name }}!');
-    await dialog.getByRole('button', { name: 'Create template' }).click();
-    await page.getByText('Welcome, {{ name }}!').waitFor();
+    await createTemplateInDialog(page, 'Welcome', 'Welcome, {{ name }}!');
     await shot('templates');
     await page.getByRole('button', { name: 'Preview' }).click();
     await page.getByRole('dialog').getByLabel('name').fill('Sam');

@@ -596,17 +596,21 @@ describe('the OpenAPI document against the real answers', () => {
       await call('invitation get', 'GET', '/api/auth/invitations/{token}', `/api/auth/invitations/${token}`, {
         as: null,
       });
-      await call(
-        'invitation accept',
-        'POST',
-        '/api/auth/invitations/{token}/accept',
-        `/api/auth/invitations/${token}/accept`,
-        {
-          as: null,
-          headers: ORIGIN_HEADERS(app),
-          payload: { name: 'New Person', password: 'password-123456' },
-        },
-      );
+      /** `POST /api/auth/invitations/{token}/accept`, unauthenticated, from the app's origin. */
+      const accept = (label: string, inviteToken: string, payload: unknown, headers = {}) =>
+        call(
+          label,
+          'POST',
+          '/api/auth/invitations/{token}/accept',
+          `/api/auth/invitations/${inviteToken}/accept`,
+          {
+            as: null,
+            headers: { ...ORIGIN_HEADERS(app), ...headers },
+            payload,
+          },
+        );
+      const newPerson = { name: 'New Person', password: 'password-123456' };
+      await accept('invitation accept', token, newPerson);
       const inv4 = await call(
         'invite (no adapter) 2',
         'POST',
@@ -617,28 +621,10 @@ describe('the OpenAPI document against the real answers', () => {
           payload: { email: 'invitee-z@example.test', role: 'member' },
         },
       );
-      await call(
-        'invitation accept null body',
-        'POST',
-        '/api/auth/invitations/{token}/accept',
-        `/api/auth/invitations/${tokenOf(inv4.json().data.url)}/accept`,
-        {
-          as: null,
-          headers: { ...ORIGIN_HEADERS(app), 'content-type': 'application/json' },
-          payload: 'null',
-        },
-      );
-      await call(
-        'invitation accept again',
-        'POST',
-        '/api/auth/invitations/{token}/accept',
-        `/api/auth/invitations/${token}/accept`,
-        {
-          as: null,
-          headers: ORIGIN_HEADERS(app),
-          payload: { name: 'New Person', password: 'password-123456' },
-        },
-      );
+      await accept('invitation accept null body', tokenOf(inv4.json().data.url), 'null', {
+        'content-type': 'application/json',
+      });
+      await accept('invitation accept again', token, newPerson);
     } else problems.push(`invitation create answered no url: ${inv3.body}`);
     await call('invitation get 404', 'GET', '/api/auth/invitations/{token}', '/api/auth/invitations/nope', {
       as: null,

@@ -291,7 +291,9 @@ describe('the send batch loader', () => {
     });
     expect(statements.filter((text) => text.includes('suppressions'))).toHaveLength(1);
     expect(
-      prepared.map((item) => (item.kind === 'ready' ? (item.suppressed ?? 'sendable') : item.kind)),
+      prepared.map((item) =>
+        item.kind === 'unsendable' ? item.message : item.kind === 'ready' ? 'sendable' : item.kind,
+      ),
     ).toEqual([
       'sendable',
       'suppressed: hard bounce',

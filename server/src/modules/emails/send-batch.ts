@@ -10,18 +10,16 @@ import { type EmailLogRow, emailRepository } from './emails.repository.ts';
 export type PreparedSend =
   /** Nothing to do: the email is gone or no longer `queued` (an earlier attempt finished it). */
   | { kind: 'skip' }
-  /** The email cannot be sent, whatever the retries (adapter deleted or disabled, version gone). */
+  /**
+   * The email cannot be sent, whatever the retries (adapter deleted or disabled, version gone, a
+   * recipient on the team's suppression list: "suppressed: <reason>", issue #10).
+   */
   | { kind: 'unsendable'; log: EmailLogRow; message: string }
   | {
       kind: 'ready';
       log: EmailLogRow;
       adapter: AdapterRow;
       version: TemplateVersionRow;
-      /**
-       * Set when a recipient (to, cc or bcc) is on the team's suppression list: the email's
-       * `errorMessage`, "suppressed: <reason>" (issue #10); it fails without calling the provider.
-       */
-      suppressed?: string;
       /**
        * When the suppression list was read for it (performance.now(), ms); undefined when that
        * lookup failed. The worker looks again once the email holds a connection slot when this is
@@ -128,9 +126,8 @@ export class SendBatchLoader {
       if (!version) return { kind: 'unsendable', log, message: 'Template version not found' };
       if (!suppressed) return { kind: 'ready', log, adapter, version };
       const suppression = suppressed.get(log.id);
-      return suppression
-        ? { kind: 'ready', log, adapter, version, suppressed: `suppressed: ${suppression.reason}` }
-        : { kind: 'ready', log, adapter, version, suppressionCheckedAt: checkedAt };
+      if (suppression) return { kind: 'unsendable', log, message: `suppressed: ${suppression.reason}` };
+      return { kind: 'ready', log, adapter, version, suppressionCheckedAt: checkedAt };
     });
   }
 

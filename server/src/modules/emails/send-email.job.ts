@@ -92,9 +92,8 @@ async function attempt(
 ): Promise<SendOutcome> {
   const attemptNumber = job.retryCount + 1;
   try {
+    // Includes a suppressed recipient found with the batch's load: failed, the provider never called.
     if (item.kind === 'unsendable') throw new PermanentSendError(item.message);
-    // A suppressed recipient (checked with the batch's load): failed, the provider never called.
-    if (item.suppressed) throw new PermanentSendError(item.suppressed);
     const { log, adapter, version } = item;
     const maxConnections = deps.config.ADAPTER_MAX_CONNECTIONS;
     const provider = providerFor(deps, adapter);
