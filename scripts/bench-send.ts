@@ -109,6 +109,7 @@ async function main(): Promise<void> {
           connections: CONNECTIONS,
           seconds: SECONDS,
           warmupSeconds: WARMUP,
+          cpu: () => loadShares(name, apiChild),
         });
         say(formatLoad('postwright --role api', api));
       }
@@ -122,6 +123,7 @@ async function main(): Promise<void> {
           connections: BATCH_CONNECTIONS,
           seconds: SECONDS,
           warmupSeconds: WARMUP,
+          cpu: () => loadShares(name, apiChild),
         });
         say(formatLoad(`batch calls (${BATCH_SIZE}/call, ${BATCH_CONNECTIONS} conn.)`, batch));
         say(
@@ -166,6 +168,7 @@ async function main(): Promise<void> {
           connections: CONNECTIONS,
           seconds: SECONDS,
           warmupSeconds: WARMUP,
+          cpu: () => loadShares(name, rawChild),
         });
         say(formatLoad('raw per-request route', raw));
         await rawChild.stop();
@@ -210,7 +213,7 @@ async function main(): Promise<void> {
           return `${seconds.toFixed(1)} s (${Math.round((seconds * 1e6) / Math.max(1, deliveredDuring))} µs/email)`;
         };
         say(
-          `  CPU during the drain: worker ${used('worker')}, its PostgreSQL backends ${used('postgres')}, benchmark process with the sink ${used('bench')}`,
+          `  CPU during the drain: worker ${used('server')}, its PostgreSQL backends ${used('postgres')}, benchmark process with the sink ${used('bench')}`,
         );
         targets.push({
           name: 'PostgreSQL: each accepted email delivered exactly once',
@@ -307,6 +310,12 @@ function sinkRate(sink: Sink): number {
   return total > 1 ? ((total - 1) * 1000) / (lastAt - firstAt) : 0;
 }
 
+/** {@link cpuShares} named for an accept phase's CPU line: the server, its PostgreSQL, the load generator. */
+function loadShares(database: string, server: Child): Record<string, number> {
+  const shares = cpuShares(database, server);
+  return { server: shares.server, PostgreSQL: shares.postgres, 'load generator': shares.bench };
+}
+
 /**
  * Raw pooled nodemailer in its own process sending `count` messages to the sink, measured at the
  * sink as the worker is; returns its rate and the sink's exactly-once verdict.
@@ -326,10 +335,10 @@ async function rawProcessRate(
 }
 
 /**
- * CPU seconds used so far by the worker child, the PostgreSQL backends connected to the benchmark's
- * database `database` (their command line names it), and this process (which runs the sink).
+ * CPU seconds used so far by the server child (api, worker or the raw route), the PostgreSQL backends connected to the benchmark's
+ * database `database` (their command line names it), and this process (which runs the sink and the load generator).
  */
-function cpuShares(database: string, worker: Child): { worker: number; postgres: number; bench: number } {
+function cpuShares(database: string, server: Child): { server: number; postgres: number; bench: number } {
   const backends = pidsNamed('postgres').filter((pid) => {
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(` ${database} `);
@@ -338,7 +347,7 @@ function cpuShares(database: string, worker: Child): { worker: number; postgres:
     }
   });
   return {
-    worker: cpuSeconds(worker.process.pid ?? 0),
+    server: cpuSeconds(server.process.pid ?? 0),
     postgres: backends.reduce((sum, pid) => sum + cpuSeconds(pid), 0),
     bench: cpuSeconds(process.pid),
   };

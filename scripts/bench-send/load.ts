@@ -7,6 +7,11 @@ import autocannon from 'autocannon';
 /** What one measured run gives: accepted (2xx) sends per second and latency percentiles (ms). */
 export interface LoadResult {
   accepted: number;
+  /**
+   * CPU seconds used during the measured run, per share (`cpu` option's keys, e.g. the server, its
+   * PostgreSQL backends, the load generator's process); absent without the option.
+   */
+  cpuSeconds?: Record<string, number>;
   acceptedPerSecond: number;
   p50: number;
   p99: number;
@@ -25,6 +30,8 @@ export async function measureLoad(options: {
   connections: number;
   seconds: number;
   warmupSeconds: number;
+  /** Reads cumulative CPU seconds per share; read just before and after the measured run. */
+  cpu?: () => Record<string, number>;
 }): Promise<LoadResult & { warmupAccepted: number }> {
   const run = async (duration: number) => {
     let next = 0;
@@ -45,7 +52,9 @@ export async function measureLoad(options: {
     });
   };
   const warmup = options.warmupSeconds > 0 ? await run(options.warmupSeconds) : undefined;
+  const cpuBefore = options.cpu?.();
   const result = await run(options.seconds);
+  const cpuAfter = options.cpu?.();
   const refused = Object.fromEntries(
     Object.entries(result.statusCodeStats)
       .filter(([code]) => !code.startsWith('2'))
@@ -59,6 +68,13 @@ export async function measureLoad(options: {
     refused,
     errors: result.errors,
     warmupAccepted: warmup?.['2xx'] ?? 0,
+    ...(cpuBefore && cpuAfter
+      ? {
+          cpuSeconds: Object.fromEntries(
+            Object.entries(cpuAfter).map(([share, seconds]) => [share, seconds - (cpuBefore[share] ?? 0)]),
+          ),
+        }
+      : {}),
   };
 }
 
@@ -69,8 +85,13 @@ export const perSecond = (n: number) => `${Math.round(n).toLocaleString('en-US')
 export function formatLoad(name: string, r: LoadResult): string {
   const refused = Object.keys(r.refused).length ? `, refused ${JSON.stringify(r.refused)}` : '';
   const errors = r.errors ? `, ${r.errors} errors` : '';
+  const cpu = r.cpuSeconds
+    ? `\n    CPU per accepted request: ${Object.entries(r.cpuSeconds)
+        .map(([share, seconds]) => `${share} ${Math.round((seconds * 1e6) / Math.max(1, r.accepted))} µs`)
+        .join(', ')}`
+    : '';
   return (
     `  ${name.padEnd(30)} ${perSecond(r.acceptedPerSecond).padStart(9)}   p50 ${r.p50} ms   p99 ${r.p99} ms` +
-    `   (${r.accepted} accepted${refused}${errors})`
+    `   (${r.accepted} accepted${refused}${errors})${cpu}`
   );
 }
