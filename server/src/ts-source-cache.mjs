@@ -15,13 +15,16 @@
  * node_modules), the load hook returns the cached JavaScript as format `module`; the output is the
  * same as Node.js's own (`module.stripTypeScriptTypes` with the module's URL as `sourceUrl`, which
  * appends the same `//# sourceURL` comment), so line and column numbers stay those of the `.ts`
- * file. Entries are keyed by the SHA-256 of the Node.js version and the TypeScript source, so an
- * edited file or another Node.js is stripped again; stale entries are never read, only left on
- * disk. A cache that cannot be written is skipped (each start then strips).
+ * file. An entry is named `<module>-<content>.js`: a hash of the module's URL, then the SHA-256 of
+ * the Node.js version and the TypeScript source, so an edited file or another Node.js is stripped
+ * again. When a module is stripped and stored, its older entries (same module, other content: the
+ * file before an upgrade or an edit) are deleted, so the cache holds about one entry per module
+ * instead of growing with every upgrade (noticed in session 21: it was never pruned). A cache that
+ * cannot be written is skipped (each start then strips).
  */
 
 import { hash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { registerHooks, stripTypeScriptTypes } from 'node:module';
 import path from 'node:path';
 
@@ -41,7 +44,8 @@ const TS_SOURCE_CACHE_DIR = path.resolve(
  * @throws the stripper's own errors (ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX, ERR_INVALID_TYPESCRIPT_SYNTAX)
  */
 function strippedSource(url, typescript, directory) {
-  const key = hash('sha256', `${process.version}\0${url}\0${typescript}`);
+  const module = hash('sha256', url).slice(0, 32);
+  const key = `${module}-${hash('sha256', `${process.version}\0${url}\0${typescript}`)}`;
   const file = path.join(directory, `${key}.js`);
   try {
     return readFileSync(file, 'utf8');
@@ -69,11 +73,38 @@ function strippedSource(url, typescript, directory) {
     const partial = `${file}.${process.pid}.tmp`;
     writeFileSync(partial, javascript);
     renameSync(partial, file);
+    pruneOlderEntries(directory, module, `${key}.js`);
   } catch {
     // A read-only installation: strip again next time.
   }
   return javascript;
 }
+
+/**
+ * The cache directory's file names, read once per process on its first miss (see pruneOlderEntries).
+ * @type {string[] | undefined}
+ */
+let entries;
+
+/**
+ * Deletes the entries of module `module` (the URL hash that starts their names) other than `keep`,
+ * and entries named before module hashes were part of the name (64 hex digits and `.js`, which no
+ * later start reads). Run after a miss only: a start with every module cached never lists the
+ * directory. A process starting meanwhile that still reads an older entry keeps its open file.
+ * @param {string} directory the cache directory
+ * @param {string} module the module's URL hash
+ * @param {string} keep the entry just written
+ */
+function pruneOlderEntries(directory, module, keep) {
+  /** @param {string} name */
+  const stale = (name) => name !== keep && (name.startsWith(`${module}-`) || UNPREFIXED_ENTRY.test(name));
+  entries ??= readdirSync(directory);
+  for (const name of entries) if (stale(name)) rmSync(path.join(directory, name), { force: true });
+  entries = entries.filter((name) => !stale(name));
+}
+
+/** An entry's name before module hashes were part of it. */
+const UNPREFIXED_ENTRY = /^[0-9a-f]{64}\.js$/;
 
 // The load hook (synchronous, in this thread): TypeScript modules from the cache, others as before.
 // POSTWRIGHT_TS_SOURCE_CACHE names another directory (the tests' scratch cache).

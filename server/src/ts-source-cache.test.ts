@@ -46,6 +46,11 @@ async function run(dir: string, options: { hook: boolean; cache?: string }) {
   return { printed, stripper: (JSON.parse(exit!) as { stripper: boolean }).stripper };
 }
 
+/** The cache's entries (stripped modules) in `cache`. */
+function cachedEntries(cache: string): string[] {
+  return readdirSync(cache).filter((name) => name.endsWith('.js'));
+}
+
 describe('the TypeScript source cache (ts-source-cache.mjs)', () => {
   it("runs a module as Node.js's own stripping does, and strips it only once", async () => {
     const dir = makePackage({
@@ -59,7 +64,7 @@ describe('the TypeScript source cache (ts-source-cache.mjs)', () => {
 
     const first = await run(dir, { hook: true, cache });
     expect(first).toEqual({ printed: plain.printed, stripper: true });
-    expect(readdirSync(cache).filter((name) => name.endsWith('.js'))).toHaveLength(2);
+    expect(cachedEntries(cache)).toHaveLength(2);
 
     // Idle memory (issue #9): with every file cached, the stripper is never loaded.
     const second = await run(dir, { hook: true, cache });
@@ -73,10 +78,20 @@ describe('the TypeScript source cache (ts-source-cache.mjs)', () => {
     });
     const cache = path.join(dir, 'cache');
     await run(dir, { hook: true, cache });
+    const before = cachedEntries(cache);
+    // An entry named as before module hashes were part of the name: nothing reads it any more.
+    const unprefixed = `${'a'.repeat(64)}.js`;
+    writeFileSync(path.join(cache, unprefixed), '');
     writeFileSync(path.join(dir, 'helper.ts'), 'export const helper = (v: number) => v * 2;\n');
     const edited = await run(dir, { hook: true, cache });
     expect(edited.printed).toContain('"answer":82');
     expect(edited.stripper).toBe(true);
+    // One entry per module: the edited file's older entry and the unprefixed one are gone, the
+    // unchanged module's entry stays (it was never pruned: one entry per version, forever).
+    const after = cachedEntries(cache);
+    expect(after).toHaveLength(2);
+    expect(after).not.toContain(unprefixed);
+    expect(after.filter((name) => before.includes(name))).toHaveLength(1);
   });
 
   it('still runs when its cache cannot be written', async () => {
