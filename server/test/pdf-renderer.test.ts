@@ -1,9 +1,17 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GotenbergClient, RenderFailedError } from '../src/modules/pdf/index.ts';
-import { ChromiumPool } from '../src/modules/pdf/renderer/chromium-pool.ts';
+import {
+  BROWSER_PROBE_MS,
+  ChromiumPool,
+  RenderTimeoutError,
+} from '../src/modules/pdf/renderer/chromium-pool.ts';
 import type { RunningPdfRenderer } from '../src/modules/pdf/renderer/renderer.server.ts';
 import { waitFor } from './helpers/app.ts';
 import { pdfInfo, pdfText, startRecordingServer, startTestRenderer, TEST_CHROMIUM } from './helpers/pdf.ts';
+import { isAlive } from './helpers/process.ts';
 
 /**
  * Issue #12: the bundled Gotenberg-compatible renderer, driven over HTTP with real Chromium —
@@ -267,6 +275,116 @@ describe('bundled PDF renderer limits', () => {
       await renderer.close();
     }
   });
+});
+
+/** Every process in process group `pgid` (field 5 of /proc/<pid>/stat), zombies left out. */
+function processGroup(pgid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+          .replace(/^.*\) /, '')
+          .split(' ');
+        return fields[0] !== 'Z' && Number(fields[2]) === pgid;
+      } catch {
+        return false;
+      }
+    });
+}
+
+/**
+ * Review finding "wedged Chromium": a browser that hangs while renders keep coming was never
+ * replaced (closed only after idleCloseMs without renders, restarted only when it crashed), so every
+ * render timed out for as long as traffic lasted. A render's failure now has the pool probe the
+ * browser process and replace it when it does not answer — but not a healthy browser whose page
+ * merely rendered a slow template.
+ */
+describe('bundled PDF renderer with a wedged Chromium', () => {
+  const paper = { width: '8.5in', height: '11in' };
+
+  it('replaces a browser that stopped answering: renders succeed again within seconds, its processes are gone', async () => {
+    const pool = new ChromiumPool({
+      executablePath: TEST_CHROMIUM,
+      pages: 2,
+      renderTimeoutMs: 1_000,
+      allowedImageHosts: [],
+      idleCloseMs: 60_000,
+    });
+    let stopped: number[] = [];
+    try {
+      expect(await pdfText(await pool.renderPdf('<p>warm</p>', paper))).toContain('warm');
+      const wedged = pool.browserProcessId!;
+      // Chromium is its process group's leader: stop all of it (browser, zygotes, renderers).
+      stopped = processGroup(wedged);
+      expect(stopped.length).toBeGreaterThan(2);
+      process.kill(-wedged, 'SIGSTOP');
+
+      await expect(pool.renderPdf('<p>to a wedged browser</p>', paper)).rejects.toBeInstanceOf(
+        RenderTimeoutError,
+      );
+      // Steady traffic: renders keep coming, and one succeeds again on a new browser within 15 s
+      // (before the fix every one timed out while the traffic lasted).
+      const pdf = await waitFor(
+        () => pool.renderPdf('<p>after the wedge</p>', paper).catch(() => undefined),
+        15_000,
+        'a render to succeed after the wedge',
+      );
+      expect(await pdfText(pdf)).toContain('after the wedge');
+      expect(pool.browserProcessId).not.toBe(wedged);
+      // Killed with its whole group, stopped as they were (not one left behind, stopped forever).
+      await waitFor(
+        async () => (stopped.some(isAlive) ? undefined : true),
+        5_000,
+        'the wedged Chromium to be gone',
+      );
+    } finally {
+      for (const pid of stopped.filter(isAlive)) {
+        try {
+          process.kill(pid, 'SIGCONT');
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+      await pool.close();
+    }
+  }, 40_000);
+
+  it('keeps a healthy browser whose renders time out on a slow template, and the renders on its other page', async () => {
+    // An allowed image host that never answers: the page's load never ends, its render times out
+    // while the browser itself is fine.
+    const hanging = createServer(() => {});
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    const slow = `<p>slow</p><img src="http://localhost:${(hanging.address() as AddressInfo).port}/never.png">`;
+    const pool = new ChromiumPool({
+      executablePath: TEST_CHROMIUM,
+      pages: 2,
+      renderTimeoutMs: 1_500,
+      allowedImageHosts: ['localhost'],
+      idleCloseMs: 60_000,
+    });
+    try {
+      await pool.renderPdf('<p>warm</p>', paper);
+      const browser = pool.browserProcessId;
+      // A slow render times out on one page while the other page renders.
+      const timedOut = pool.renderPdf(slow, paper).catch((error: unknown) => error);
+      expect(await pdfText(await pool.renderPdf('<p>other page</p>', paper))).toContain('other page');
+      expect(await timedOut).toBeInstanceOf(RenderTimeoutError);
+      // Then nothing but timeouts, on both pages at once: a count of timeouts would take it for a wedge.
+      const outcomes = await Promise.all(
+        Array.from({ length: 2 }, () => pool.renderPdf(slow, paper).catch((error: unknown) => error)),
+      );
+      for (const outcome of outcomes) expect(outcome).toBeInstanceOf(RenderTimeoutError);
+      // Past the probe's deadline: the browser answered, so it was kept.
+      await new Promise((resolve) => setTimeout(resolve, BROWSER_PROBE_MS + 500));
+      expect(await pdfText(await pool.renderPdf('<p>still here</p>', paper))).toContain('still here');
+      expect(pool.browserProcessId).toBe(browser);
+    } finally {
+      await pool.close();
+      hanging.closeAllConnections();
+      hanging.close();
+    }
+  }, 40_000);
 });
 
 /**

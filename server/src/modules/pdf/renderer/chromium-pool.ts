@@ -1,5 +1,6 @@
 import type { Browser, HTTPRequest, Page, PDFOptions } from 'puppeteer-core';
 import { cleanedForRender, renderContentSecurityPolicy } from '../render-policy.ts';
+import { browserAnswers, closeOrKill, killBrowser } from './browser-process.ts';
 
 /** How the bundled renderer drives Chromium (issue #12; `postwright pdf-renderer`, README "PDF"). */
 export interface ChromiumPoolOptions {
@@ -71,6 +72,13 @@ const PROTOCOL_MARGIN_MS = 5_000;
  */
 export const BROWSER_CLOSE_MS = 5_000;
 
+/**
+ * How long the browser process has to answer the probe after a failed render (ms) before it is
+ * taken for wedged and killed (see ChromiumPool's #replaceIfWedged). It answers in milliseconds,
+ * even with a page stuck (see browserAnswers): 2 s is a wide margin for a loaded machine.
+ */
+export const BROWSER_PROBE_MS = 2_000;
+
 /** The puppeteer-core module, imported on the first render only (idle memory, issue #9). */
 type Puppeteer = typeof import('puppeteer-core').default;
 let puppeteer: Promise<Puppeteer> | undefined;
@@ -90,7 +98,8 @@ function loadPuppeteer(): Promise<Puppeteer> {
  * make the renderer reach the network.
  * The browser starts on the first render (puppeteer-core is imported then, not before) and is
  * closed after `idleCloseMs` without renders. A page whose render timed out or failed is closed
- * rather than reused; a browser that crashed is started again by the next render.
+ * rather than reused; a browser that crashed is started again by the next render, and so is one
+ * found wedged after a failed render (#replaceIfWedged).
  */
 export class ChromiumPool {
   readonly #options: ChromiumPoolOptions;
@@ -102,6 +111,12 @@ export class ChromiumPool {
   /** Until when (ms since epoch) the last PDF render keeps the browser open once idle. */
   #keepOpenUntil = 0;
   #closed = false;
+  /** The current browser once launched (the value #browser resolves to), for browserProcessId. */
+  #launched: Browser | undefined;
+  /** The browser being probed after a failed render (one probe at a time per browser). */
+  #probing: Promise<Browser> | undefined;
+  /** Kills of wedged browsers in progress: close() waits for them. */
+  readonly #kills = new Set<Promise<void>>();
   /** The document a page is opened with: the render policy, see policyDocument. */
   readonly #policyDocument: string;
 
@@ -113,6 +128,11 @@ export class ChromiumPool {
   /** True while a browser is running (started and not yet closed for idleness). */
   get browserRunning(): boolean {
     return this.#browser !== undefined;
+  }
+
+  /** The running browser's process id (also its process group's), or undefined while none runs. */
+  get browserProcessId(): number | undefined {
+    return this.#launched?.process()?.pid;
   }
 
   /**
@@ -154,7 +174,7 @@ export class ChromiumPool {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#idleTimer);
-    await this.#closeBrowser({ evenIfBusy: true });
+    await Promise.all([this.#closeBrowser({ evenIfBusy: true }), ...this.#kills]);
   }
 
   async #withPage<T>(
@@ -168,13 +188,16 @@ export class ChromiumPool {
     await this.#acquireSlot();
     let page: Page | undefined;
     let reusable = false;
+    let launching: Promise<Browser> | undefined;
     try {
-      page = this.#free.pop() ?? (await this.#newPage());
+      launching = this.#launch();
+      const browser = await launching;
+      page = this.#free.pop() ?? (await this.#newPage(browser));
       if (page.url() !== 'about:blank') {
         // Navigated away from the document that holds the policy (nothing a page can do without
         // scripts should do that; never render without the policy): a new page in its place.
         page.close().catch(() => {});
-        page = await this.#newPage();
+        page = await this.#newPage(browser);
       }
       const current = page;
       const rendering = (async () => {
@@ -192,6 +215,9 @@ export class ChromiumPool {
       const result = await withDeadline(rendering, this.#options.renderTimeoutMs);
       reusable = true;
       return result;
+    } catch (error) {
+      if (launching) void this.#replaceIfWedged(launching);
+      throw error;
     } finally {
       if (page) {
         if (reusable && !page.isClosed()) this.#free.push(page);
@@ -230,8 +256,7 @@ export class ChromiumPool {
     }
   }
 
-  async #newPage(): Promise<Page> {
-    const browser = await this.#launch();
+  async #newPage(browser: Browser): Promise<Page> {
     const page = await browser.newPage();
     try {
       await page.setJavaScriptEnabled(false);
@@ -302,7 +327,12 @@ export class ChromiumPool {
       return browser;
     })();
     this.#browser = launching;
-    launching.catch(() => this.#forgetBrowser(launching));
+    launching.then(
+      (browser) => {
+        if (this.#browser === launching) this.#launched = browser;
+      },
+      () => this.#forgetBrowser(launching),
+    );
     return launching;
   }
 
@@ -310,7 +340,41 @@ export class ChromiumPool {
   #forgetBrowser(which?: Promise<Browser>): void {
     if (which && this.#browser !== which) return;
     this.#browser = undefined;
+    this.#launched = undefined;
     this.#free.length = 0;
+  }
+
+  /**
+   * Replaces the browser `launching` resolved to if it is wedged. Called after any failed render (a
+   * timeout, mostly): asks the browser process for an answer ({@link browserAnswers}); when none comes
+   * within {@link BROWSER_PROBE_MS}, forgets the browser (the next render starts a new one) and kills
+   * its process group ({@link killBrowser}). Review finding "wedged Chromium": a hung browser (its
+   * processes stopped, a deadlocked browser process) was only closed after `idleCloseMs` without
+   * renders, so under steady traffic every render timed out for as long as the traffic lasted. The
+   * rule probes the browser rather than counting timeouts: a merely slow template (an image host that
+   * never answers, a huge table) times out on its own page while the browser answers at once and its
+   * other pages render on; a count would have killed them. Renders in progress on a browser that does
+   * not answer fail when it is killed, as they would have at their deadline. Not caught: a browser
+   * process that answers while none of its renderers do. Never throws.
+   */
+  async #replaceIfWedged(launching: Promise<Browser>): Promise<void> {
+    if (this.#browser !== launching || this.#probing === launching) return;
+    this.#probing = launching;
+    try {
+      const browser = await launching;
+      if (await browserAnswers(browser, BROWSER_PROBE_MS)) return;
+      // Closed meanwhile (idleness, close(), a crash): its own path ends it.
+      if (this.#browser !== launching) return;
+      this.#forgetBrowser(launching);
+      const kill = killBrowser(browser);
+      this.#kills.add(kill);
+      await kill;
+      this.#kills.delete(kill);
+    } catch {
+      // A launch that failed: no browser to replace.
+    } finally {
+      if (this.#probing === launching) this.#probing = undefined;
+    }
   }
 
   /** Closes the current browser when idle (or `evenIfBusy`), killing it past {@link BROWSER_CLOSE_MS}. */
@@ -321,29 +385,6 @@ export class ChromiumPool {
     const running = await browser.catch(() => undefined);
     if (running) await closeOrKill(running, BROWSER_CLOSE_MS);
   }
-}
-
-/**
- * `browser.close()`, or, when it has not ended within `ms`, SIGKILL to the browser process (a
- * stopped process dies of it too) and a wait of at most 2 s for it to exit. Never throws.
- */
-async function closeOrKill(browser: Browser, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const closed = browser.close().then(
-    () => true,
-    () => true,
-  );
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  const inTime = await Promise.race([closed, timedOut]);
-  clearTimeout(timer);
-  if (inTime) return;
-  const child = browser.process();
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGKILL');
-  await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 2_000).unref())]);
 }
 
 /** `work`, or RenderTimeoutError once `ms` have passed (the page is then closed by the caller). */
