@@ -53,6 +53,29 @@ describe('tracking endpoints when the email is unknown or the database fails', (
     ]);
   });
 
+  it('accepts a token only as it was signed: other spellings of its signature are 404 (review finding, session 22)', async () => {
+    const { open, click } = claims('eml_spellings');
+    const respell = (token: string) => {
+      const last = token.at(-1)!;
+      // The last of 43 base64url characters carries 4 bits of the signature and 2 unused ones.
+      const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+      const sameBits = alphabet[alphabet.indexOf(last) ^ 1]!;
+      return [`${token}=`, `${token}!`, `${token}%20`, `${token.slice(0, -1)}${sameBits}`];
+    };
+    for (const [path, token] of [
+      ['/t/o/', open],
+      ['/t/c/', click],
+    ] as const) {
+      expect((await ctx.app.inject({ method: 'GET', url: `${path}${token}` })).statusCode).not.toBe(404);
+      for (const variant of respell(token)) {
+        const response = await ctx.app.inject({ method: 'GET', url: `${path}${variant}` });
+        expect(response.statusCode, variant).toBe(404);
+        expect(response.json().error.code).toBe('NOT_FOUND');
+        expect(response.headers.location).toBeUndefined();
+      }
+    }
+  });
+
   it('a valid token of an email that does not exist is served like any other', async () => {
     await expectServed('eml_doesnotexist');
   });

@@ -47,7 +47,11 @@ export function signTrackingToken(key: Buffer, claim: TrackingClaim): string {
 /**
  * The claim of `token` when its signature is valid under `key` and it is a token of `kind`;
  * undefined for anything else (tampered, truncated, another kind, not a token). Never throws.
- * The signature is compared in constant time.
+ * The signature is compared in constant time, as the exact text {@link signTrackingToken} writes
+ * (43 base64url characters): Node's base64url decoder skips characters outside the alphabet and
+ * ignores the unused low bits of the last one, so comparing decoded bytes accepted `<token>=`,
+ * `<token>!` or a different last character as the same token, any number of spellings of one
+ * signed link (review finding, session 22).
  */
 export function verifyTrackingToken(
   key: Buffer,
@@ -57,8 +61,8 @@ export function verifyTrackingToken(
   const dot = token.indexOf('.');
   if (dot <= 0) return undefined;
   const payload = token.slice(0, dot);
-  const given = Buffer.from(token.slice(dot + 1), 'base64url');
-  const expected = signature(key, payload);
+  const given = Buffer.from(token.slice(dot + 1), 'utf8');
+  const expected = Buffer.from(signature(key, payload).toString('base64url'), 'utf8');
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   let fields: unknown;
   try {
