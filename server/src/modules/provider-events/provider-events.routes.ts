@@ -9,32 +9,12 @@ import type { ProviderEventDeps } from './provider-event.ts';
 import { claimProviderEventToken } from './provider-event-tokens.ts';
 import { applyProviderEvents, providerEventParserOf } from './provider-events.service.ts';
 import { certificateCache } from './ses.events.ts';
+import { createSnsFetch } from './sns-fetch.ts';
 
 /** A provider's batch (SendGrid posts up to thousands of events at once). */
 const BODY_LIMIT_BYTES = 5 * 1024 * 1024;
-/** Certificate and SubscribeURL fetches give up after this long. */
-const SNS_FETCH_TIMEOUT_MS = 10_000;
-
 const params = z.object({ adapterId: z.string().min(1).max(200), token: z.string().min(1).max(200) });
 const resultView = z.object({ received: z.number(), matched: z.number() });
-
-/** Most bytes read of an SNS answer (a signing certificate is about 2 KB). */
-const SNS_FETCH_MAX_BYTES = 64 * 1024;
-
-/** GETs an SNS URL (already checked by the parser): no redirects, a timeout, 2xx only, at most 64 KB. */
-async function fetchText(url: string): Promise<string> {
-  const response = await fetch(url, { redirect: 'error', signal: AbortSignal.timeout(SNS_FETCH_TIMEOUT_MS) });
-  if (!response.ok) throw new Error(`GET ${url} answered ${response.status}`);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of (response.body ?? []) as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > SNS_FETCH_MAX_BYTES)
-      throw new Error(`GET ${url} answered more than ${SNS_FETCH_MAX_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
-}
 
 /**
  * `POST /api/provider-events/:adapterId/:token` (issue #11 "Provider events in"): where a
@@ -53,8 +33,14 @@ export async function providerEventRoutes(fastify: FastifyInstance): Promise<voi
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES }, (_request, body, done) =>
     done(null, body),
   );
+  // Certificates and SubscribeURLs are fetched under the outbound policy (sns-fetch.ts).
+  const sns = createSnsFetch({
+    policy: app.ctx.outbound,
+    trustedEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
+  });
+  app.addHook('onClose', () => sns.close());
   const deps: ProviderEventDeps = {
-    fetchText,
+    fetchText: (url) => sns.fetchText(url),
     snsEndpoint: app.ctx.config.PROVIDER_EVENTS_SNS_ENDPOINT,
     certificateCache: certificateCache(),
     claimToken: (adapterId, token, keepMs) =>
