@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { fillPlaceholders, type SQL } from 'drizzle-orm';
+import { fillPlaceholders, type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type pg from 'pg';
 import type { Executor } from './client.ts';
@@ -48,31 +48,20 @@ export function poolOf(executor: Executor): pg.Pool | undefined {
   return (executor as { $client?: pg.Pool }).$client;
 }
 
-/** Distinct texts {@link runNamed} prepares at most; later ones run unnamed (see there). */
-const MAX_NAMED_TEXTS = 32;
-const namedTexts = new Set<string>();
-
 /**
- * Runs a statement built per call whose TEXT is the same on every call (every varying value a bound
- * parameter) as a named statement named by a hash of its text, on `pool`: PostgreSQL parses and
- * plans it once per pooled connection (and settles on a generic plan after five executions) instead
- * of on every call. For statements assembled from several modules' parts, where a
- * {@link NamedStatement} built once would need every part to take placeholders (session 21: the
- * worker's one-statement recording of a group of outcomes). Texts beyond the first
- * {@link MAX_NAMED_TEXTS} distinct ones run unnamed, so a text that does vary cannot leave an
- * unbounded number of prepared statements on each connection.
- * @throws the database's error.
+ * A part of a statement (a condition, a data-modifying CTE) built once per shape, with every value
+ * that varies as `sql.placeholder(name)`, so a statement composed of parts is built once and run as
+ * a {@link NamedStatement}: `sql` is the same object for every call of one shape, `key` names that
+ * shape (the composing statement caches by it), and `values` are this call's values of its
+ * placeholders (names unique across the parts of one statement).
+ * Session 22: the worker's one-statement recording of a group of outcomes was built by Drizzle from
+ * its parts for every group, about 4 % of the worker's CPU (profile of `bench:send`'s drain).
  */
-export async function runNamed<R extends pg.QueryResultRow>(
-  pool: pg.Pool,
-  query: { sql: string; params: unknown[] },
-): Promise<R[]> {
-  const name = `pw_${createHash('sha256').update(query.sql).digest('hex').slice(0, 32)}`;
-  if (!namedTexts.has(name) && namedTexts.size < MAX_NAMED_TEXTS) namedTexts.add(name);
-  const result = await pool.query<R>(
-    namedTexts.has(name)
-      ? { name, text: query.sql, values: query.params }
-      : { text: query.sql, values: query.params },
-  );
-  return result.rows;
+export interface StatementPart {
+  key: string;
+  sql: SQL;
+  values: Record<string, unknown>;
 }
+
+/** The part that is always true (no condition): `true`, no values. */
+export const ALWAYS: StatementPart = { key: 'true', sql: sql`true`, values: {} };

@@ -1,6 +1,6 @@
-import type { SQL } from 'drizzle-orm';
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Executor } from '../db/client.ts';
+import type { StatementPart } from '../db/named-statement.ts';
 import { reservedSlots } from '../reserved-slots.ts';
 
 /**
@@ -24,10 +24,11 @@ export interface JobSettler {
   giveBack(tx: Executor, jobs: readonly ClaimedJob<unknown>[], message: string): Promise<void>;
   /**
    * The completion of `jobs` as an `update … returning id` to run as a data-modifying CTE of the
-   * caller's own statement (see JobQueue.completionSql), completing them only where `onlyIf` (an
-   * SQL condition; default true) holds; undefined when this queue cannot give one (use `complete`).
+   * caller's own statement (see JobQueue.completionSql), completing them only where `onlyIf` (a
+   * condition; default always) holds, both statement parts built once (StatementPart); undefined
+   * when this queue cannot give one (use `complete`).
    */
-  completionSql(jobs: readonly ClaimedJob<unknown>[], onlyIf?: SQL): SQL | undefined;
+  completionSql(jobs: readonly ClaimedJob<unknown>[], onlyIf?: StatementPart): StatementPart | undefined;
 }
 
 /** A claimed job as a batch handler sees it; `signal` aborts when the worker gives the job up. */

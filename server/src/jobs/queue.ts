@@ -4,6 +4,7 @@ import { fromDrizzle, type JobWithMetadata, PgBoss } from 'pg-boss';
 import { type DatabaseHandle, type Executor, POOL_IDLE_TIMEOUT_MS } from '../db/client.ts';
 import { messageForLog } from '../db/errors.ts';
 import { closeIdleConnections, frugalExecutor } from '../db/frugal-pool.ts';
+import { ALWAYS, type StatementPart } from '../db/named-statement.ts';
 import { StatisticsChecks, statisticsAreStale } from '../db/stale-statistics.ts';
 import {
   type BatchHandler,
@@ -94,6 +95,8 @@ export class JobQueue {
   readonly #statisticsChecks = new StatisticsChecks();
   /** The pg-boss job table of each consumed queue (see completionSql). */
   readonly #tables = new Map<string, string>();
+  /** completionSql's statement parts, built once per queue and condition (by their keys). */
+  readonly #completions = new Map<string, SQL>();
 
   constructor(database: DatabaseHandle) {
     this.#database = database;
@@ -230,25 +233,40 @@ export class JobQueue {
    * around two (issue #11: each round trip counts while a job holds its slot). It is the update
    * pg-boss 12's complete() makes (state `completed`, `completed_on`, no output; only active jobs,
    * fenced to the claimed attempt like the settler's); pg-boss does no other work on complete.
-   * `onlyIf` (an SQL condition, default true) gates the completion: the caller's statement can make
-   * every part of itself conditional on one same condition.
+   * `onlyIf` (a condition, default always) gates the completion: the caller's statement can make
+   * every part of itself conditional on one same condition. A statement part built once per queue
+   * and condition (StatementPart): the jobs are the values `jobIds` and `jobAttempts`, beside the
+   * condition's own.
    * Undefined when the queue's table is not known (not consumed here): use the settler then.
    */
   completionSql(
     name: string,
     jobs: readonly ClaimedJob<unknown>[],
-    onlyIf: SQL = sql`true`,
-  ): SQL | undefined {
+    onlyIf: StatementPart = ALWAYS,
+  ): StatementPart | undefined {
     const table = this.#tables.get(name);
     if (!table) return undefined;
-    // Array literals (uuids and `uuid:n` have no comma, quote or brace).
-    const ids = `{${jobs.map((job) => job.id).join(',')}}`;
-    const attempts = `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`;
-    return sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
-        state = 'completed', output = null
-      where name = ${name} and id = any(${ids}::uuid[]) and state = 'active'
-        and (id::text || ':' || retry_count::text) = any(${attempts}::text[]) and (${onlyIf})
-      returning id`;
+    const key = `complete\0${table}\0${name}\0${onlyIf.key}`;
+    let part = this.#completions.get(key);
+    if (!part) {
+      part = sql`update ${sql.raw(`pgboss.${table}`)} set completed_on = pgboss.job_now(),
+          state = 'completed', output = null
+        where name = ${name} and id = any(${sql.placeholder('jobIds')}::uuid[]) and state = 'active'
+          and (id::text || ':' || retry_count::text) = any(${sql.placeholder('jobAttempts')}::text[])
+          and (${onlyIf.sql})
+        returning id`;
+      this.#completions.set(key, part);
+    }
+    return {
+      key,
+      sql: part,
+      values: {
+        ...onlyIf.values,
+        // Array literals (uuids and `uuid:n` have no comma, quote or brace).
+        jobIds: `{${jobs.map((job) => job.id).join(',')}}`,
+        jobAttempts: `{${jobs.map((job) => `${job.id.toLowerCase()}:${job.retryCount}`).join(',')}}`,
+      },
+    };
   }
 
   /** The pg-boss job table of queue `name` (a partitioned queue has its own), or undefined. */

@@ -1,7 +1,7 @@
 import { and, asc, count, desc, eq, gte, ilike, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
-import { poolOf, runNamed } from '../../db/named-statement.ts';
+import { NamedStatement, poolOf, type StatementPart } from '../../db/named-statement.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 import { EMAIL_STATUSES, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
@@ -62,14 +62,43 @@ export interface TransitionRow {
  */
 function byIds(ids: readonly string[]): SQL {
   // One array parameter (a list of parameters would hit PostgreSQL's 65,535 for a large call).
-  return sql`${emailLogs.id} = any(${sql.param([...new Set(ids)])}::text[])`;
+  return idIn(sql`${sql.param(distinct(ids))}`);
+}
+
+/** {@link byIds} with the array given as SQL (a bound parameter or a placeholder). */
+function idIn(ids: SQL): SQL {
+  return sql`${emailLogs.id} = any(${ids}::text[])`;
+}
+
+/** `ids` without repeats, in first-seen order. */
+function distinct(ids: readonly string[]): string[] {
+  return [...new Set(ids)];
 }
 
 /**
- * The statement of {@link emailRepository.insertEvents}: the rows travel as one JSON parameter; a
- * row whose email is not in its stated team is left out.
+ * The values of the transition statement ({@link transitionsUpdate}) that vary from call to call:
+ * the moves and the history rows, each as one JSON parameter, and their emails' ids (byIds).
  */
-function eventsInsert(rows: readonly NewEmailEvent[], onlyIf: SQL = sql`true`): SQL {
+interface TransitionValues {
+  transitions: string;
+  transitionIds: string[];
+  events: string;
+  eventEmailIds: string[];
+}
+
+/** How a builder puts value `key` into its statement: a bound parameter now, or a placeholder. */
+type ValueAt = (key: keyof TransitionValues) => SQL;
+
+/** {@link ValueAt} that binds `values` in place (a statement built for one call). */
+function bound(values: Partial<TransitionValues>): ValueAt {
+  return (key) => sql`${sql.param(values[key])}`;
+}
+
+/** {@link ValueAt} that leaves a placeholder (a statement built once, see NamedStatement). */
+const placeholder: ValueAt = (key) => sql`${sql.placeholder(key)}`;
+
+/** The history rows `rows` as the events insert reads them. */
+function eventValues(rows: readonly NewEmailEvent[]): Pick<TransitionValues, 'events' | 'eventEmailIds'> {
   const source = rows.map((row) => ({
     id: row.id ?? newId('emailEvent'),
     team_id: row.teamId,
@@ -78,28 +107,14 @@ function eventsInsert(rows: readonly NewEmailEvent[], onlyIf: SQL = sql`true`): 
     detail: row.detail ?? {},
     occurred_at: row.occurredAt?.toISOString() ?? null,
   }));
-  return sql`
-    insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
-    select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, coalesce(v.occurred_at, now())
-    from jsonb_to_recordset(${JSON.stringify(source)}::jsonb)
-      as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
-    join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
-      and ${byIds(rows.map((row) => row.emailId))}
-    where ${onlyIf}
-    returning 1 as one`;
+  return { events: JSON.stringify(source), eventEmailIds: distinct(rows.map((row) => row.emailId)) };
 }
 
-/**
- * The UPDATE of {@link emailRepository.applyTransitions} before its RETURNING clause (see there for
- * `rows`, `events` and `options`).
- */
-function transitionsUpdate(
-  db: Executor,
+/** The moves `rows` and history rows `events` as {@link transitionsUpdate} reads them. */
+function transitionValues(
   rows: readonly TransitionRow[],
   events: readonly NewEmailEvent[],
-  options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
-) {
-  const onlyIf = options.onlyIf ?? sql`true`;
+): TransitionValues {
   const source = rows.map((row) => ({
     id: row.id,
     team_id: row.teamId,
@@ -112,42 +127,85 @@ function transitionsUpdate(
     error_message: row.errorMessage ?? null,
     attempt_count: row.attemptCount ?? null,
   }));
-  const timestamps = Object.fromEntries(
-    EMAIL_STATUSES.map((status) => {
-      const column = emailLogs[STATUS_TIMESTAMP[status]];
-      return [
-        STATUS_TIMESTAMP[status],
-        sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
-      ];
-    }).filter(([name]) => name !== 'createdAt'),
-  );
+  return {
+    transitions: JSON.stringify(source),
+    transitionIds: distinct(rows.map((row) => row.id)),
+    ...eventValues(events),
+  };
+}
+
+/**
+ * The statement of {@link emailRepository.insertEvents}: the rows travel as one JSON parameter
+ * (`events`, see eventValues); a row whose email is not in its stated team is left out.
+ */
+function eventsInsert(value: ValueAt, onlyIf: SQL = sql`true`): SQL {
+  return sql`
+    insert into ${emailEvents} (id, team_id, email_id, status, detail, occurred_at)
+    select v.id, v.team_id, v.email_id, v.status::email_status, v.detail, coalesce(v.occurred_at, now())
+    from jsonb_to_recordset(${value('events')}::jsonb)
+      as v(id text, team_id text, email_id text, status text, detail jsonb, occurred_at timestamptz)
+    join ${emailLogs} on ${emailLogs.id} = v.email_id and ${emailLogs.teamId} = v.team_id
+      and ${idIn(value('eventEmailIds'))}
+    where ${onlyIf}
+    returning 1 as one`;
+}
+
+/** The status timestamps a move sets: its status's column, only when still empty. */
+const STATUS_TIMESTAMP_SETS = Object.fromEntries(
+  EMAIL_STATUSES.map((status) => {
+    const column = emailLogs[STATUS_TIMESTAMP[status]];
+    return [
+      STATUS_TIMESTAMP[status],
+      sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
+    ];
+  }).filter(([name]) => name !== 'createdAt'),
+);
+
+/**
+ * The UPDATE of {@link emailRepository.applyTransitions} before its RETURNING clause (see there for
+ * `options`), its varying values (TransitionValues) put in by `value`; the history insert only
+ * `withEvents`.
+ */
+function transitionsUpdate(
+  db: Executor,
+  value: ValueAt,
+  withEvents: boolean,
+  options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+) {
+  const onlyIf = options.onlyIf ?? sql`true`;
   // A data-modifying CTE runs whether or not the main statement reads it.
-  const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(events, onlyIf));
+  const history = db.$with('history', { one: sql<number>`1` }).as(eventsInsert(value, onlyIf));
   const done = options.complete && db.$with('done', { id: sql<string>`id` }).as(options.complete);
-  const ctes = [...(events.length > 0 ? [history] : []), ...(done ? [done] : [])];
+  const ctes = [...(withEvents ? [history] : []), ...(done ? [done] : [])];
   return (ctes.length > 0 ? db.with(...ctes) : db)
     .update(emailLogs)
     .set({
       status: sql`v.status::email_status`,
-      ...timestamps,
+      ...STATUS_TIMESTAMP_SETS,
       providerMessageId: sql`case when v.set_provider_message_id then v.provider_message_id else ${emailLogs.providerMessageId} end`,
       errorMessage: sql`case when v.set_error_message then v.error_message else ${emailLogs.errorMessage} end`,
       attemptCount: sql`coalesce(v.attempt_count, ${emailLogs.attemptCount})`,
       updatedAt: sql`v.at`,
     })
     .from(
-      sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
+      sql`jsonb_to_recordset(${value('transitions')}::jsonb) as v(id text, team_id text, status text, "from" text[], at timestamptz, set_provider_message_id boolean, provider_message_id text, set_error_message boolean, error_message text, attempt_count integer)`,
     )
     .where(
       and(
         eq(emailLogs.id, sql`v.id`),
         eq(emailLogs.teamId, sql`v.team_id`),
-        byIds(rows.map((row) => row.id)),
+        idIn(value('transitionIds')),
         sql`${emailLogs.status}::text = any(v."from")`,
         onlyIf,
       ),
     );
 }
+
+/**
+ * The statements of {@link emailRepository.applyTransitionsReturningIds}, built once per shape
+ * (history or not, and the keys of its completion and condition parts).
+ */
+const transitionStatements = new Map<string, NamedStatement<Record<string, unknown>>>();
 
 /** The columns of a log list item (logs.service `presentLogListItem`). */
 const LOG_LIST_COLUMNS = {
@@ -312,7 +370,7 @@ export const emailRepository = {
    */
   async insertEvents(db: Executor, rows: readonly NewEmailEvent[]): Promise<void> {
     if (rows.length === 0) return;
-    await db.execute(eventsInsert(rows));
+    await db.execute(eventsInsert(bound(eventValues(rows))));
   },
 
   /**
@@ -339,25 +397,46 @@ export const emailRepository = {
       await this.insertEvents(db, events);
       return [];
     }
-    return transitionsUpdate(db, rows, events, options).returning();
+    return transitionsUpdate(
+      db,
+      bound(transitionValues(rows, events)),
+      events.length > 0,
+      options,
+    ).returning();
   },
 
   /**
    * {@link applyTransitions} that returns only the ids of the rows that moved (the worker's
    * one-statement recording reads nothing else: PostgreSQL sends, and the client parses, one
-   * column instead of every column of every moved row).
+   * column instead of every column of every moved row), with `options.complete` and
+   * `options.onlyIf` as statement parts built once: the statement is built once per shape and run
+   * as a named statement, parsed and planned once per connection (NamedStatement; sessions 21-22).
+   * @throws Error when `db` is a transaction (it runs on the database's pool); the database's error.
    */
   async applyTransitionsReturningIds(
     db: Executor,
     rows: readonly TransitionRow[],
     events: readonly NewEmailEvent[],
-    options: { complete?: SQL | undefined; onlyIf?: SQL | undefined },
+    options: { complete: StatementPart; onlyIf: StatementPart },
   ): Promise<string[]> {
-    const query = transitionsUpdate(db, rows, events, options).returning({ id: emailLogs.id });
-    // Outside a transaction (the worker's group of outcomes): a named statement, parsed and planned
-    // once per connection (its text is the same for every group; session 21).
     const pool = poolOf(db);
-    const moved = pool ? await runNamed<{ id: string }>(pool, query.toSQL()) : await query;
+    if (!pool) throw new Error('applyTransitionsReturningIds: runs on the database, not in a transaction');
+    const withEvents = events.length > 0;
+    const key = `${withEvents}\0${options.complete.key}\0${options.onlyIf.key}`;
+    let statement = transitionStatements.get(key);
+    if (!statement) {
+      const query = transitionsUpdate(db, placeholder, withEvents, {
+        complete: options.complete.sql,
+        onlyIf: options.onlyIf.sql,
+      }).returning({ id: emailLogs.id });
+      statement = new NamedStatement(query.getSQL());
+      transitionStatements.set(key, statement);
+    }
+    const moved = await statement.run<{ id: string }>(pool, {
+      ...options.onlyIf.values,
+      ...options.complete.values,
+      ...transitionValues(rows, events),
+    });
     return moved.map((row) => row.id);
   },
 
@@ -395,18 +474,9 @@ export const emailRepository = {
       past: row.past,
       at: row.at.toISOString(),
     }));
-    const timestamps = Object.fromEntries(
-      EMAIL_STATUSES.filter((status) => STATUS_TIMESTAMP[status] !== 'createdAt').map((status) => {
-        const column = emailLogs[STATUS_TIMESTAMP[status]];
-        return [
-          STATUS_TIMESTAMP[status],
-          sql`case when v.status = ${status} then coalesce(${column}, v.at) else ${column} end`,
-        ];
-      }),
-    );
     await db
       .update(emailLogs)
-      .set(timestamps)
+      .set(STATUS_TIMESTAMP_SETS)
       .from(
         sql`jsonb_to_recordset(${JSON.stringify(source)}::jsonb) as v(id text, team_id text, status text, past text[], at timestamptz)`,
       )

@@ -1,5 +1,5 @@
-import type { SQL } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import type { StatementPart } from '../../db/named-statement.ts';
 import { newId } from '../../ids.ts';
 import { type EmailStatus, statusesBefore, statusesPast } from './email-status.ts';
 import { type EmailLogRow, emailRepository, type TransitionRow } from './emails.repository.ts';
@@ -101,7 +101,7 @@ export async function transitionMany(
 export async function transitionAtOnce(
   db: Executor,
   events: readonly { email: EmailRef; event: StatusEvent }[],
-  options: { complete: SQL; onlyIf: SQL },
+  options: { complete: StatementPart; onlyIf: StatementPart },
 ): Promise<boolean[] | undefined> {
   const now = new Date();
   const moves = rounds(events);

@@ -1,5 +1,5 @@
-import { type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { ALWAYS, type StatementPart } from '../../db/named-statement.ts';
 import type { EmailStatus } from './email-status.ts';
 
 /**
@@ -31,12 +31,13 @@ export type StatusChangeListener = ((
 ) => Promise<void>) & {
   /**
    * Optional: an SQL condition that is true exactly when moving emails of `teamIds` to `statuses`
-   * would make the listener write nothing (e.g. no webhook subscribed). A writer may then record
-   * the moves in one statement outside a transaction, every part of it conditional on this
-   * condition, and not call the listener — the condition and the moves read one snapshot, as the
-   * listener's own query in the writer's transaction would.
+   * would make the listener write nothing (e.g. no webhook subscribed), as a statement part built
+   * once (StatementPart). A writer may then record the moves in one statement outside a
+   * transaction, every part of it conditional on this condition, and not call the listener — the
+   * condition and the moves read one snapshot, as the listener's own query in the writer's
+   * transaction would.
    */
-  idleWhen?: (teamIds: readonly string[], statuses: readonly EmailStatus[]) => SQL;
+  idleWhen?: (teamIds: readonly string[], statuses: readonly EmailStatus[]) => StatementPart;
 };
 
 let listener: StatusChangeListener | undefined;
@@ -67,7 +68,7 @@ export async function notifyStatusChange(tx: Executor, emails: readonly StatusCh
 export function statusChangeIdleCondition(
   teamIds: readonly string[],
   statuses: readonly EmailStatus[],
-): SQL | undefined {
-  if (!listener) return sql`true`;
+): StatementPart | undefined {
+  if (!listener) return ALWAYS;
   return listener.idleWhen?.(teamIds, statuses);
 }

@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableName, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
-import { NamedStatement, poolOf } from '../../db/named-statement.ts';
+import { NamedStatement, poolOf, type StatementPart } from '../../db/named-statement.ts';
 import { nextRowVersion } from '../../db/row-version.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
 import { STALE_BACKLOG_MIN_ROWS, statisticsAreStale } from '../../db/stale-statistics.ts';
@@ -114,6 +114,12 @@ export interface OutboxSettlement {
 export const PREVIOUS_SECRETS_KEPT = 3;
 
 /** SQL for webhooks and their delivery records; every query is scoped by team. */
+/** {@link webhookRepository.noActiveSubscriber}'s condition, built once. */
+const NO_ACTIVE_SUBSCRIBER = sql`not exists (select 1 from ${webhooks}
+    where ${webhooks.teamId} = any(${sql.placeholder('idleTeamIds')}::text[])
+      and ${webhooks.isActive} and ${webhooks.events} && ${sql.placeholder('idleEvents')}::text[])`;
+const NO_ACTIVE_SUBSCRIBER_KEY = 'webhooks.noActiveSubscriber';
+
 export const webhookRepository = {
   /**
    * Inserts `row` unless its team already has `limit` webhooks (active or not); `undefined` then.
@@ -256,13 +262,17 @@ export const webhookRepository = {
   },
 
   /**
-   * An SQL condition, true when no active webhook of `teamIds` subscribes to any of `events` (the
-   * rows {@link activeSubscribers} would find with one of those events): evaluated in the caller's
-   * statement and snapshot.
+   * A condition, true when no active webhook of `teamIds` subscribes to any of `events` (the rows
+   * {@link activeSubscribers} would find with one of those events), evaluated in the caller's
+   * statement and snapshot: a part built once, its values the placeholders `idleTeamIds` and
+   * `idleEvents` (StatementPart).
    */
-  noActiveSubscriber(teamIds: readonly string[], events: readonly string[]): SQL {
-    return sql`not exists (select 1 from ${webhooks} where ${webhooks.teamId} = any(${sql.param([...teamIds])}::text[])
-      and ${webhooks.isActive} and ${webhooks.events} && ${sql.param([...events])}::text[])`;
+  noActiveSubscriber(teamIds: readonly string[], events: readonly string[]): StatementPart {
+    return {
+      key: NO_ACTIVE_SUBSCRIBER_KEY,
+      sql: NO_ACTIVE_SUBSCRIBER,
+      values: { idleTeamIds: [...teamIds], idleEvents: [...events] },
+    };
   },
 
   /**
