@@ -239,13 +239,23 @@ describe('access matrix over every route', () => {
   /**
    * Reads every sample resource as the owner, failing when one is gone: the API key, adapter and
    * template (with its versions), the member and invitation in their lists, the uploaded image at
-   * its public URL, and how many templates and logs the team has (a duplicate or resend adds one).
+   * its public URL, the sample webhook's delivery records (a test or redeliver adds one), and how
+   * many templates and logs the team and the other team have (a duplicate or resend adds one, in
+   * the team of the caller it was made for). The counts are the lists' `total`: the lists are
+   * paginated objects, whose `.length` was undefined, so a duplicate or resend made by a refused
+   * call went unseen (review finding, session 22).
    */
   async function readSamples() {
-    const get = async (url: string) => {
-      const response = await ctx.app.inject({ method: 'GET', url, headers: sessionHeaders(ctx.app, owner) });
-      expect(response.statusCode, `owner GET ${url}: ${response.body}`).toBe(200);
+    const getAs = async (user: { cookie: string }, url: string) => {
+      const response = await ctx.app.inject({ method: 'GET', url, headers: sessionHeaders(ctx.app, user) });
+      expect(response.statusCode, `GET ${url}: ${response.body}`).toBe(200);
       return response.json().data;
+    };
+    const get = (url: string) => getAs(owner, url);
+    const totalOf = async (user: { cookie: string }, url: string): Promise<number> => {
+      const { total } = (await getAs(user, url)) as { total: unknown };
+      expect(typeof total, `GET ${url} answers a page with a total`).toBe('number');
+      return total as number;
     };
     const members: Array<{ userId: string; role: string }> = await get('/api/team/members');
     const invitations: Array<{ id: string }> = await get('/api/team/invitations');
@@ -263,8 +273,11 @@ describe('access matrix over every route', () => {
       template: await get(`/api/templates/${ids.templates}`),
       webhook: await get(`/api/webhooks/${ids.webhooks}`),
       versions: await get(`/api/templates/${ids.templates}/versions`),
-      templateCount: ((await get('/api/templates')) as unknown[]).length,
-      logCount: ((await get('/api/logs')) as unknown[]).length,
+      deliveryCount: ((await get(`/api/webhooks/${ids.webhooks}/deliveries`)) as unknown[]).length,
+      templateCount: await totalOf(owner, '/api/templates'),
+      logCount: await totalOf(owner, '/api/logs'),
+      otherTeamTemplateCount: await totalOf(stranger, '/api/templates'),
+      otherTeamLogCount: await totalOf(stranger, '/api/logs'),
       suppressions: await get('/api/suppressions'),
       member,
       invitations,

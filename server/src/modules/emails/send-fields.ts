@@ -20,10 +20,10 @@ export interface SendFieldRows {
   options: typeof emailSendOptions.$inferInsert | undefined;
   attachments: (typeof emailAttachments.$inferInsert)[];
   /**
-   * Copy the attachments of email `emailId` (a resend), in the same transaction: `count` of them,
-   * as many as the resend read.
+   * Copy the attachments of email `emailId` of team `teamId` (a resend, always of the sending
+   * team's own email), in the same transaction: `count` of them, as many as the resend read.
    */
-  copyAttachmentsOf: { emailId: string; count: number } | undefined;
+  copyAttachmentsOf: { teamId: string; emailId: string; count: number } | undefined;
 }
 
 /** What the worker adds to the message, carried in the `email.send` job (no extra query). */
@@ -109,7 +109,9 @@ export function sendFieldRows(
       };
     }),
     copyAttachmentsOf:
-      copied && extra.copyAttachmentsOf ? { emailId: extra.copyAttachmentsOf, count: copyCount } : undefined,
+      copied && extra.copyAttachmentsOf
+        ? { teamId: ids.teamId, emailId: extra.copyAttachmentsOf, count: copyCount }
+        : undefined,
   };
   for (const [index, pdf] of pdfs.entries()) {
     rows.attachments.push({
@@ -139,9 +141,11 @@ export function sendFieldRows(
 /**
  * Writes the {@link SendFieldRows} of a batch of accepted sends inside `tx` (after their logs):
  * one insert for the options, one for new attachments, one copy per resent email's attachments.
+ * A copy reads only attachments of its own team (`copyAttachmentsOf.teamId`, the sending team).
  * @throws NOT_FOUND ('Email', what the resend of a missing email answers) when a copy finds fewer
- *   attachments than the resend read: the original was deleted meanwhile (LOG_RETENTION_DAYS), and
- *   the resend would have been sent without them (review finding diff19 2). The accept batcher
+ *   attachments than the resend read (another team's email has none to give): the original was
+ *   deleted meanwhile (LOG_RETENTION_DAYS), and the resend would have been sent without them
+ *   (review finding diff19 2). The accept batcher
  *   then fails that send alone (db/group-commit.ts), with nothing of it written.
  */
 export async function writeSendFields(
@@ -158,11 +162,13 @@ export async function writeSendFields(
     const copy = row.copyAttachmentsOf;
     if (!copy) continue;
     const target = row.emailId;
+    // Only the sending team's own attachments, and stored as its own: every query names its team
+    // (review finding, session 22: this copy read the source email's attachments by id alone).
     const result = await tx.execute(sql`
       insert into ${emailAttachments} (id, team_id, email_id, position, filename, content_type, size, content)
-      select 'att_' || replace(gen_random_uuid()::text, '-', ''), team_id, ${target}, position, filename,
+      select 'att_' || replace(gen_random_uuid()::text, '-', ''), ${copy.teamId}, ${target}, position, filename,
         content_type, size, content
-      from ${emailAttachments} where email_id = ${copy.emailId}`);
+      from ${emailAttachments} where team_id = ${copy.teamId} and email_id = ${copy.emailId}`);
     if (((result as { rowCount?: number | null }).rowCount ?? 0) < copy.count) throw notFound('Email');
   }
 }
