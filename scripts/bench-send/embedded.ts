@@ -8,7 +8,7 @@
  * resident pages (its PSS with nothing else running, see treeResidentBytes); the ≤ 150 MB target
  * is judged on the latter when /proc/<pid>/pagemap is readable (root), else on PSS.
  */
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { formatLoad, measureLoad, perSecond } from './load.ts';
@@ -56,7 +56,6 @@ export async function embeddedPhase(o: {
     o.root,
     'all',
     postwrightEnv({ DATA_DIR: dataDir, SETUP_TOKEN: o.setupToken, PORT: String(port), BASE_URL: baseUrl }),
-    startScriptNodeFlags(o.root),
   );
   o.children.push(child);
   await waitReady(baseUrl, child);
@@ -124,14 +123,4 @@ function memoryOf(pid: number): { judged: number; text: string } {
   return alone === undefined
     ? { judged: memory.pss, text: `${head}, distinct pages unknown (pagemap needs root)` }
     : { judged: alone, text: `${head}, alone (distinct pages) ${megabytes(alone)}` };
-}
-
-/** The Node.js flags of the checkout's `npm start` script (e.g. `--max-semi-space-size=16`), so the phase runs what users run. */
-function startScriptNodeFlags(root: string): string[] {
-  const scripts = (
-    JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
-      scripts?: Record<string, string>;
-    }
-  ).scripts;
-  return (scripts?.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
 }

@@ -84,7 +84,10 @@ export function postwrightEnv(env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 /**
- * Starts `postwright start --role <role>` from the checkout at `root` (`nodeArgs`, e.g. `--cpu-prof`).
+ * Starts `postwright start --role <role>` from the checkout at `root` as `npm start -- --role <role>`
+ * runs it: with the start script's Node.js flags ({@link startScriptNodeFlags}), then `extraNodeArgs`
+ * (e.g. `--cpu-prof`). Before session 22 the api and worker phases ran without the start script's
+ * flags (`--max-semi-space-size`, `--v8-pool-size`), so they measured a process users do not run.
  * With BENCH_CPU_PROF_DIR set, the child also runs with `--cpu-prof` and writes its V8 CPU profile
  * (`*.cpuprofile`) there on exit.
  */
@@ -96,6 +99,7 @@ export function startPostwright(
 ): Child {
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const nodeArgs = [
+    ...startScriptNodeFlags(root),
     ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(profileDir)}`] : []),
     ...extraNodeArgs,
   ];
@@ -298,4 +302,14 @@ export function residentBreakdown(
     processes.push(own);
   }
   return readable ? { total: frames.size * PAGE, processes } : undefined;
+}
+
+/** The Node.js flags of the checkout's `npm start` script (e.g. `--max-semi-space-size=16`), so a phase runs what users run. */
+export function startScriptNodeFlags(root: string): string[] {
+  const scripts = (
+    JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+      scripts?: Record<string, string>;
+    }
+  ).scripts;
+  return (scripts?.start ?? '').split(/\s+/).filter((word) => word.startsWith('--'));
 }
