@@ -66,6 +66,20 @@ describe('teams and members', () => {
     );
   });
 
+  it('creates teams of one name at the same time, each with its own slug (never 500)', async () => {
+    // Review finding, session 22: concurrent creations of one name chose the same free slug, and
+    // the loser's unique violation on teams.slug was answered 500 INTERNAL_ERROR.
+    const owner = await setupOwner(app());
+    const name = `Race ${randomBytes(4).toString('hex')}`;
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, () => asUser(app(), owner, 'POST', '/api/teams', { name })),
+    );
+    for (const response of responses) expect(response.statusCode, response.body).toBe(201);
+    const slugs = responses.map((response) => response.json().data.slug).sort();
+    const base = slugs[0];
+    expect(slugs).toEqual([base, ...Array.from({ length: 7 }, (_, i) => `${base}-${i + 2}`)].sort());
+  });
+
   it('switches the active team; resource endpoints then work on it, and a non-member gets 404', async () => {
     const owner = await setupOwner(app());
     const keyInFirst = await buildApiKey(app(), owner, { name: 'First team key' });

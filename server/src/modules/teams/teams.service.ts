@@ -1,4 +1,5 @@
 import type { Database, Executor } from '../../db/client.ts';
+import { isUniqueViolation } from '../../db/errors.ts';
 import { AppError, notFound } from '../../http/errors.ts';
 import type { SessionPrincipal } from '../../http/principal.ts';
 import { firstFreeSlug, slugify } from '../../slug.ts';
@@ -16,8 +17,12 @@ import type { TeamView } from './teams.schema.ts';
 
 /** Longest slug generated from a team name (as the first-run setup does). */
 const TEAM_SLUG_MAX_LENGTH = 48;
-/** Slug attempts before giving up when concurrent creations keep taking the chosen one. */
-const SLUG_ATTEMPTS = 3;
+/**
+ * Slug attempts before giving up when concurrent creations keep taking the chosen one: each lost
+ * attempt means another creation took that slug, so N creations of one name at once all succeed
+ * while N ≤ this (as templates.service.ts GENERATED_SLUG_TRIES; it was 3, review finding, session 22).
+ */
+const SLUG_ATTEMPTS = 20;
 
 /** The teams `userId` belongs to with their role in each, oldest membership first. */
 export async function listTeams(db: Executor, userId: string): Promise<TeamView[]> {
@@ -30,8 +35,11 @@ export async function listTeams(db: Executor, userId: string): Promise<TeamView[
  * owner"), through better-auth's `createOrganization` with the caller's request `headers`. The
  * slug comes from the name, made unique across the instance with `-2`, `-3`, … The session's
  * active team does not change: `POST /api/auth/switch-team` moves to the new team.
- * @throws errors of better-auth in our codes (see {@link fromAuthApiError}); INTERNAL_ERROR when no
- *   free slug was found after a few concurrent collisions.
+ * @throws errors of better-auth in our codes (see {@link fromAuthApiError}); CONFLICT (409) with
+ *   `details.reason = "SLUG_CONTENTION"` when concurrent creations took every slug chosen in
+ *   {@link SLUG_ATTEMPTS} tries (a retry gets the next free one). Review finding, session 22: a
+ *   creation that lost the race at the insert (unique violation on `teams_slug_unique`, not
+ *   better-auth's own look-up) was answered 500 INTERNAL_ERROR, and so was running out of tries.
  */
 export async function createTeam(
   deps: { db: Database; auth: Auth },
@@ -54,12 +62,16 @@ export async function createTeam(
         createdAt: team.createdAt.toISOString(),
       };
     } catch (error) {
-      // Another team took the slug between our look-up and better-auth's: look again.
+      // Another team took the slug between our look-up and better-auth's (its own check, or its
+      // insert when both checks passed at once): look again.
       if (authErrorCode(error) === 'ORGANIZATION_ALREADY_EXISTS') continue;
+      if (isUniqueViolation(error, 'teams_slug_unique')) continue;
       throw fromAuthApiError(error);
     }
   }
-  throw new AppError('INTERNAL_ERROR', 'Could not find a free team slug');
+  throw new AppError('CONFLICT', 'Teams of this name are being created at the same time: try again', {
+    reason: 'SLUG_CONTENTION',
+  });
 }
 
 /**
