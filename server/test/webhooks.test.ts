@@ -167,6 +167,32 @@ describe('outbound webhooks (issue #11)', () => {
     expectError(await dashboardCall(ctx.app, owner, 'GET', `/api/webhooks/${created.id}`), 404, 'NOT_FOUND');
   });
 
+  it('refuses a URL with port 0, which no delivery can reach, on create and update', async () => {
+    // Review finding, session 22: it was saved, and every delivery then failed to connect.
+    for (const url of ['https://hooks.example.test:0/in', 'http://127.0.0.1:00/in']) {
+      const error = expectError(
+        await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+          name: 'x',
+          url,
+          events: ['email.sent'],
+        }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(error.details.issues).toEqual([{ path: 'body.url', message: 'must not name port 0' }]);
+    }
+    const webhook = await buildWebhook(['email.sent']);
+    const update = expectError(
+      await dashboardCall(ctx.app, owner, 'PUT', `/api/webhooks/${webhook.id}`, {
+        url: 'https://hooks.example.test:0/',
+      }),
+      400,
+      'VALIDATION_ERROR',
+    );
+    expect(update.details.issues).toEqual([{ path: 'body.url', message: 'must not name port 0' }]);
+    expect((await webhookOf(webhook.id)).url).toBe(receiver.url(webhook.path));
+  });
+
   it('a team holds at most WEBHOOKS_PER_TEAM webhooks, also when they are created at once; deleting one makes room', async () => {
     // One status change writes a delivery per matching webhook: unbounded, a team could make
     // every send write thousands of rows on the shared worker (review finding, session 15).

@@ -73,14 +73,19 @@ function toDeliveryView(row: Omit<WebhookDeliveryRow, 'teamId'>): DeliveryView {
 
 /**
  * Checks a webhook URL when it is saved: absolute http(s) without credentials, https under
- * NODE_ENV=production (spec "Webhook"), and an IP-literal host must pass the outbound policy (a
- * name is checked on every request instead, where its current DNS answer counts).
+ * NODE_ENV=production (spec "Webhook"), not port 0 (no connection can be made to it: such a URL was
+ * saved and every delivery then failed; review finding, session 22), and an IP-literal host must
+ * pass the outbound policy (a name is checked on every request instead, where its current DNS
+ * answer counts).
  * @throws VALIDATION_ERROR (400) with details.issues [{path: 'body.url', message}].
  */
 async function checkUrl(url: string, config: WebhookServiceDeps['config']): Promise<void> {
   const problem = webhookUrlProblem(url, httpsRequired());
   if (problem) throw validationError([{ path: 'body.url', message: problem }]);
-  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  const parsed = new URL(url);
+  // URL gives the port in plain digits (":00" is "0") and "" for the scheme's default.
+  if (parsed.port === '0') throw validationError([{ path: 'body.url', message: 'must not name port 0' }]);
+  const host = parsed.hostname.replace(/^\[|\]$/g, '');
   if (!isIP(host)) return;
   try {
     await resolveWebhookHost(host, { allowPrivate: config.WEBHOOKS_ALLOW_PRIVATE });
