@@ -194,6 +194,69 @@ describe('input edges: bodies, queries and raw requests', () => {
     });
   });
 
+  it('says what is wrong with a recipient list, tags or a log range bound, not just "Invalid input"', async () => {
+    // Review finding, session 22: a field that takes one of two shapes (an address or a list,
+    // labels or a map, a date or a date-time) answered any mistake with zod's bare "Invalid input".
+    const team = await createTeamWithKey(ctx.app);
+    const issuesOf = async (response: { statusCode: number; body: string; json: () => any }) =>
+      expectError(response, 400, 'VALIDATION_ERROR').details.issues;
+    const sendWith = (extra: Record<string, unknown>) =>
+      send(ctx.app, team.key, { templateId: team.templateId, to: 'a@example.test', ...extra });
+    const many = Array.from({ length: 51 }, (_, i) => `r${i}@example.test`);
+    expect(await issuesOf(await sendWith({ to: many }))).toEqual([
+      { path: 'body.to', message: 'Too big: expected array to have <=50 items' },
+    ]);
+    expect(await issuesOf(await sendWith({ cc: many }))).toEqual([
+      { path: 'body.cc', message: 'Too big: expected array to have <=50 items' },
+    ]);
+    expect(await issuesOf(await sendWith({ to: 5 }))).toEqual([
+      { path: 'body.to', message: 'must be an email address or a list of them' },
+    ]);
+    expect(await issuesOf(await sendWith({ tags: { 'a b': 'c' } }))).toEqual([
+      { path: 'body.tags', message: 'Invalid key in record: "a b"' },
+    ]);
+    expect(await issuesOf(await sendWith({ tags: 'x' }))).toEqual([
+      { path: 'body.tags', message: 'must be a list of labels or an object of label names to values' },
+    ]);
+    // A batch item says the same at its own path.
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': team.key },
+      payload: { emails: [{ templateId: team.templateId, to: many }] },
+    });
+    expect(batch.statusCode, batch.body).toBe(202);
+    expect(batch.json().data.results[0].error.details.issues).toEqual([
+      { path: 'body.emails.0.to', message: 'Too big: expected array to have <=50 items' },
+    ]);
+    for (const url of ['/api/logs?from=2026-13-01', '/api/logs/stats?to=2026-01-01T24:00:00Z']) {
+      const [issue] = await issuesOf(await call('GET', url));
+      expect(issue.message, url).toBe(
+        'must be an ISO 8601 date (2026-11-27) or date-time with its offset (2026-11-27T10:00:00Z)',
+      );
+    }
+  });
+
+  it('reports a value of the wrong type once, without the length checks of the type it should have', async () => {
+    // Review finding, session 22: `"name": []` also got "Too small: expected array to have >=1
+    // items", as if an array were wanted (zod 4 still runs a string's checks on another type).
+    const error = expectError(await call('POST', '/api/api-keys', '{"name":[]}'), 400, 'VALIDATION_ERROR');
+    expect(error.details.issues).toEqual([
+      { path: 'body.name', message: 'Invalid input: expected string, received array' },
+    ]);
+    const team = await createTeamWithKey(ctx.app);
+    const batch = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/send/batch',
+      headers: { 'x-api-key': team.key },
+      payload: { emails: [{ templateId: team.templateId, to: 'a@example.test', from: ['a'] }] },
+    });
+    expect(batch.statusCode, batch.body).toBe(202);
+    expect(batch.json().data.results[0].error.details.issues).toEqual([
+      { path: 'body.emails.0.from', message: 'Invalid input: expected string, received array' },
+    ]);
+  });
+
   it('answers an unknown Expect header with 400 in the envelope', async () => {
     const raw = await rawExchange(
       'POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: nope\r\n\r\n{}',

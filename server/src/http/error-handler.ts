@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isClientDataError, isTeamForeignKeyViolation, withoutQueryParameters } from '../db/errors.ts';
-import { AppError, ERROR_STATUS, type ErrorCode } from './errors.ts';
+import { AppError, ERROR_STATUS, type ErrorCode, withoutChecksAfterTypeErrors } from './errors.ts';
 
 /** Fastify's own client-error codes and what the envelope says for each. */
 const FASTIFY_CLIENT_ERRORS: Record<string, { code: ErrorCode; reason: string; message: string }> = {
@@ -112,9 +112,18 @@ export function toAppError(error: unknown, request: FastifyRequest): AppError {
     const issues = error.validation.map((v) => {
       const where = v.instancePath.replace(/^\//, '').replaceAll('/', '.');
       const context = error.validationContext ?? 'body';
-      return { path: where ? `${context}.${where}` : context, message: v.message ?? 'invalid' };
+      return {
+        path: where ? `${context}.${where}` : context,
+        message: v.message ?? 'invalid',
+        typeError: v.keyword === 'invalid_type',
+      };
     });
-    return new AppError('VALIDATION_ERROR', 'Request validation failed', { issues });
+    return new AppError('VALIDATION_ERROR', 'Request validation failed', {
+      issues: withoutChecksAfterTypeErrors(issues, (issue) => issue.typeError).map(({ path, message }) => ({
+        path,
+        message,
+      })),
+    });
   }
   const fastifyError = error as Partial<FastifyError>;
   const known = fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined;

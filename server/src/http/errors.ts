@@ -56,6 +56,20 @@ export interface ValidationIssue {
   message: string;
 }
 
+/**
+ * `issues` without those at the path of a type error ("expected string, received array"), the
+ * type errors kept, order kept. zod 4 still runs a field's checks on a value of another type, so
+ * `"name": []` also said "Too small: expected array to have >=1 items", as if an array were wanted
+ * (review finding, session 22). `isTypeError` tells zod's `invalid_type` issues.
+ */
+export function withoutChecksAfterTypeErrors<T extends ValidationIssue>(
+  issues: readonly T[],
+  isTypeError: (issue: T) => boolean,
+): T[] {
+  const mistyped = new Set(issues.filter(isTypeError).map((issue) => issue.path));
+  return issues.filter((issue) => isTypeError(issue) || !mistyped.has(issue.path));
+}
+
 /** 400 VALIDATION_ERROR with `details.issues = [{path, message}]`. */
 export function validationError(issues: ValidationIssue[], message = 'Request validation failed'): AppError {
   return new AppError('VALIDATION_ERROR', message, { issues });

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { isClientDataError, isTeamForeignKeyViolation, withoutQueryParameters } from '../../db/errors.ts';
-import { AppError } from '../../http/errors.ts';
+import { AppError, withoutChecksAfterTypeErrors } from '../../http/errors.ts';
 import type { SendInput } from './emails.schema.ts';
 import { type AcceptedSend, type AcceptSendDeps, prepareSend, templateGoneError } from './send.service.ts';
 import { batchPdfBudget } from './send-pdfs.ts';
@@ -76,12 +76,16 @@ export async function acceptSendBatch(
     emails.map(async (raw, index) => {
       const parsed = schema.safeParse(raw);
       if (!parsed.success) {
+        const issues = parsed.error.issues.map((issue) => ({
+          path: ['body', 'emails', index, ...issue.path].join('.'),
+          message: issue.message,
+          typeError: issue.code === 'invalid_type',
+        }));
         results[index] = errorItem(
           new AppError('VALIDATION_ERROR', 'Request validation failed', {
-            issues: parsed.error.issues.map((issue) => ({
-              path: ['body', 'emails', index, ...issue.path].join('.'),
-              message: issue.message,
-            })),
+            issues: withoutChecksAfterTypeErrors(issues, (issue) => issue.typeError).map(
+              ({ path, message }) => ({ path, message }),
+            ),
           }),
         );
         return;

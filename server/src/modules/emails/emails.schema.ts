@@ -4,7 +4,7 @@ import { mailboxSchema } from '../../providers/mailbox-address.ts';
 import { type VariablesLimits, variablesSchema } from '../rendering/index.ts';
 import { recipientView } from './email-recipients.ts';
 import { EMAIL_STATUSES } from './email-status.ts';
-import { checkSendFields, sendFieldsShape, storedText } from './send-fields.schema.ts';
+import { checkSendFields, mailboxes, sendFieldsShape, storedText } from './send-fields.schema.ts';
 import { sendFieldsViewShape } from './send-fields.ts';
 import { MAX_PDF_ATTACHMENTS } from './send-pdfs.ts';
 
@@ -22,7 +22,7 @@ export function sendBodySchema(limits: VariablesLimits) {
   return z
     .object({
       templateId: storedText(200),
-      to: z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(MAX_RECIPIENTS)]),
+      to: mailboxes(MAX_RECIPIENTS),
       variables: variables.optional(),
       from: mailboxSchema.optional(),
       pdfAttachments: z
@@ -64,10 +64,15 @@ const LAST_INSTANT_MS = 253_402_300_799_999;
  * see emails.repository.ts `createdWithin`), between 1970 and 9999 (an instant outside failed in
  * the database as unsupported data; review finding, session 15).
  */
-const isoDate = z.union([z.iso.datetime({ offset: true }), z.iso.date()]).refine((value) => {
-  const at = Date.parse(value);
-  return at >= 0 && at <= LAST_INSTANT_MS;
-}, 'must lie between 1970-01-01 and 9999-12-31 (UTC)');
+const isoDate = z
+  .union([z.iso.datetime({ offset: true }), z.iso.date()], {
+    // Not zod's "Invalid input" (review finding, session 22).
+    error: 'must be an ISO 8601 date (2026-11-27) or date-time with its offset (2026-11-27T10:00:00Z)',
+  })
+  .refine((value) => {
+    const at = Date.parse(value);
+    return at >= 0 && at <= LAST_INSTANT_MS;
+  }, 'must lie between 1970-01-01 and 9999-12-31 (UTC)');
 
 export const logListQuery = paginationQuery.extend({
   status: z.enum(EMAIL_STATUSES).optional(),

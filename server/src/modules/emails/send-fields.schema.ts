@@ -73,8 +73,30 @@ export const storedText = (max: number) => z.string().min(1).max(max).refine(has
 /** A header-safe text of at most `max` characters (no control characters, see isHeaderText). */
 const headerText = (max: number) => z.string().max(max).refine(isHeaderText, HEADER_TEXT_MESSAGE);
 
-/** One mailbox or a list of them (like `to`). */
-const mailboxes = (max: number) => z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(max)]);
+/**
+ * zod's `error` option for a union (a field of two shapes): when the value had the type of one
+ * option only, that option's first issue ("Too big: expected array to have <=50 items", `Invalid
+ * key in record: "a b"`), else `fallback` (the value had neither type, or fits both). zod's own
+ * message for both cases was a bare "Invalid input" (review finding, session 22).
+ * @returns the issue's message, or undefined for an issue that is not the union's own.
+ */
+export function unionIssueMessage(fallback: string) {
+  return (issue: z.core.$ZodRawIssue): string | undefined => {
+    if (issue.code !== 'invalid_union') return undefined;
+    const typed = issue.errors.filter(
+      (issues) => !issues.every((inner) => inner.code === 'invalid_type' && inner.path.length === 0),
+    );
+    const first = typed.length === 1 ? typed[0]?.[0] : undefined;
+    if (!first) return fallback;
+    return first.path.length === 0 ? first.message : `${first.message}: "${first.path.join('.')}"`;
+  };
+}
+
+/** One mailbox or a list of 1 to `max` of them (like `to`). */
+export const mailboxes = (max: number) =>
+  z.union([mailboxSchema, z.array(mailboxSchema).min(1).max(max)], {
+    error: unionIssueMessage('must be an email address or a list of them'),
+  });
 
 /** A header field name (RFC 5322 §3.6.8: printable US-ASCII except colon). */
 const headerName = z
@@ -139,21 +161,24 @@ export const sendFieldsShape = {
       'Extra header lines (≤ 50). Refused: From, Sender, To, Cc, Bcc, Reply-To, Subject, Date, Message-ID, MIME-Version, Content-*, Resent-*, Return-Path, Received, DKIM-Signature',
     ),
   tags: z
-    .union([
-      // Issue #10's "string list": labels, to each provider's own tag field.
-      z
-        .array(headerText(256).min(1))
-        .max(MAX_MAP_ENTRIES)
-        .refine((labels) => new Set(labels).size === labels.length, 'each tag at most once'),
-      stringMap(
+    .union(
+      [
+        // Issue #10's "string list": labels, to each provider's own tag field.
         z
-          .string()
-          .min(1)
-          .max(64)
-          .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
-        headerText(256),
-      ),
-    ])
+          .array(headerText(256).min(1))
+          .max(MAX_MAP_ENTRIES)
+          .refine((labels) => new Set(labels).size === labels.length, 'each tag at most once'),
+        stringMap(
+          z
+            .string()
+            .min(1)
+            .max(64)
+            .regex(/^[A-Za-z0-9_-]+$/, 'tag names use letters, digits, "_" and "-"'),
+          headerText(256),
+        ),
+      ],
+      { error: unionIssueMessage('must be a list of labels or an object of label names to values') },
+    )
     .optional()
     .describe(
       "Tags: a list of labels (each provider's tag field: Resend/SES tags, SendGrid categories, Mailgun o:tag, Postmark Tag), or labels name → value (Resend/SES tags, SendGrid custom_args, Mailgun v: variables, Postmark Metadata)",
