@@ -193,6 +193,40 @@ describe('outbound webhooks (issue #11)', () => {
     expect((await webhookOf(webhook.id)).url).toBe(receiver.url(webhook.path));
   });
 
+  it('refuses a URL whose host no resolver takes (empty or hyphen-edged labels, a label over 63)', async () => {
+    // Review finding, session 22: URL parsing takes these hosts, so they were saved and every
+    // delivery failed at DNS.
+    for (const url of [
+      'https://a..b/in',
+      'https://-a.example.test/in',
+      `https://${'a'.repeat(64)}.example.test/in`,
+    ]) {
+      const error = expectError(
+        await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+          name: 'x',
+          url,
+          events: ['email.sent'],
+        }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      expect(error.details.issues, url).toEqual([
+        {
+          path: 'body.url',
+          message: 'must name a valid host (labels of letters, digits and inner hyphens) or an IP address',
+        },
+      ]);
+    }
+    // An internationalised name is taken (URL gives its xn-- form).
+    const created = await dashboardCall(ctx.app, owner, 'POST', '/api/webhooks', {
+      name: 'idn',
+      url: 'https://bücher.example.test/in',
+      events: ['email.sent'],
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    await dashboardCall(ctx.app, owner, 'DELETE', `/api/webhooks/${created.json().data.id}`);
+  });
+
   it('a team holds at most WEBHOOKS_PER_TEAM webhooks, also when they are created at once; deleting one makes room', async () => {
     // One status change writes a delivery per matching webhook: unbounded, a team could make
     // every send write thousands of rows on the shared worker (review finding, session 15).

@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
+import { isHostOrAddress } from '../../host-name.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -86,6 +87,17 @@ async function checkUrl(url: string, config: WebhookServiceDeps['config']): Prom
   // URL gives the port in plain digits (":00" is "0") and "" for the scheme's default.
   if (parsed.port === '0') throw validationError([{ path: 'body.url', message: 'must not name port 0' }]);
   const host = parsed.hostname.replace(/^\[|\]$/g, '');
+  // WHATWG URL takes `a..b`, `-a.test` or a 64-character label as a host; no resolver does, so
+  // every delivery would fail (review finding, session 22). An internationalised name is already
+  // in its xn-- form here.
+  if (!isHostOrAddress(host)) {
+    throw validationError([
+      {
+        path: 'body.url',
+        message: 'must name a valid host (labels of letters, digits and inner hyphens) or an IP address',
+      },
+    ]);
+  }
   if (!isIP(host)) return;
   try {
     await resolveWebhookHost(host, { allowPrivate: config.WEBHOOKS_ALLOW_PRIVATE });
