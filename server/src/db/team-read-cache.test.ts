@@ -83,3 +83,63 @@ describe('TeamReadCache lifetime (review finding, session 18)', () => {
     expect(loads).toBe(4);
   });
 });
+
+describe('TeamReadCache: concurrent misses share one load (review finding, session 22)', () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('loads a key once for every caller that misses it while the load is under way', async () => {
+    // bench:send's batch endpoint: 100 sends of one template loaded it 100 times at once.
+    const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 1_000 });
+    let loads = 0;
+    const load = async () => {
+      loads++;
+      await sleep(50);
+      return { n: loads };
+    };
+    const values = await Promise.all(Array.from({ length: 20 }, () => cache.get('team', 'a', load)));
+    expect(loads).toBe(1);
+    expect(new Set(values).size).toBe(1);
+    // Another key, or another team's, has its own load.
+    await Promise.all([cache.get('team', 'b', load), cache.get('other', 'a', load)]);
+    expect(loads).toBe(3);
+  });
+
+  it('does not join a load that a forget came after, nor one older than the lifetime', async () => {
+    const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 200 });
+    let loads = 0;
+    const load = (ms: number) => async () => {
+      loads++;
+      const n = loads;
+      await sleep(ms);
+      return { n };
+    };
+    const first = cache.get('team', 'a', load(100));
+    cache.forgetTeam('team');
+    // Its value may predate the change the forget announced: a new load.
+    const second = cache.get('team', 'a', load(0));
+    expect([(await first).n, (await second).n]).toEqual([1, 2]);
+
+    const slow = cache.get('team', 'c', load(400));
+    await sleep(250);
+    // 250 ms into a load, more than the 200 ms an entry lives: a fresh load.
+    const fresh = cache.get('team', 'c', load(0));
+    expect([(await slow).n, (await fresh).n]).toEqual([3, 4]);
+  });
+
+  it('gives every caller sharing a load its error, and keeps nothing', async () => {
+    const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 1_000 });
+    let loads = 0;
+    const failing = async () => {
+      loads++;
+      await sleep(20);
+      throw new Error('database gone');
+    };
+    const results = await Promise.allSettled([
+      cache.get('team', 'a', failing),
+      cache.get('team', 'a', failing),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected']);
+    expect(loads).toBe(1);
+    expect(await cache.get('team', 'a', async () => ({ n: 7 }))).toEqual({ n: 7 });
+  });
+});

@@ -8,12 +8,21 @@ import { LRUCache } from 'lru-cache';
  * review finding, session 18); a load that took `ttlMs` or longer is not stored. Writers in this process call {@link TeamReadCache.forgetTeam} after their
  * transaction commits, so this process sees its own changes at once; another process (a second
  * `--role api`) sees them within `ttlMs`. Misses and errors are not cached.
+ * Concurrent misses of one key share one load (single flight) while that load is younger than
+ * `ttlMs` and no forget came after its start: what it returns is as fresh as a hit would be.
+ * Session 22 (bench:send, the batch endpoint): a batch of 100 sends of one template missed together
+ * and loaded the template, its version and the adapter 100 times each; those loads queued on the
+ * pool past `ttlMs`, so none was kept and the next batch missed again (8,473 template reads for
+ * ~12,000 accepted emails), and the batch endpoint accepted fewer emails per second than single
+ * sends.
  * Cached values are shared between callers: treat them as read-only.
  */
 export class TeamReadCache<V extends object> {
   readonly #cache: LRUCache<string, V>;
   /** Bumped by every forget: a load that started before it is not stored (it may be stale). */
   #generation = 0;
+  /** Loads under way, by cache key, with the generation and the time (performance.now()) they started. */
+  readonly #loading = new Map<string, { generation: number; started: number; value: Promise<V> }>();
 
   /**
    * @param options.max entries kept (least recently used go first); options.ttlMs their lifetime;
@@ -41,16 +50,33 @@ export class TeamReadCache<V extends object> {
     return this.#cache.calculatedSize;
   }
 
-  /** The cached value of (`teamId`, `key`), or what `load` returns (then cached unless forgotten meanwhile). */
-  async get(teamId: string, key: string, load: () => Promise<V>): Promise<V> {
+  /**
+   * The cached value of (`teamId`, `key`); else the value of a load of it under way (see the class);
+   * else what `load` returns (then cached unless forgotten meanwhile).
+   * @throws what `load` throws (every caller sharing that load gets it; nothing is cached).
+   */
+  get(teamId: string, key: string, load: () => Promise<V>): Promise<V> {
     const cacheKey = `${teamId}\n${key}`;
     const hit = this.#cache.get(cacheKey);
-    if (hit !== undefined) return hit;
+    if (hit !== undefined) return Promise.resolve(hit);
+    const now = performance.now();
+    const underway = this.#loading.get(cacheKey);
+    if (underway && underway.generation === this.#generation && now - underway.started < this.#ttlMs) {
+      return underway.value;
+    }
     const generation = this.#generation;
-    const started = performance.now();
-    const value = await load();
-    const ttl = this.#ttlMs - (performance.now() - started);
-    if (generation === this.#generation && ttl >= 1) this.#cache.set(cacheKey, value, { ttl });
+    // A load that throws at once is a rejection like any other.
+    const value = new Promise<V>((resolve) => resolve(load())).then((loaded) => {
+      const ttl = this.#ttlMs - (performance.now() - now);
+      if (generation === this.#generation && ttl >= 1) this.#cache.set(cacheKey, loaded, { ttl });
+      return loaded;
+    });
+    const entry = { generation, started: now, value };
+    this.#loading.set(cacheKey, entry);
+    const settled = () => {
+      if (this.#loading.get(cacheKey) === entry) this.#loading.delete(cacheKey);
+    };
+    value.then(settled, settled);
     return value;
   }
 
