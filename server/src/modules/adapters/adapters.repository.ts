@@ -1,15 +1,19 @@
 import { and, asc, desc, eq, like, ne, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
+import { preparedPerExecutor } from '../../db/named-statement.ts';
 import { nextRowVersion } from '../../db/row-version.ts';
 import { adapters } from '../../db/schema/index.ts';
 
 export type AdapterRow = typeof adapters.$inferSelect;
 
-/** findMany's prepared statement per database (or transaction) it ran on. */
-const findManyStatements = new WeakMap<
-  Executor,
-  { execute(values: { ids: string[] }): Promise<AdapterRow[]> }
->();
+/** findMany's statement, prepared once per database (or transaction) it runs on. */
+const findManyStatement = preparedPerExecutor((db) =>
+  db
+    .select()
+    .from(adapters)
+    .where(sql`${adapters.id} = any(${sql.placeholder('ids')}::text[])`)
+    .prepare('adapters_find_many'),
+);
 
 /** SQL for adapters; every query is scoped by team. */
 export const adapterRepository = {
@@ -35,17 +39,8 @@ export const adapterRepository = {
   /** The adapters of `refs` that exist in their stated team (others are left out), in no order. */
   async findMany(db: Executor, refs: readonly { teamId: string; id: string }[]): Promise<AdapterRow[]> {
     if (refs.length === 0) return [];
-    // Prepared once per database (the send worker reads each batch's adapters with it; session 22).
-    let prepared = findManyStatements.get(db);
-    if (!prepared) {
-      prepared = db
-        .select()
-        .from(adapters)
-        .where(sql`${adapters.id} = any(${sql.placeholder('ids')}::text[])`)
-        .prepare('adapters_find_many');
-      findManyStatements.set(db, prepared);
-    }
-    const rows = await prepared.execute({ ids: [...new Set(refs.map((ref) => ref.id))] });
+    // Prepared once per database: the send worker reads each batch's adapters with it (session 22).
+    const rows = await findManyStatement(db).execute({ ids: [...new Set(refs.map((ref) => ref.id))] });
     const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
     return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },

@@ -1,7 +1,7 @@
 import { and, asc, count, desc, eq, gte, ilike, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import type { Executor } from '../../db/client.ts';
 import { containsPattern } from '../../db/like-pattern.ts';
-import { NamedStatement, poolOf, type StatementPart } from '../../db/named-statement.ts';
+import { NamedStatement, poolOf, preparedPerExecutor, type StatementPart } from '../../db/named-statement.ts';
 import { emailEvents, emailLogs } from '../../db/schema/index.ts';
 import { newId } from '../../ids.ts';
 import { EMAIL_STATUSES, type EmailStatus, STATUS_TIMESTAMP } from './email-status.ts';
@@ -201,11 +201,14 @@ function transitionsUpdate(
     );
 }
 
-/** findLogs's prepared statement per database (or transaction) it ran on. */
-const findLogsStatements = new WeakMap<
-  Executor,
-  { execute(values: { ids: string[] }): Promise<EmailLogRow[]> }
->();
+/** findLogs's statement, prepared once per database (or transaction) it runs on. */
+const findLogsStatement = preparedPerExecutor((db) =>
+  db
+    .select()
+    .from(emailLogs)
+    .where(idIn(sql`${sql.placeholder('ids')}`))
+    .prepare('email_logs_find_logs'),
+);
 
 /**
  * The statements of {@link emailRepository.applyTransitionsReturningIds}, built once per shape
@@ -362,16 +365,7 @@ export const emailRepository = {
     if (refs.length === 0) return [];
     // Prepared once per database (the send worker reads each batch's logs with it): Drizzle built
     // this select for every batch, about 2 % of the worker's CPU (session 22).
-    let prepared = findLogsStatements.get(db);
-    if (!prepared) {
-      prepared = db
-        .select()
-        .from(emailLogs)
-        .where(idIn(sql`${sql.placeholder('ids')}`))
-        .prepare('email_logs_find_logs');
-      findLogsStatements.set(db, prepared);
-    }
-    const rows = await prepared.execute({ ids: distinct(refs.map((ref) => ref.id)) });
+    const rows = await findLogsStatement(db).execute({ ids: distinct(refs.map((ref) => ref.id)) });
     const wanted = new Set(refs.map((ref) => `${ref.teamId}/${ref.id}`));
     return rows.filter((row) => wanted.has(`${row.teamId}/${row.id}`));
   },

@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableName, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Database, Executor } from '../../db/client.ts';
-import { NamedStatement, poolOf, type StatementPart } from '../../db/named-statement.ts';
+import { NamedStatement, poolOf, preparedPerExecutor, type StatementPart } from '../../db/named-statement.ts';
 import { nextRowVersion } from '../../db/row-version.ts';
 import { webhookDeliveries, webhookOutbox, webhooks } from '../../db/schema/index.ts';
 import { STALE_BACKLOG_MIN_ROWS, statisticsAreStale } from '../../db/stale-statistics.ts';
@@ -43,11 +43,14 @@ export interface WebhookAttemptSummary {
   finalFailure: boolean;
 }
 
-/** findMany's prepared statement per database (or transaction) it ran on. */
-const findManyStatements = new WeakMap<
-  Executor,
-  { execute(values: { ids: string[] }): Promise<WebhookRow[]> }
->();
+/** findMany's statement, prepared once per database (or transaction) it runs on. */
+const findManyStatement = preparedPerExecutor((db) =>
+  db
+    .select()
+    .from(webhooks)
+    .where(sql`${webhooks.id} = any(${sql.placeholder('ids')}::text[])`)
+    .prepare('webhooks_find_many'),
+);
 
 /**
  * A claimed outbox row (webhook_outbox): one attempt of one message to one webhook, with its
@@ -158,16 +161,7 @@ export const webhookRepository = {
    */
   findMany(db: Executor, ids: readonly string[]): Promise<WebhookRow[]> {
     if (ids.length === 0) return Promise.resolve([]);
-    let prepared = findManyStatements.get(db);
-    if (!prepared) {
-      prepared = db
-        .select()
-        .from(webhooks)
-        .where(sql`${webhooks.id} = any(${sql.placeholder('ids')}::text[])`)
-        .prepare('webhooks_find_many');
-      findManyStatements.set(db, prepared);
-    }
-    return prepared.execute({ ids: [...ids] });
+    return findManyStatement(db).execute({ ids: [...ids] });
   },
 
   async update(
