@@ -1,6 +1,7 @@
 import type { LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
+import { isHostOrAddress } from '../../host-name.ts';
 import { type OutboundPolicy, refusalOf } from '../../outbound/index.ts';
 
 /**
@@ -132,7 +133,10 @@ export function webhookLookup(
 
 /**
  * Why `url` cannot be a webhook URL, or undefined when it can: an absolute http(s) URL without
- * credentials, and https when `requireHttps` (spec "Webhook": "Must be HTTPS in production").
+ * credentials, and https when `requireHttps` (spec "Webhook": "Must be HTTPS in production"), not
+ * naming port 0 nor a host no resolver takes (WHATWG URL takes `a..b`, `-a.test`, a 64-character
+ * label; {@link isHostOrAddress}): such URLs were saved and every delivery failed (review finding,
+ * session 22). An internationalised name is in its xn-- form here.
  */
 export function webhookUrlProblem(url: string, requireHttps: boolean): string | undefined {
   let parsed: URL;
@@ -144,6 +148,11 @@ export function webhookUrlProblem(url: string, requireHttps: boolean): string | 
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') return 'must be an http(s) URL';
   if (requireHttps && parsed.protocol !== 'https:') return 'must be an https URL (NODE_ENV=production)';
   if (parsed.username || parsed.password) return 'must not carry credentials';
+  // URL gives the port in plain digits (":00" is "0") and "" for the scheme's default.
+  if (parsed.port === '0') return 'must not name port 0';
+  if (!isHostOrAddress(parsed.hostname.replace(/^\[|\]$/g, ''))) {
+    return 'must name a valid host (labels of letters, digits and inner hyphens) or an IP address';
+  }
   return undefined;
 }
 

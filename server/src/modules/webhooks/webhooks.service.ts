@@ -2,7 +2,6 @@ import { isIP } from 'node:net';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
 import { isForeignKeyViolation } from '../../db/errors.ts';
-import { isHostOrAddress } from '../../host-name.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -73,31 +72,16 @@ function toDeliveryView(row: Omit<WebhookDeliveryRow, 'teamId'>): DeliveryView {
 }
 
 /**
- * Checks a webhook URL when it is saved: absolute http(s) without credentials, https under
- * NODE_ENV=production (spec "Webhook"), not port 0 (no connection can be made to it: such a URL was
- * saved and every delivery then failed; review finding, session 22), and an IP-literal host must
- * pass the outbound policy (a name is checked on every request instead, where its current DNS
- * answer counts).
+ * Checks a webhook URL when it is saved: what {@link webhookUrlProblem} refuses (absolute http(s)
+ * without credentials, https under NODE_ENV=production per spec "Webhook", a port and host a
+ * connection can be made to), and an IP-literal host must pass the outbound policy (a name is
+ * checked on every request instead, where its current DNS answer counts).
  * @throws VALIDATION_ERROR (400) with details.issues [{path: 'body.url', message}].
  */
 async function checkUrl(url: string, config: WebhookServiceDeps['config']): Promise<void> {
   const problem = webhookUrlProblem(url, httpsRequired());
   if (problem) throw validationError([{ path: 'body.url', message: problem }]);
-  const parsed = new URL(url);
-  // URL gives the port in plain digits (":00" is "0") and "" for the scheme's default.
-  if (parsed.port === '0') throw validationError([{ path: 'body.url', message: 'must not name port 0' }]);
-  const host = parsed.hostname.replace(/^\[|\]$/g, '');
-  // WHATWG URL takes `a..b`, `-a.test` or a 64-character label as a host; no resolver does, so
-  // every delivery would fail (review finding, session 22). An internationalised name is already
-  // in its xn-- form here.
-  if (!isHostOrAddress(host)) {
-    throw validationError([
-      {
-        path: 'body.url',
-        message: 'must name a valid host (labels of letters, digits and inner hyphens) or an IP address',
-      },
-    ]);
-  }
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
   if (!isIP(host)) return;
   try {
     await resolveWebhookHost(host, { allowPrivate: config.WEBHOOKS_ALLOW_PRIVATE });
