@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { estimatedHeapBytes } from '../heap-weight.ts';
 import {
@@ -60,8 +61,6 @@ describe('TeamReadCache bounded in bytes (review finding, session 13)', () => {
 });
 
 describe('TeamReadCache lifetime (review finding, session 18)', () => {
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
   it('counts an entry’s lifetime from when its load started, and keeps nothing a slower load returned', async () => {
     const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 1_000 });
     let loads = 0;
@@ -85,8 +84,6 @@ describe('TeamReadCache lifetime (review finding, session 18)', () => {
 });
 
 describe('TeamReadCache: concurrent misses share one load (review finding, session 22)', () => {
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
   it('loads a key once for every caller that misses it while the load is under way', async () => {
     // bench:send's batch endpoint: 100 sends of one template loaded it 100 times at once.
     const cache = new TeamReadCache<{ n: number }>({ max: 10, ttlMs: 1_000 });

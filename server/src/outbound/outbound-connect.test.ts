@@ -1,5 +1,6 @@
 import { type AddressInfo, createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rejectionOf } from '../../test/helpers/rejection.ts';
 import { closedPort } from '../../test/helpers/smtp-server.ts';
 import { connectOutbound } from './outbound-connect.ts';
 import { OutboundRefusedError } from './outbound-lookup.ts';
@@ -19,16 +20,12 @@ describe('connectOutbound', () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  const failure = (promise: Promise<unknown>) =>
-    promise.then(
-      () => undefined,
-      (error: NodeJS.ErrnoException) => error,
-    );
-
   it('refuses a loopback destination, by literal and by name, without opening a connection', async () => {
     const before = peers.length;
     for (const host of ['127.0.0.1', 'localhost']) {
-      const error = await failure(connectOutbound(host, port, { allowPrivate: false }, { timeoutMs: 5_000 }));
+      const error = await rejectionOf(
+        connectOutbound(host, port, { allowPrivate: false }, { timeoutMs: 5_000 }),
+      );
       expect(error).toBeInstanceOf(OutboundRefusedError);
       expect(error?.message).toContain('SMTP_ALLOW_PRIVATE');
     }
@@ -44,7 +41,7 @@ describe('connectOutbound', () => {
   });
 
   it("passes the socket's own error through for a closed port", async () => {
-    const error = await failure(
+    const error = await rejectionOf(
       connectOutbound('127.0.0.1', await closedPort(), { allowPrivate: true }, { timeoutMs: 5_000 }),
     );
     expect(error?.code).toBe('ECONNREFUSED');
@@ -52,7 +49,7 @@ describe('connectOutbound', () => {
 
   it('fails with ETIMEDOUT, without connecting, when the budget is already spent', async () => {
     const before = peers.length;
-    const error = await failure(
+    const error = await rejectionOf(
       connectOutbound(
         '127.0.0.1',
         port,

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rejectionOf } from '../../../test/helpers/rejection.ts';
 import { createSnsFetch, SNS_FETCH_MAX_BYTES } from './sns-fetch.ts';
 
 /**
@@ -25,17 +26,11 @@ describe('createSnsFetch (the SNS handler’s fetches)', () => {
   });
   afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-  const failure = (promise: Promise<unknown>) =>
-    promise.then(
-      () => undefined,
-      (error: NodeJS.ErrnoException) => error,
-    );
-
   it('refuses a host that is or resolves to a private address, without connecting', async () => {
     const sns = createSnsFetch({ policy: { allowPrivate: false } });
     const before = served.length;
     for (const host of ['127.0.0.1', 'localhost', '[::ffff:127.0.0.1]']) {
-      const error = await failure(sns.fetchText(`http://${host}:${port}/cert.pem`));
+      const error = await rejectionOf(sns.fetchText(`http://${host}:${port}/cert.pem`));
       expect(error?.code, host).toBe('EOUTBOUND');
     }
     expect(served.length).toBe(before);
@@ -56,8 +51,8 @@ describe('createSnsFetch (the SNS handler’s fetches)', () => {
 
   it('follows no redirect and reads no more than SNS_FETCH_MAX_BYTES', async () => {
     const sns = createSnsFetch({ policy: { allowPrivate: true } });
-    expect(await failure(sns.fetchText(`http://localhost:${port}/moved`))).toBeInstanceOf(Error);
-    expect((await failure(sns.fetchText(`http://localhost:${port}/big`)))?.message).toContain(
+    expect(await rejectionOf(sns.fetchText(`http://localhost:${port}/moved`))).toBeInstanceOf(Error);
+    expect((await rejectionOf(sns.fetchText(`http://localhost:${port}/big`)))?.message).toContain(
       `more than ${SNS_FETCH_MAX_BYTES} bytes`,
     );
     await sns.close();
