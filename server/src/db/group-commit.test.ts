@@ -126,4 +126,108 @@ describe('GroupCommit', () => {
     await group.drain();
     expect(batches).toEqual([[1]]);
   });
+
+  describe('fill (a group-commit delay under load)', () => {
+    /** A write that holds each batch until released, so the test decides when one finishes. */
+    function gatedDatabase() {
+      const batches: number[][] = [];
+      const gates: (() => void)[] = [];
+      const db = {
+        async transaction<R>(fn: (tx: unknown) => Promise<R>): Promise<R> {
+          return fn({});
+        },
+      } as unknown as Database;
+      const write = async (_tx: unknown, items: number[]) => {
+        batches.push(items);
+        await new Promise<void>((resolve) => gates.push(resolve));
+      };
+      const release = async () => {
+        gates.shift()?.();
+        for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+      };
+      return { db, write, batches, release };
+    }
+    const settle = async () => {
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    };
+
+    it('after a batch, waits for fill.items (not the timer) when they come', async () => {
+      // Timers faked and never advanced: only reaching fill.items can start the second batch.
+      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
+      try {
+        const { db, write, batches, release } = gatedDatabase();
+        const group = new GroupCommit<number>(db, {
+          write,
+          maxBatch: 64,
+          windowMs: 0,
+          maxInFlight: 1,
+          fill: { items: 3, waitMs: 1_000 },
+        });
+        const all = [group.submit(1)];
+        await settle();
+        expect(batches).toEqual([[1]]);
+        all.push(group.submit(2), group.submit(3));
+        await release();
+        // Two waiting, fewer than fill.items: no batch yet.
+        expect(batches).toEqual([[1]]);
+        all.push(group.submit(4));
+        await settle();
+        expect(batches).toEqual([[1], [2, 3, 4]]);
+        await release();
+        await Promise.all(all);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('starts the smaller batch once fill.waitMs has passed', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
+      try {
+        const { db, write, batches, release } = gatedDatabase();
+        const group = new GroupCommit<number>(db, {
+          write,
+          maxBatch: 64,
+          windowMs: 0,
+          maxInFlight: 1,
+          fill: { items: 10, waitMs: 8 },
+        });
+        const all = [group.submit(1)];
+        await settle();
+        all.push(group.submit(2));
+        await release();
+        expect(batches).toEqual([[1]]);
+        vi.advanceTimersByTime(7);
+        await settle();
+        expect(batches).toEqual([[1]]);
+        vi.advanceTimersByTime(1);
+        await settle();
+        expect(batches).toEqual([[1], [2]]);
+        await release();
+        await Promise.all(all);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('an idle group still commits its first item at once', async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
+      try {
+        const { db, write, batches, release } = gatedDatabase();
+        const group = new GroupCommit<number>(db, {
+          write,
+          maxBatch: 64,
+          windowMs: 0,
+          maxInFlight: 1,
+          fill: { items: 10, waitMs: 1_000 },
+        });
+        const one = group.submit(1);
+        await settle();
+        expect(batches).toEqual([[1]]);
+        await release();
+        await one;
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+  });
 });

@@ -22,6 +22,13 @@ export interface GroupCommitOptions<T> {
   windowMs: number;
   /** Transactions open at once (each holds one pooled connection). */
   maxInFlight: number;
+  /**
+   * Optional group-commit delay (PostgreSQL's `commit_delay` idea, for batches): when a batch
+   * finishes and fewer than `items` wait, the next batch waits up to `waitMs` (ms) for more, and
+   * starts at once when `items` are there. Under load, fewer and larger batches (a statement's
+   * fixed cost spread over more items); an idle one's first item still starts as `windowMs` says.
+   */
+  fill?: { items: number; waitMs: number };
 }
 
 interface Waiting<T> {
@@ -44,12 +51,17 @@ export class GroupCommit<T> {
   #pending: Waiting<T>[] = [];
   #inFlight = 0;
   #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** Whether {@link #timer} is the fill delay (see GroupCommitOptions.fill). */
+  #filling = false;
   /** Batches committed so far and the items they carried (for tests and diagnostics). */
   readonly stats = { batches: 0, items: 0, isolatedBatches: 0 };
 
   constructor(db: Database, options: GroupCommitOptions<T>) {
     if (options.maxBatch < 1 || options.maxInFlight < 1 || options.windowMs < 0) {
       throw new Error('GroupCommit: maxBatch and maxInFlight must be ≥ 1 and windowMs ≥ 0');
+    }
+    if (options.fill && (options.fill.items < 1 || options.fill.waitMs < 0)) {
+      throw new Error('GroupCommit: fill.items must be ≥ 1 and fill.waitMs ≥ 0');
     }
     this.#db = db;
     this.#options = options;
@@ -115,7 +127,10 @@ export class GroupCommit<T> {
 
   #schedule(): void {
     if (this.#inFlight >= this.#options.maxInFlight) return; // a finishing batch takes them
-    if (this.#pending.length >= this.#options.maxBatch) {
+    if (
+      this.#pending.length >= this.#options.maxBatch ||
+      (this.#filling && this.#pending.length >= this.#options.fill!.items)
+    ) {
       this.#startBatch();
       return;
     }
@@ -128,7 +143,24 @@ export class GroupCommit<T> {
       this.#options.windowMs === 0 ? setImmediate(fire) : setTimeout(fire, this.#options.windowMs);
   }
 
+  /** A batch finished with items waiting: the next starts now, or after the fill delay. */
+  #next(): void {
+    if (this.#pending.length === 0) return;
+    const { fill } = this.#options;
+    if (!fill || fill.waitMs === 0 || this.#pending.length >= fill.items) {
+      this.#startBatch();
+      return;
+    }
+    if (this.#timer) return;
+    this.#filling = true;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#startBatch();
+    }, fill.waitMs);
+  }
+
   #startBatch(): void {
+    this.#filling = false;
     if (this.#timer) {
       clearTimeout(this.#timer as NodeJS.Timeout);
       clearImmediate(this.#timer as NodeJS.Immediate);
@@ -139,8 +171,9 @@ export class GroupCommit<T> {
       this.#inFlight++;
       void this.#commit(batch).finally(() => {
         this.#inFlight--;
-        // Whatever arrived meanwhile has already waited a whole transaction: no further window.
-        if (this.#pending.length > 0) this.#startBatch();
+        // Whatever arrived meanwhile has already waited a whole transaction: no further window
+        // (only the fill delay, when one is set).
+        this.#next();
       });
     }
   }
