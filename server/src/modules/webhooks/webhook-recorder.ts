@@ -27,9 +27,9 @@ export interface RecordedAttempt {
  * The recorder's group-commit delay (GroupCommitOptions.fill): after a group's statement, the next
  * waits up to `waitMs` for `items` attempts. The statement's fixed cost (its plan's start-up, the
  * bind, the claim's index walk, the commit) was spread over ~40 attempts at 5,000-6,000 a second;
- * waiting lets groups grow. bench:webhooks, alternated runs (session 23): the worker and its
- * PostgreSQL spent 181-206 µs of CPU per delivery without it, 148-172 µs with it, and the
- * receiver-inclusive CPU ratio to the raw loop went from 0.50-0.54 to 0.58-0.63. An attempt's
+ * waiting lets groups grow. bench:webhooks, the tree before alternated with this one (session 23):
+ * the worker's PostgreSQL spent 54-74 µs of CPU per delivery without it, 38-53 µs with it, and
+ * the CPU ratio to the raw loop (receivers included) went from 0.50-0.57 to 0.58-0.67. An attempt's
  * request never waits for it (only its record and the claim of its replacement, which the rows
  * claimed ahead cover); a lone attempt is still written at once.
  */
