@@ -778,6 +778,62 @@ describe('webhook dispatcher', () => {
     expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(8).fill([null, 0]));
   }, 30_000);
 
+  it("keeps sending while its records wait: a row whose request ended no longer counts against its webhook's cap", async () => {
+    const teamId = await newTeam();
+    const { db } = database.handle;
+    const hook = await newHook(teamId, '/unrecorded');
+    receiver.answer('/unrecorded', () => ({ delayMs: 0 }));
+    await insertRows(
+      database,
+      hook.id,
+      Array.from({ length: 12 }, (_, i) => `unrec${i}`),
+    );
+    // Holds the webhook's row: every recording statement (its delivery records' foreign key, the
+    // webhook's counters) waits for this transaction.
+    const blocker = await database.handle.pool.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query('select 1 from webhooks where id = $1 for update', [hook.id]);
+      // WORKER_CONCURRENCY 2: one request at a time to the webhook, two rows of it held ahead
+      // (CLAIM_AHEAD × the cap) and four in the process. With ended rows counted, the two first
+      // requests ended and the webhook stayed capped until their records committed.
+      const dispatcher = startDispatcher(2);
+      await waitFor(
+        async () => (receiver.to('/unrecorded').length >= 4 ? true : undefined),
+        10_000,
+        'requests past the cap while the records wait',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Bounded: at most twice the process's claimed rows held in all (ended ones included).
+      expect(receiver.to('/unrecorded').length).toBeLessThanOrEqual(8);
+      expect(dispatcher.held).toBeLessThanOrEqual(8);
+      await blocker.query('commit');
+      await waitFor(
+        async () => (receiver.to('/unrecorded').length >= 12 ? true : undefined),
+        10_000,
+        'every delivery',
+      );
+      await waitFor(
+        async () =>
+          (await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).length === 0
+            ? true
+            : undefined,
+        10_000,
+        'the outbox to empty',
+      );
+      expect(new Set(receiver.to('/unrecorded').map((r) => r.json?.label)).size).toBe(12);
+      const records = await db
+        .select()
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.webhookId, hook.id));
+      expect(records).toHaveLength(12);
+      await dispatcher.stop(1_000);
+    } finally {
+      await blocker.query('rollback').catch(() => {});
+      blocker.release();
+    }
+  }, 40_000);
+
   it('drops the attempts of a webhook deleted while they were out: no record, no error, no row left', async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
@@ -786,7 +842,7 @@ describe('webhook dispatcher', () => {
     await insertRows(
       database,
       hook.id,
-      Array.from({ length: 6 }, (_, i) => `del${i}`),
+      Array.from({ length: 12 }, (_, i) => `del${i}`),
     );
     const errors: unknown[] = [];
     const dispatcher = startDispatcher(4, (error) => errors.push(error));
@@ -795,14 +851,18 @@ describe('webhook dispatcher', () => {
       10_000,
       'two requests',
     );
+    const deletedAt = Date.now();
     expect(await webhookRepository.delete(db, teamId, hook.id)).toBe(true);
     await waitFor(async () => (dispatcher.held === 0 ? true : undefined), 10_000, 'the attempts to end');
     expect(errors).toEqual([]);
-    // Only rows claimed before the deletion went out: the two in flight and the two claimed ahead
-    // (CLAIM_AHEAD × the cap); the last two never did.
-    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4);
+    // Only rows claimed before the deletion went out: those whose request had ended by then (they
+    // no longer count against the webhook's cap), and at most CLAIM_AHEAD × the cap (4) others, in
+    // flight or claimed ahead; the rest never did.
+    const endedBefore = receiver.to('/deleted').filter((r) => r.receivedAt + 300 <= deletedAt).length;
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4 + endedBefore);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4);
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4 + endedBefore);
+    expect(receiver.to('/deleted').length).toBeLessThan(12);
     expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).toEqual([]);
     expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id))).toEqual(
       [],
@@ -872,21 +932,30 @@ describe('webhook dispatcher', () => {
     await insertRows(
       database,
       hook.id,
-      Array.from({ length: 10 }, (_, i) => `race${i}`),
+      Array.from({ length: 40 }, (_, i) => `race${i}`),
     );
     // The webhook's row locked: the first group's recording (it moves lastTriggeredAt) waits.
     const locker = await database.handle.pool.connect();
     await locker.query('begin');
     await locker.query('select 1 from webhooks where id = $1 for update', [hook.id]);
+    let sent = 0;
     try {
       const dispatcher = startDispatcher(4);
-      // Cap 2, 4 rows claimed: all four answered, the first group's statement waiting.
+      // Cap 2: the first requests answered, the first group's statement waiting; rows whose request
+      // ended no longer count against the cap, so more go out until the process holds twice its
+      // claimed rows (2 × 8) in all.
       await waitFor(
-        async () => (receiver.to('/race').length >= 4 ? true : undefined),
+        async () => {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          const now = receiver.to('/race').length;
+          const settled = now >= 4 && now === sent;
+          sent = now;
+          return settled ? true : undefined;
+        },
         10_000,
-        'four requests',
+        'the requests to stop while the records wait',
       );
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(sent).toBeLessThanOrEqual(16);
       const stopped = dispatcher.stop(5_000);
       await locker.query('commit');
       await stopped;
@@ -895,9 +964,11 @@ describe('webhook dispatcher', () => {
       locker.release();
     }
     await new Promise((resolve) => setTimeout(resolve, 300));
-    expect(receiver.to('/race')).toHaveLength(4);
+    // Nothing went out after the stop: the rows the waiting statement claimed were given back.
+    expect(receiver.to('/race')).toHaveLength(sent);
     const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id));
-    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(6).fill([null, 0]));
+    expect(left).toHaveLength(40 - sent);
+    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(40 - sent).fill([null, 0]));
   }, 30_000);
 
   it('retries a failed attempt after the schedule and records each attempt', async () => {

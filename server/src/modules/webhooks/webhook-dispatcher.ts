@@ -121,10 +121,19 @@ export class WebhookDispatcher {
   readonly #onError: (error: unknown) => void;
   /** Claimed rows this process holds (waiting, requesting or being recorded), by row id. */
   readonly #held = new Map<string, ClaimedAttempt>();
-  /** Rows held per webhook (at most CLAIM_AHEAD × the cap). */
+  /**
+   * Rows held per webhook whose request has not ended (waiting or requesting; at most CLAIM_AHEAD ×
+   * the cap). A row whose request ended, held only until its record commits, counts no more: the
+   * claims' caps bound the rows ahead of a webhook's requests, and the recorder's group-commit
+   * delay (RECORDING_FILL) keeps ended rows held for up to its wait. Counted, they took two
+   * thirds of a busy webhook's cap, and its requests in flight fell to ~45 of 100 (bench:webhooks,
+   * session 23, sampled every ms).
+   */
   readonly #perWebhook = new Map<string, number>();
-  /** Rows held per team (at most CLAIM_AHEAD × the cap, however many webhooks it has). */
+  /** Rows held per team whose request has not ended (at most CLAIM_AHEAD × the cap, however many webhooks it has). */
   readonly #perTeam = new Map<string, number>();
+  /** The held rows counted in #perWebhook and #perTeam (their request has not ended). */
+  readonly #counted = new Set<string>();
   /** Requests in flight per team (at most the cap: two slow webhooks of one team leave half the slots). */
   readonly #teamRequests = new Map<string, number>();
   /** Claimed rows waiting for a request slot, per webhook, in claim order. */
@@ -239,7 +248,7 @@ export class WebhookDispatcher {
 
   async #fetchLoop(): Promise<void> {
     while (!this.#stopping) {
-      const free = CLAIM_AHEAD * this.#maxRequests - this.#held.size;
+      const free = this.#free();
       let full = false;
       if (free > 0) {
         try {
@@ -329,6 +338,16 @@ export class WebhookDispatcher {
     return { ...claim, cappedTeams: [...new Set([...claim.cappedTeams, ...this.#perTeam.keys()])] };
   }
 
+  /**
+   * Rows this process may claim now: up to CLAIM_AHEAD × WORKER_CONCURRENCY whose request has not
+   * ended (see #perWebhook), and no more than twice that held in all (rows whose request ended
+   * wait for their record: a stalled database does not make them pile up).
+   */
+  #free(): number {
+    const capacity = CLAIM_AHEAD * this.#maxRequests;
+    return Math.min(capacity - this.#counted.size, 2 * capacity - this.#held.size);
+  }
+
   /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
   #handoffFor(items: readonly RecordedAttempt[]) {
     if (this.#stopping) return undefined;
@@ -336,14 +355,23 @@ export class WebhookDispatcher {
     let count = 0;
     for (const { row } of items) {
       if (!row || !this.#held.has(row.id)) continue;
+      count++;
+      // A row whose request ended is no longer in the per-webhook and per-team counts.
+      if (!this.#counted.has(row.id)) continue;
       leaving.webhooks.set(row.webhookId, (leaving.webhooks.get(row.webhookId) ?? 0) + 1);
       leaving.teams.set(row.teamId, (leaving.teams.get(row.teamId) ?? 0) + 1);
-      count++;
     }
     // No further than the reserve of claimed rows ({@link reservedSlots}): the fetch loop gives it
     // to teams holding none (hand-offs of a hanging team's backlog otherwise refilled it at once).
     const capacity = CLAIM_AHEAD * this.#maxRequests;
-    const limit = Math.min(count, capacity - reservedSlots(capacity) - (this.#held.size - count));
+    const reserve = reservedSlots(capacity);
+    let leavingCounted = 0;
+    for (const n of leaving.webhooks.values()) leavingCounted += n;
+    const limit = Math.min(
+      count,
+      capacity - reserve - (this.#counted.size - leavingCounted),
+      2 * capacity - reserve - (this.#held.size - count),
+    );
     return limit > 0 ? this.#claim(limit, leaving) : undefined;
   }
 
@@ -354,6 +382,7 @@ export class WebhookDispatcher {
   #run(rows: ClaimedAttempt[]): void {
     for (const row of rows) {
       this.#held.set(row.id, row);
+      this.#counted.add(row.id);
       this.#perWebhook.set(row.webhookId, (this.#perWebhook.get(row.webhookId) ?? 0) + 1);
       this.#perTeam.set(row.teamId, (this.#perTeam.get(row.teamId) ?? 0) + 1);
     }
@@ -407,6 +436,7 @@ export class WebhookDispatcher {
    * then, when the process's or the team's slots were all taken, the other webhooks').
    */
   #requestDone(row: ClaimedAttempt): void {
+    this.#uncount(row);
     const { webhookId, teamId } = row;
     const requests = (this.#requests.get(webhookId) ?? 1) - 1;
     if (requests > 0) this.#requests.set(webhookId, requests);
@@ -423,20 +453,25 @@ export class WebhookDispatcher {
     if (full || teamWasFull) for (const waiting of [...this.#waiting.keys()]) this.#pump(waiting);
   }
 
-  /** A row's attempt is recorded (or could not be): it is no longer held. */
-  #release(row: ClaimedAttempt): void {
-    this.#held.delete(row.id);
+  /** Takes `row` out of the per-webhook and per-team counts (once: its request ended, or it left). */
+  #uncount(row: ClaimedAttempt): void {
+    if (!this.#counted.delete(row.id)) return;
     const count = (this.#perWebhook.get(row.webhookId) ?? 1) - 1;
     if (count > 0) this.#perWebhook.set(row.webhookId, count);
     else this.#perWebhook.delete(row.webhookId);
     const teamCount = (this.#perTeam.get(row.teamId) ?? 1) - 1;
     if (teamCount > 0) this.#perTeam.set(row.teamId, teamCount);
     else this.#perTeam.delete(row.teamId);
+  }
+
+  /** A row's attempt is recorded (or could not be): it is no longer held. */
+  #release(row: ClaimedAttempt): void {
+    this.#held.delete(row.id);
+    this.#uncount(row);
     if (this.#held.size === 0) this.#drained?.();
     // Free room (the hand-off refills most) worth a fetch before the poll; not after an empty
     // fetch: the due rows left are then those of webhooks at their cap (see BUSY_POLL_MS).
-    if (this.#emptyFetches === 0 && CLAIM_AHEAD * this.#maxRequests - this.#held.size >= REFETCH_AFTER)
-      this.#wake?.();
+    if (this.#emptyFetches === 0 && this.#free() >= REFETCH_AFTER) this.#wake?.();
   }
 
   /**
