@@ -295,20 +295,77 @@ describe('webhook outbox: claims, leases and recording', () => {
     }
   });
 
-  it("checks one foreign key per delivery record, its webhook's, which still takes a deleted team's records along (migration 0012)", async () => {
+  it('checks no foreign key per delivery record (migration 0020), and a deleted webhook or team still takes its records along', async () => {
     const { rows: keys } = await database.handle.pool.query<{ name: string }>(
       `select conname as name from pg_constraint
          where conrelid = 'webhook_deliveries'::regclass and contype = 'f'`,
     );
-    expect(keys.map((key) => key.name)).toEqual(['webhook_deliveries_webhook_id_webhooks_id_fk']);
-    const { teamId, ids } = await insertWebhooks(database, 1);
-    const outcome = attemptOutcome({ teamId, webhookId: ids[0]!, messageId: 'msg_team', payload: {} });
-    await webhookRepository.recordAttempts(database.handle.db, [outcome.delivery], [], new Date());
-    const recordsOf = () =>
-      database.handle.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.teamId, teamId));
-    expect(await recordsOf()).toHaveLength(1);
+    expect(keys).toEqual([]);
+    const { teamId, ids } = await insertWebhooks(database, 3);
+    for (const [i, webhookId] of ids.entries()) {
+      const outcome = attemptOutcome({ teamId, webhookId, messageId: `msg_cascade${i}`, payload: { i } });
+      await webhookRepository.recordAttempts(database.handle.db, [outcome.delivery], [], new Date());
+    }
+    const recordsOf = (webhookId?: string) =>
+      database.handle.db
+        .select()
+        .from(webhookDeliveries)
+        .where(
+          webhookId
+            ? and(eq(webhookDeliveries.teamId, teamId), eq(webhookDeliveries.webhookId, webhookId))
+            : eq(webhookDeliveries.teamId, teamId),
+        );
+    expect(await recordsOf()).toHaveLength(3);
+    // The payload is stored as the text sent and read back parsed.
+    expect((await recordsOf(ids[0]))[0]!.payload).toEqual({ i: 0 });
+    // A webhook's delete takes its records (the trigger), not the others'.
+    await database.handle.db.delete(webhooks).where(eq(webhooks.id, ids[0]!));
+    expect(await recordsOf(ids[0])).toEqual([]);
+    expect(await recordsOf()).toHaveLength(2);
+    // So does a team's (its webhooks' foreign key cascades, and their trigger fires).
     await database.handle.db.delete(teams).where(eq(teams.id, teamId));
     expect(await recordsOf()).toEqual([]);
+  });
+
+  it('writes no record of a webhook deleted before the recording, and a delete waiting for the recording takes its records', async () => {
+    const { teamId, ids } = await insertWebhooks(database, 2);
+    const [gone, racing] = ids as [string, string];
+    await database.handle.db.delete(webhooks).where(eq(webhooks.id, gone));
+    const lost = attemptOutcome({ teamId, webhookId: gone, messageId: 'msg_gone', payload: {} });
+    await webhookRepository.recordAttempts(database.handle.db, [lost.delivery], [], new Date());
+    expect(
+      await database.handle.db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, gone)),
+    ).toEqual([]);
+
+    // The recording holds its lock on the webhook (here: a transaction around it) while a delete
+    // of that webhook waits; once both commit, no record is left behind.
+    const recorder = await database.handle.pool.connect();
+    const deleter = await database.handle.pool.connect();
+    try {
+      await recorder.query('begin');
+      await recorder.query('select 1 from webhooks where id = $1 for key share', [racing]);
+      await deleter.query('begin');
+      const deleting = deleter.query('delete from webhooks where id = $1', [racing]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const outcome = attemptOutcome({ teamId, webhookId: racing, messageId: 'msg_race', payload: {} });
+      await recorder.query(
+        `insert into webhook_deliveries (id, team_id, webhook_id, message_id, event, payload)
+           values ($1, $2, $3, 'msg_race', 'email.sent', '{}')`,
+        [outcome.delivery.id, teamId, racing],
+      );
+      await recorder.query('commit');
+      await deleting;
+      await deleter.query('commit');
+    } finally {
+      recorder.release();
+      deleter.release();
+    }
+    expect(
+      await database.handle.db
+        .select()
+        .from(webhookDeliveries)
+        .where(eq(webhookDeliveries.webhookId, racing)),
+    ).toEqual([]);
   });
 
   it('claims a row again once its lease lapsed (its worker died), counting the claim', async () => {

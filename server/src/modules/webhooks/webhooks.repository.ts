@@ -282,8 +282,9 @@ export const webhookRepository = {
    * `disableBefore` or earlier (issue #11: 5 days). A webhook whose attempts all succeeded, with no
    * failures to reset, is updated only when its `lastTriggeredAt` or `lastSuccessAt` lag more than
    * TIMESTAMPS_THROTTLE behind them.
-   * A record with `outboxId` whose webhook is gone (deleted while its attempt was out: its outbox
-   * rows went with it) is not inserted; one without (test, redeliver) fails on the webhook foreign key.
+   * A record whose webhook is gone (deleted while its attempt was out) is not inserted: the
+   * statement locks the records' webhooks, once each (migration 0020 took out the per-record
+   * foreign key); the test and redeliver endpoints look for their record afterwards.
    * With `outbox`, the same statement deletes the finished outbox rows, reschedules the retried
    * ones and claims rows in their place (see {@link OutboxSettlement}): the whole recording of a
    * group of attempts, atomic, in one round trip. With `asyncCommit`, the statement also sets
@@ -307,6 +308,7 @@ export const webhookRepository = {
     if (rows.length === 0 && summaries.length === 0 && !outbox) return [];
     const values: RecordValues = {
       deliveries: `[${rows.map(deliveryJson).join(',')}]`,
+      recordedWebhookIds: [...new Set(rows.map((row) => row.webhookId))],
       summaries: JSON.stringify(
         summaries.map((s) => ({
           id: s.webhookId,
@@ -595,6 +597,8 @@ type ClaimValues = {
 /** The values of recordAttempts' statement: its placeholders. */
 type RecordValues = {
   deliveries: string;
+  /** The records' webhooks, each once (locked by the statement, see recordAttemptsSql). */
+  recordedWebhookIds: string[];
   summaries: string;
   disableBefore: string;
   finishedIds: string[];
@@ -783,6 +787,16 @@ function recordAttemptsSql(
         sql`w.id <> all(${value('finishedIds', 'bigint[]')}) and w.id <> all(${value('retryIds', 'bigint[]')})`,
         perWebhook,
       )}),
+      alive as (
+        -- The records' webhooks, each locked once against a delete until this statement commits
+        -- (migration 0020: where the foreign key checked every record with a query of its own). A
+        -- webhook deleted first is not here, and its records are not written (a worker's attempt
+        -- to a webhook deleted meanwhile, whose rows went with it; a test or redelivery, whose
+        -- caller then answers 404); a delete that comes later waits, and its trigger deletes them.
+        select k.id from ${webhooks} k
+        where k.id = any(${value('recordedWebhookIds', 'text[]')})
+        for key share
+      ),
       inserted as (
         insert into ${webhookDeliveries} (id, team_id, webhook_id, message_id, event, payload,
           response_status, response_body, success, attempt_count, duration_ms, error, created_at)
@@ -791,18 +805,16 @@ function recordAttemptsSql(
         from (
           select x.*,
             -- The body of the row this statement deletes or reschedules (a join, not a look-up per
-            -- record); one fenced out (claimed again meanwhile) is looked up.
-            coalesce(x.payload::jsonb, b.body::jsonb,
-              (select o.body from ${webhookOutbox} o where o.id = x.outbox_id)::jsonb) as payload_found
+            -- record); one fenced out (claimed again meanwhile) is looked up. Kept as the text sent.
+            coalesce(x.payload::text, b.body,
+              (select o.body from ${webhookOutbox} o where o.id = x.outbox_id)) as payload_found
           from setting, json_to_recordset(${value('deliveries', 'json')}) as x(id text, team_id text,
             webhook_id text, message_id text, event text, payload json, outbox_id bigint,
             response_status integer, response_body text, success boolean, attempt_count integer,
             duration_ms integer, error text, created_at timestamptz)
             left join (select id, body from finished union all select id, body from retried) b
               on b.id = x.outbox_id
-          -- A worker's attempt to a webhook deleted meanwhile (its rows went with it) leaves no
-          -- record, rather than failing the group on the foreign key.
-          where x.outbox_id is null or exists (select 1 from ${webhooks} k where k.id = x.webhook_id)
+          where x.webhook_id = any(array(select id from alive))
         ) r
         -- Nor does one whose row is gone (its lease lapsed; another worker attempted, recorded and
         -- deleted it, so this attempt was a repeat): a record without its payload read as null and
@@ -823,7 +835,11 @@ function recordAttemptsSql(
         from jsonb_to_recordset(${value('summaries', 'jsonb')}) as v(id text, last_triggered_at timestamptz,
           last_success_at timestamptz, failures_after integer, first_failure_at timestamptz,
           gone boolean, failed boolean, final_failure boolean)
-        where ${webhooks.id} = v.id and (v.failed or v.gone
+        -- Through alive, read whole once (an array, an init plan) before this update changes the same rows:
+        -- a row the statement had changed could no longer be locked by it, and its records were
+        -- left out.
+        where ${webhooks.id} = v.id and ${webhooks.id} = any(array(select id from alive))
+          and (v.failed or v.gone
           or ${webhooks.consecutiveFailures} <> 0 or ${webhooks.failingSince} is not null
           or ${webhooks.lastTriggeredAt} is null
           or ${webhooks.lastTriggeredAt} < v.last_triggered_at - ${TIMESTAMPS_THROTTLE}

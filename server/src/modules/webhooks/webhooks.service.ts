@@ -1,7 +1,6 @@
 import { isIP } from 'node:net';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../db/client.ts';
-import { isForeignKeyViolation } from '../../db/errors.ts';
 import { isoOrNull } from '../../http/envelope.ts';
 import { AppError, notFound, validationError } from '../../http/errors.ts';
 import { newId } from '../../ids.ts';
@@ -231,12 +230,6 @@ function unreadableSecretsOf(encryptionKey: Buffer, row: WebhookRow): string[] {
   });
 }
 
-/**
- * The delivery records' foreign key to their webhook (db/schema/app.ts, `webhook_deliveries`; a
- * deleted team takes its webhooks along, so this key covers it too since migration 0012).
- */
-const DELIVERY_WEBHOOK_FK = 'webhook_deliveries_webhook_id_webhooks_id_fk';
-
 /** An event as an attempt's body (its JSON text) and payload (the object, for the record shown). */
 function withBody(payload: unknown): { body: string; payload: unknown } {
   return { body: JSON.stringify(payload), payload };
@@ -248,12 +241,11 @@ function withBody(payload: unknown): { body: string; payload: unknown } {
  *   to WEBHOOK_TIMEOUT_SECONDS): its record has nothing left to belong to.
  */
 async function recordNow(deps: WebhookServiceDeps, outcome: AttemptOutcome): Promise<DeliveryView> {
-  try {
-    await writeAttempts(deps.db, [{ outcome }]);
-  } catch (error) {
-    if (isForeignKeyViolation(error, DELIVERY_WEBHOOK_FK)) throw notFound('Webhook');
-    throw error;
-  }
+  await writeAttempts(deps.db, [{ outcome }]);
+  // The statement writes no record of a webhook deleted meanwhile, and a delete after it takes the
+  // record along (migration 0020): either way there is none now.
+  const { teamId, webhookId, id } = outcome.delivery;
+  if (!(await webhookRepository.findDelivery(deps.db, teamId, webhookId, id))) throw notFound('Webhook');
   return toDeliveryView(outcome.delivery as WebhookDeliveryRow);
 }
 
