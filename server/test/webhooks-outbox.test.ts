@@ -610,6 +610,24 @@ describe('webhook dispatcher', () => {
       events: ['email.sent'],
     });
 
+  /** Waits until the receiver's `path` got `total` requests and webhook `webhookId`'s outbox is empty. */
+  const deliveredAndEmptied = async (webhookId: string, path: string, total: number) => {
+    await waitFor(
+      async () => (receiver.to(path).length >= total ? true : undefined),
+      20_000,
+      'every delivery',
+    );
+    await waitFor(
+      async () =>
+        (await database.handle.db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, webhookId)))
+          .length === 0
+          ? true
+          : undefined,
+      10_000,
+      'the outbox to empty',
+    );
+  };
+
   it("keeps at most the webhook's cap of requests in flight, delivers every row once, signed, and empties the outbox", async () => {
     const teamId = await newTeam();
     const { db } = database.handle;
@@ -629,19 +647,7 @@ describe('webhook dispatcher', () => {
       Array.from({ length: total }, (_, i) => `cap${i}`),
     );
     const dispatcher = startDispatcher(8);
-    await waitFor(
-      async () => (receiver.to('/capped').length >= total ? true : undefined),
-      20_000,
-      'every delivery',
-    );
-    await waitFor(
-      async () =>
-        (await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).length === 0
-          ? true
-          : undefined,
-      10_000,
-      'the outbox to empty',
-    );
+    await deliveredAndEmptied(hook.id, '/capped', total);
     // WORKER_CONCURRENCY 8: 4 per webhook (webhookDeliveriesInFlight).
     expect(most).toBeLessThanOrEqual(4);
     expect(most).toBeGreaterThanOrEqual(2);
@@ -865,19 +871,7 @@ describe('webhook dispatcher', () => {
       expect(receiver.to('/unrecorded').length).toBeLessThanOrEqual(8);
       expect(dispatcher.held).toBeLessThanOrEqual(8);
       await blocker.query('commit');
-      await waitFor(
-        async () => (receiver.to('/unrecorded').length >= 12 ? true : undefined),
-        10_000,
-        'every delivery',
-      );
-      await waitFor(
-        async () =>
-          (await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).length === 0
-            ? true
-            : undefined,
-        10_000,
-        'the outbox to empty',
-      );
+      await deliveredAndEmptied(hook.id, '/unrecorded', 12);
       expect(new Set(receiver.to('/unrecorded').map((r) => r.json?.label)).size).toBe(12);
       const records = await db
         .select()

@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Database } from './client.ts';
 import { GroupCommit } from './group-commit.ts';
 
@@ -128,8 +128,20 @@ describe('GroupCommit', () => {
   });
 
   describe('fill (a group-commit delay under load)', () => {
-    /** A write that holds each batch until released, so the test decides when one finishes. */
-    function gatedDatabase() {
+    // Timers faked and advanced only by the tests: a batch starts by reaching fill.items or when a
+    // test moves the clock past fill.waitMs.
+    beforeEach(() => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    const settle = async () => {
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    };
+
+    /** A group with `fill` whose write holds each batch until `release()` lets the oldest finish. */
+    function filling(fill: { items: number; waitMs: number }) {
       const batches: number[][] = [];
       const gates: (() => void)[] = [];
       const db = {
@@ -141,93 +153,54 @@ describe('GroupCommit', () => {
         batches.push(items);
         await new Promise<void>((resolve) => gates.push(resolve));
       };
+      const group = new GroupCommit<number>(db, { write, maxBatch: 64, windowMs: 0, maxInFlight: 1, fill });
       const release = async () => {
         gates.shift()?.();
-        for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+        await settle();
       };
-      return { db, write, batches, release };
+      return { group, batches, release };
     }
-    const settle = async () => {
-      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
-    };
 
     it('after a batch, waits for fill.items (not the timer) when they come', async () => {
-      // Timers faked and never advanced: only reaching fill.items can start the second batch.
-      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
-      try {
-        const { db, write, batches, release } = gatedDatabase();
-        const group = new GroupCommit<number>(db, {
-          write,
-          maxBatch: 64,
-          windowMs: 0,
-          maxInFlight: 1,
-          fill: { items: 3, waitMs: 1_000 },
-        });
-        const all = [group.submit(1)];
-        await settle();
-        expect(batches).toEqual([[1]]);
-        all.push(group.submit(2), group.submit(3));
-        await release();
-        // Two waiting, fewer than fill.items: no batch yet.
-        expect(batches).toEqual([[1]]);
-        all.push(group.submit(4));
-        await settle();
-        expect(batches).toEqual([[1], [2, 3, 4]]);
-        await release();
-        await Promise.all(all);
-      } finally {
-        vi.useRealTimers();
-      }
+      const { group, batches, release } = filling({ items: 3, waitMs: 1_000 });
+      const all = [group.submit(1)];
+      await settle();
+      expect(batches).toEqual([[1]]);
+      all.push(group.submit(2), group.submit(3));
+      await release();
+      // Two waiting, fewer than fill.items: no batch yet.
+      expect(batches).toEqual([[1]]);
+      all.push(group.submit(4));
+      await settle();
+      expect(batches).toEqual([[1], [2, 3, 4]]);
+      await release();
+      await Promise.all(all);
     });
 
     it('starts the smaller batch once fill.waitMs has passed', async () => {
-      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
-      try {
-        const { db, write, batches, release } = gatedDatabase();
-        const group = new GroupCommit<number>(db, {
-          write,
-          maxBatch: 64,
-          windowMs: 0,
-          maxInFlight: 1,
-          fill: { items: 10, waitMs: 8 },
-        });
-        const all = [group.submit(1)];
-        await settle();
-        all.push(group.submit(2));
-        await release();
-        expect(batches).toEqual([[1]]);
-        vi.advanceTimersByTime(7);
-        await settle();
-        expect(batches).toEqual([[1]]);
-        vi.advanceTimersByTime(1);
-        await settle();
-        expect(batches).toEqual([[1], [2]]);
-        await release();
-        await Promise.all(all);
-      } finally {
-        vi.useRealTimers();
-      }
+      const { group, batches, release } = filling({ items: 10, waitMs: 8 });
+      const all = [group.submit(1)];
+      await settle();
+      all.push(group.submit(2));
+      await release();
+      expect(batches).toEqual([[1]]);
+      vi.advanceTimersByTime(7);
+      await settle();
+      expect(batches).toEqual([[1]]);
+      vi.advanceTimersByTime(1);
+      await settle();
+      expect(batches).toEqual([[1], [2]]);
+      await release();
+      await Promise.all(all);
     });
 
     it('an idle group still commits its first item at once', async () => {
-      vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval'] });
-      try {
-        const { db, write, batches, release } = gatedDatabase();
-        const group = new GroupCommit<number>(db, {
-          write,
-          maxBatch: 64,
-          windowMs: 0,
-          maxInFlight: 1,
-          fill: { items: 10, waitMs: 1_000 },
-        });
-        const one = group.submit(1);
-        await settle();
-        expect(batches).toEqual([[1]]);
-        await release();
-        await one;
-      } finally {
-        vi.useRealTimers();
-      }
+      const { group, batches, release } = filling({ items: 10, waitMs: 1_000 });
+      const one = group.submit(1);
+      await settle();
+      expect(batches).toEqual([[1]]);
+      await release();
+      await one;
     });
   });
 });
