@@ -293,24 +293,17 @@ export class WebhookDispatcher {
     });
   }
 
-  /**
-   * A claim of up to `limit` rows with this process's per-webhook and per-team counts (`without`:
-   * rows leaving, per webhook and per team).
-   */
-  #claim(limit: number, without?: { webhooks: Map<string, number>; teams: Map<string, number> }) {
+  /** A claim of up to `limit` rows with this process's per-webhook and per-team counts. */
+  #claim(limit: number) {
     const inFlight: Record<string, number> = {};
     const capped: string[] = [];
-    for (const [webhookId, count] of this.#perWebhook) {
-      const held = count - (without?.webhooks.get(webhookId) ?? 0);
-      if (held <= 0) continue;
+    for (const [webhookId, held] of this.#perWebhook) {
       inFlight[webhookId] = held;
       if (held >= CLAIM_AHEAD * this.#cap) capped.push(webhookId);
     }
     const teamInFlight: Record<string, number> = {};
     const cappedTeams: string[] = [];
-    for (const [teamId, count] of this.#perTeam) {
-      const held = count - (without?.teams.get(teamId) ?? 0);
-      if (held <= 0) continue;
+    for (const [teamId, held] of this.#perTeam) {
       teamInFlight[teamId] = held;
       if (held >= CLAIM_AHEAD * this.#cap) cappedTeams.push(teamId);
     }
@@ -341,38 +334,27 @@ export class WebhookDispatcher {
   /**
    * Rows this process may claim now: up to CLAIM_AHEAD × WORKER_CONCURRENCY whose request has not
    * ended (see #perWebhook), and no more than twice that held in all (rows whose request ended
-   * wait for their record: a stalled database does not make them pile up).
+   * wait for their record: a stalled database does not make them pile up); `leaving`: held rows
+   * about to be let go (a hand-off's group).
    */
-  #free(): number {
+  #free(leaving = 0): number {
     const capacity = CLAIM_AHEAD * this.#maxRequests;
-    return Math.min(capacity - this.#counted.size, 2 * capacity - this.#held.size);
+    return Math.min(capacity - this.#counted.size, 2 * capacity - (this.#held.size - leaving));
   }
 
-  /** The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping). */
+  /**
+   * The hand-off of a group about to be recorded: as many rows as it finishes (none when stopping).
+   * Its rows' requests have all ended (#attempt), so they are out of the per-webhook and per-team
+   * counts already; they still count as held until the group commits.
+   */
   #handoffFor(items: readonly RecordedAttempt[]) {
     if (this.#stopping) return undefined;
-    const leaving = { webhooks: new Map<string, number>(), teams: new Map<string, number>() };
     let count = 0;
-    for (const { row } of items) {
-      if (!row || !this.#held.has(row.id)) continue;
-      count++;
-      // A row whose request ended is no longer in the per-webhook and per-team counts.
-      if (!this.#counted.has(row.id)) continue;
-      leaving.webhooks.set(row.webhookId, (leaving.webhooks.get(row.webhookId) ?? 0) + 1);
-      leaving.teams.set(row.teamId, (leaving.teams.get(row.teamId) ?? 0) + 1);
-    }
+    for (const { row } of items) if (row && this.#held.has(row.id)) count++;
     // No further than the reserve of claimed rows ({@link reservedSlots}): the fetch loop gives it
     // to teams holding none (hand-offs of a hanging team's backlog otherwise refilled it at once).
-    const capacity = CLAIM_AHEAD * this.#maxRequests;
-    const reserve = reservedSlots(capacity);
-    let leavingCounted = 0;
-    for (const n of leaving.webhooks.values()) leavingCounted += n;
-    const limit = Math.min(
-      count,
-      capacity - reserve - (this.#counted.size - leavingCounted),
-      2 * capacity - reserve - (this.#held.size - count),
-    );
-    return limit > 0 ? this.#claim(limit, leaving) : undefined;
+    const limit = Math.min(count, this.#free(count) - reservedSlots(CLAIM_AHEAD * this.#maxRequests));
+    return limit > 0 ? this.#claim(limit) : undefined;
   }
 
   /**
