@@ -6,7 +6,11 @@ import { openDatabase } from '../src/db/client.ts';
 import { teams, webhookDeliveries, webhookOutbox, webhooks } from '../src/db/schema/index.ts';
 import { newId } from '../src/ids.ts';
 import { JobQueue } from '../src/jobs/queue.ts';
-import { MAX_LOST_CLAIMS, WebhookDispatcher } from '../src/modules/webhooks/webhook-dispatcher.ts';
+import {
+  CLAIM_AHEAD,
+  MAX_LOST_CLAIMS,
+  WebhookDispatcher,
+} from '../src/modules/webhooks/webhook-dispatcher.ts';
 import { writeAttempts } from '../src/modules/webhooks/webhook-recorder.ts';
 import {
   type ClaimedAttempt,
@@ -805,8 +809,8 @@ describe('webhook dispatcher', () => {
       'every delivery',
     );
     // After the change, only rows claimed before it still went to the old URL: those in flight or
-    // claimed ahead (2 × the cap of 2) and one group's hand-off (at most as many).
-    expect(receiver.to('/old').length).toBeLessThanOrEqual(sentBefore + 8);
+    // claimed ahead (CLAIM_AHEAD × the cap of 2) and one group's hand-off (at most as many).
+    expect(receiver.to('/old').length).toBeLessThanOrEqual(sentBefore + 2 * CLAIM_AHEAD * 2);
     expect(receiver.to('/new').length).toBeGreaterThan(0);
     const labels = [...receiver.to('/old'), ...receiver.to('/new')].map((r) => r.json?.label);
     expect(new Set(labels).size).toBe(total);
@@ -824,7 +828,8 @@ describe('webhook dispatcher', () => {
       Array.from({ length: 10 }, (_, i) => `stop${i}`),
     );
     const dispatcher = startDispatcher(4);
-    // Cap 2 (WORKER_CONCURRENCY 4): two requests out, two more rows claimed ahead.
+    // Cap 2 (WORKER_CONCURRENCY 4): two requests out, the other eight rows claimed ahead (up to
+    // CLAIM_AHEAD × the cap held) or still unclaimed.
     await waitFor(
       async () => (receiver.to('/stopping').length >= 2 ? true : undefined),
       10_000,
@@ -849,7 +854,7 @@ describe('webhook dispatcher', () => {
     await insertRows(
       database,
       hook.id,
-      Array.from({ length: 12 }, (_, i) => `unrec${i}`),
+      Array.from({ length: 40 }, (_, i) => `unrec${i}`),
     );
     // Holds the webhook's row: every recording statement (its delivery records' foreign key, the
     // webhook's counters) waits for this transaction.
@@ -857,27 +862,29 @@ describe('webhook dispatcher', () => {
     try {
       await blocker.query('begin');
       await blocker.query('select 1 from webhooks where id = $1 for update', [hook.id]);
-      // WORKER_CONCURRENCY 2: one request at a time to the webhook, two rows of it held ahead
-      // (CLAIM_AHEAD × the cap) and four in the process. With ended rows counted, the two first
-      // requests ended and the webhook stayed capped until their records committed.
+      // WORKER_CONCURRENCY 2: one request at a time to the webhook, CLAIM_AHEAD rows of it held
+      // ahead (CLAIM_AHEAD × the cap) and twice as many in the process. With ended rows counted,
+      // the first CLAIM_AHEAD requests ended and the webhook stayed capped until their records
+      // committed.
       const dispatcher = startDispatcher(2);
       await waitFor(
-        async () => (receiver.to('/unrecorded').length >= 4 ? true : undefined),
+        async () => (receiver.to('/unrecorded').length >= 2 * CLAIM_AHEAD ? true : undefined),
         10_000,
         'requests past the cap while the records wait',
       );
       await new Promise((resolve) => setTimeout(resolve, 300));
-      // Bounded: at most twice the process's claimed rows held in all (ended ones included).
-      expect(receiver.to('/unrecorded').length).toBeLessThanOrEqual(8);
-      expect(dispatcher.held).toBeLessThanOrEqual(8);
+      // Bounded: at most twice the process's claimed rows (CLAIM_AHEAD × WORKER_CONCURRENCY) held
+      // in all, ended ones included.
+      expect(receiver.to('/unrecorded').length).toBeLessThanOrEqual(2 * CLAIM_AHEAD * 2);
+      expect(dispatcher.held).toBeLessThanOrEqual(2 * CLAIM_AHEAD * 2);
       await blocker.query('commit');
-      await deliveredAndEmptied(hook.id, '/unrecorded', 12);
-      expect(new Set(receiver.to('/unrecorded').map((r) => r.json?.label)).size).toBe(12);
+      await deliveredAndEmptied(hook.id, '/unrecorded', 40);
+      expect(new Set(receiver.to('/unrecorded').map((r) => r.json?.label)).size).toBe(40);
       const records = await db
         .select()
         .from(webhookDeliveries)
         .where(eq(webhookDeliveries.webhookId, hook.id));
-      expect(records).toHaveLength(12);
+      expect(records).toHaveLength(40);
       await dispatcher.stop(1_000);
     } finally {
       await blocker.query('rollback').catch(() => {});
@@ -893,7 +900,7 @@ describe('webhook dispatcher', () => {
     await insertRows(
       database,
       hook.id,
-      Array.from({ length: 12 }, (_, i) => `del${i}`),
+      Array.from({ length: 30 }, (_, i) => `del${i}`),
     );
     const errors: unknown[] = [];
     const dispatcher = startDispatcher(4, (error) => errors.push(error));
@@ -907,13 +914,13 @@ describe('webhook dispatcher', () => {
     await waitFor(async () => (dispatcher.held === 0 ? true : undefined), 10_000, 'the attempts to end');
     expect(errors).toEqual([]);
     // Only rows claimed before the deletion went out: those whose request had ended by then (they
-    // no longer count against the webhook's cap), and at most CLAIM_AHEAD × the cap (4) others, in
+    // no longer count against the webhook's cap), and at most CLAIM_AHEAD × the cap (2) others, in
     // flight or claimed ahead; the rest never did.
     const endedBefore = receiver.to('/deleted').filter((r) => r.receivedAt + 300 <= deletedAt).length;
-    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4 + endedBefore);
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(CLAIM_AHEAD * 2 + endedBefore);
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(4 + endedBefore);
-    expect(receiver.to('/deleted').length).toBeLessThan(12);
+    expect(receiver.to('/deleted').length).toBeLessThanOrEqual(CLAIM_AHEAD * 2 + endedBefore);
+    expect(receiver.to('/deleted').length).toBeLessThan(30);
     expect(await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id))).toEqual([]);
     expect(await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook.id))).toEqual(
       [],
@@ -983,7 +990,7 @@ describe('webhook dispatcher', () => {
     await insertRows(
       database,
       hook.id,
-      Array.from({ length: 40 }, (_, i) => `race${i}`),
+      Array.from({ length: 80 }, (_, i) => `race${i}`),
     );
     // The webhook's row locked: the first group's recording (it moves lastTriggeredAt) waits.
     const locker = await database.handle.pool.connect();
@@ -994,7 +1001,7 @@ describe('webhook dispatcher', () => {
       const dispatcher = startDispatcher(4);
       // Cap 2: the first requests answered, the first group's statement waiting; rows whose request
       // ended no longer count against the cap, so more go out until the process holds twice its
-      // claimed rows (2 × 8) in all.
+      // claimed rows (2 × CLAIM_AHEAD × 4) in all.
       await waitFor(
         async () => {
           await new Promise((resolve) => setTimeout(resolve, 200));
@@ -1006,7 +1013,7 @@ describe('webhook dispatcher', () => {
         10_000,
         'the requests to stop while the records wait',
       );
-      expect(sent).toBeLessThanOrEqual(16);
+      expect(sent).toBeLessThanOrEqual(2 * CLAIM_AHEAD * 4);
       const stopped = dispatcher.stop(5_000);
       await locker.query('commit');
       await stopped;
@@ -1018,8 +1025,8 @@ describe('webhook dispatcher', () => {
     // Nothing went out after the stop: the rows the waiting statement claimed were given back.
     expect(receiver.to('/race')).toHaveLength(sent);
     const left = await db.select().from(webhookOutbox).where(eq(webhookOutbox.webhookId, hook.id));
-    expect(left).toHaveLength(40 - sent);
-    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(40 - sent).fill([null, 0]));
+    expect(left).toHaveLength(80 - sent);
+    expect(left.map((row) => [row.leasedUntil, row.claims])).toEqual(Array(80 - sent).fill([null, 0]));
   }, 30_000);
 
   it('retries a failed attempt after the schedule and records each attempt', async () => {
