@@ -49,8 +49,9 @@ const REFETCH_AFTER = 30;
  * slot freed by a response starts its webhook's next row at once, while the response's recording
  * and the claim of its replacement (one statement per group, one group at a time) run behind.
  * The rows waiting for a slot must last while that refill comes: a group waits up to
- * RECORDING_FILL.waitMs (10 ms) to fill, then its statement runs (~5-10 ms with 200 rows), while a
- * fast receiver answers a slot every few milliseconds — about three slots' worth of rows, hence 1
+ * RECORDING_FILL.waitMs (10 ms) to fill, then its statement runs (~4-5 ms of PostgreSQL CPU for
+ * 200 rows at ~21 µs each), while a fast receiver answers a slot every few milliseconds — about
+ * three slots' worth of rows, hence 1
  * (the requests) + 3. With 2, a busy webhook had no row waiting for a slot in 53-62 % of 1 ms
  * samples of a drain and nothing in flight in at least one sample of ten; bench:webhooks, runs
  * alternated on one machine (session 24): 0.49-0.55× raw with 2, 0.58-0.60× with 3, 0.61-0.67×
