@@ -51,12 +51,12 @@ const REFETCH_AFTER = 30;
  * The rows waiting for a slot must last while that refill comes: a group waits up to
  * RECORDING_FILL.waitMs (10 ms) to fill, then its statement runs (~4-5 ms of PostgreSQL CPU for
  * 200 rows at ~21 µs each), while a fast receiver answers a slot every few milliseconds — about
- * three slots' worth of rows, hence 1
- * (the requests) + 3. With 2, a busy webhook had no row waiting for a slot in 53-62 % of 1 ms
- * samples of a drain and nothing in flight in at least one sample of ten; bench:webhooks, runs
- * alternated on one machine (session 24): 0.49-0.55× raw with 2, 0.58-0.60× with 3, 0.61-0.67×
- * with 4, 0.56-0.58× with 6, at the same CPU per delivery. With rows only for the slots, each
- * slot stood empty from its response to the commit of the statement that refilled it.
+ * three slots' worth of rows, hence 1 (the requests) + 3. With 2, a busy webhook had no row
+ * waiting for a slot in 53-62 % of 1 ms samples of a drain and nothing in flight in at least one
+ * sample of ten; bench:webhooks, runs alternated on one machine (session 24): 0.49-0.55× raw
+ * with 2, 0.58-0.60× with 3, 0.61-0.67× with 4, 0.56-0.58× with 6, at the same CPU per delivery.
+ * With rows only for the slots, each slot stood empty from its response to the commit of the
+ * statement that refilled it.
  */
 export const CLAIM_AHEAD = 4;
 /** Webhook rows kept from earlier lookups, reused while their `updatedAt` is unchanged. */
